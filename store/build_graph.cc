@@ -1,0 +1,3 @@
+#include "store/build_graph.h"
+
+// TODO(helper): implement.

@@ -1,0 +1,3 @@
+#include "store/generator.h"
+
+// TODO(helper): implement.

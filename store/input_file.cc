@@ -1,0 +1,3 @@
+#include "store/input_file.h"
+
+// TODO(helper): implement.

@@ -1,0 +1,3 @@
+#include "store/reader.h"
+
+// TODO(helper): implement.
