@@ -1,1 +1,80 @@
-// placeholder
+#include "store/graph_source.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "store/build_graph.h"
+#include "store/generator.h"
+#include "store/image_file.h"
+#include "store/reader.h"
+
+namespace dmg::store {
+
+Csr CsrFromImage(const StoreImage& image, Direction direction) {
+  Csr csr;
+  csr.num_vertices = image.num_vertices();
+  csr.offsets.assign(csr.num_vertices + 1, 0);
+  csr.targets.resize(image.num_arcs());
+  if (image.weighted()) csr.weights.resize(image.num_arcs());
+  for (const DirectoryEntry& e : image.directory(direction)) {
+    BlockView block = image.block(direction, e);
+    for (uint32_t i = 0; i < e.vertex_count; ++i) {
+      VertexId v = e.first_vertex + i;
+      csr.offsets[v + 1] += block.targets(v).size();
+    }
+    std::span<const VertexId> t = block.all_targets();
+    std::memcpy(csr.targets.data() + e.first_edge, t.data(),
+                t.size() * sizeof(VertexId));
+    if (image.weighted()) {
+      std::span<const Weight> w = block.weights(e.first_vertex);
+      // Weights of the whole block are contiguous from its first vertex.
+      std::memcpy(csr.weights.data() + e.first_edge, w.data(),
+                  t.size() * sizeof(Weight));
+    }
+  }
+  for (uint64_t v = 0; v < csr.num_vertices; ++v) {
+    csr.offsets[v + 1] += csr.offsets[v];
+  }
+  return csr;
+}
+
+absl::StatusOr<Graph> LoadGraph(const std::string& spec,
+                                const GraphSourceOptions& options) {
+  if (spec.empty()) return absl::InvalidArgumentError("--graph is empty");
+  if (IsGeneratorSpec(spec)) {
+    absl::StatusOr<GeneratorParams> params =
+        ParseGeneratorSpec(spec, options.seed);
+    if (!params.ok()) return params.status();
+    return BuildGraph(Generate(*params, options.threads), options.clean,
+                      options.threads);
+  }
+  if (IsStoreImageFile(spec)) {
+    absl::StatusOr<StoreImage> image = ReadImageFile(spec);
+    if (!image.ok()) return image.status();
+    Graph g;
+    g.out = CsrFromImage(*image, Direction::kOut);
+    g.in = CsrFromImage(*image, Direction::kIn);
+    const Superblock& sb = image->superblock();
+    g.report = {sb.input_arcs, sb.self_loops_removed, sb.parallel_arcs_removed,
+                sb.arcs_added_by_symmetrize, 0};
+    return g;
+  }
+  absl::StatusOr<EdgeList> edges = ReadGraphFile(spec);
+  if (!edges.ok()) return edges.status();
+  return BuildGraph(*std::move(edges), options.clean, options.threads);
+}
+
+absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
+                                     const GraphSourceOptions& options) {
+  if (!IsGeneratorSpec(spec) && IsStoreImageFile(spec)) {
+    return ReadImageFile(spec);
+  }
+  absl::StatusOr<Graph> graph = LoadGraph(spec, options);
+  if (!graph.ok()) return graph.status();
+  LayoutOptions layout = options.layout;
+  if (layout.threads <= 0) layout.threads = options.threads;
+  return BuildStoreImage(*graph, layout);
+}
+
+}  // namespace dmg::store

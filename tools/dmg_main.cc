@@ -1,1 +1,129 @@
-int main() { return 0; }
+// dmg: the command-line program. One binary, one subcommand per job:
+//   dmg info --graph=SPEC          what a graph looks like in the store
+//   dmg load --graph=SPEC --image=FILE   ingest once into a store image
+// See README.md and ../docs/ARCHITECTURE.md; `dmg help` lists everything.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "store/graph_source.h"
+#include "store/image_file.h"
+#include "store/summary.h"
+#include "tools/cli.h"
+#include "tools/graph_flags.h"
+
+DEFINE_string(image, "", "store image file to write (dmg load)");
+DEFINE_string(memory_nodes, "",
+              "host:port,... of running memory nodes (dmg load / dmg run)");
+
+namespace dmg::cli {
+namespace {
+
+constexpr char kUsage[] =
+    R"(usage: dmg <command> [flags]
+
+commands:
+  info  --graph=SPEC                 vertices, arcs, degrees, blocks, bytes
+  load  --graph=SPEC --image=FILE    ingest a graph into a store image file
+  help                               this text
+
+SPEC: a file (.el/.txt SNAP edge list, .wel, .mtx, DIMACS/PACE .gr; gzip or
+xz compressed too), a store image written by `dmg load`, or a generator
+kron:SCALE[:DEGREE] / urand:SCALE[:DEGREE].
+
+graph flags (every command taking --graph):
+  --threads=N --seed=N --symmetrize --nodrop_self_loops --nodrop_parallel_arcs
+  --relabel --block_size=BYTES --layout_memory_nodes=N
+
+exit codes: 0 ok, 1 internal failure, 2 bad input (one line on stderr).
+)";
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       since)
+      .count();
+}
+
+int Info() {
+  absl::StatusOr<store::GraphSourceOptions> options =
+      GraphSourceOptionsFromFlags();
+  if (!options.ok()) return ReportError(options.status());
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<store::StoreImage> image =
+      store::LoadStore(FLAGS_graph, *options);
+  if (!image.ok()) return ReportError(image.status());
+  std::string text = store::FormatSummary(*image, FLAGS_graph);
+  std::printf("%s%-26s %.3f s\n", text.c_str(), "load time:", Seconds(start));
+  return kExitOk;
+}
+
+int Load() {
+  absl::StatusOr<store::GraphSourceOptions> options =
+      GraphSourceOptionsFromFlags();
+  if (!options.ok()) return ReportError(options.status());
+  if (!FLAGS_memory_nodes.empty()) {
+    return ReportError(absl::UnimplementedError(
+        "--memory_nodes: loading into running memory nodes needs the tcp/rdma "
+        "transports, which this build does not have yet; use --image=FILE"));
+  }
+  if (FLAGS_image.empty()) {
+    return ReportError(
+        absl::InvalidArgumentError("dmg load needs --image=FILE"));
+  }
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<store::StoreImage> image =
+      store::LoadStore(FLAGS_graph, *options);
+  if (!image.ok()) return ReportError(image.status());
+  double build = Seconds(start);
+  if (absl::Status s = store::WriteImageFile(*image, FLAGS_image); !s.ok()) {
+    return ReportError(s);
+  }
+  absl::PrintF(
+      "wrote %s: %d vertices, %d arcs, %d bytes (build %.3f s, write %.3f "
+      "s)\n",
+      FLAGS_image, image->num_vertices(), image->num_arcs(),
+      image->bytes().size(), build, Seconds(start) - build);
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return kExitBadInput;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  std::vector<std::string> allowed = GraphFlagNames();
+  int (*run)() = nullptr;
+  if (command == "info") {
+    run = Info;
+  } else if (command == "load") {
+    run = Load;
+    allowed.insert(allowed.end(), {"image", "memory_nodes"});
+  } else {
+    std::fprintf(stderr, "dmg: error: unknown command '%s' (try: dmg help)\n",
+                 command.c_str());
+    return kExitBadInput;
+  }
+  if (absl::Status s = ParseFlags(args, allowed); !s.ok()) {
+    return ReportError(s);
+  }
+  return run();
+}
+
+}  // namespace
+}  // namespace dmg::cli
+
+int main(int argc, char** argv) {
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  return dmg::cli::Main(argc, argv);
+}

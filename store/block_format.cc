@@ -1,0 +1,91 @@
+#include "store/block_format.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace dmg::store {
+
+std::string_view RegionKindName(RegionKind kind) {
+  switch (kind) {
+    case RegionKind::kOutDirectory:
+      return "out-directory";
+    case RegionKind::kOutBlocks:
+      return "out-blocks";
+    case RegionKind::kInDirectory:
+      return "in-directory";
+    case RegionKind::kInBlocks:
+      return "in-blocks";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
+  if (bytes.size() < sizeof(BlockHeader)) {
+    return absl::DataLossError(
+        absl::StrFormat("block of %d bytes is shorter than its header",
+                        bytes.size()));
+  }
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
+    return absl::InvalidArgumentError("block bytes are not 8-byte aligned");
+  }
+  BlockView view;
+  view.header_ = reinterpret_cast<const BlockHeader*>(bytes.data());
+  const BlockHeader& h = *view.header_;
+  if (h.magic != kBlockMagic) {
+    return absl::DataLossError(
+        absl::StrFormat("bad block magic 0x%08x", h.magic));
+  }
+  const bool weighted = h.flags & kBlockFlagWeighted;
+  if (h.vertex_count == 0 ||
+      h.length != BlockBytes(h.vertex_count, h.edge_count, weighted) ||
+      h.length > bytes.size()) {
+    return absl::DataLossError(absl::StrFormat(
+        "block at vertex %d: length %d inconsistent with %d vertices, %d "
+        "edges (%d bytes available)",
+        h.first_vertex, h.length, h.vertex_count, h.edge_count, bytes.size()));
+  }
+  if (uint64_t{h.first_vertex} + h.vertex_count - 1 > kMaxVertexId) {
+    return absl::DataLossError("block vertex range overflows");
+  }
+  const std::byte* p = bytes.data() + sizeof(BlockHeader);
+  view.offsets_ = reinterpret_cast<const uint32_t*>(p);
+  view.targets_ =
+      reinterpret_cast<const VertexId*>(p + 4 * (uint64_t{h.vertex_count} + 1));
+  view.weights_ = weighted
+                      ? reinterpret_cast<const Weight*>(view.targets_ +
+                                                        h.edge_count)
+                      : nullptr;
+  if (view.offsets_[0] != 0 || view.offsets_[h.vertex_count] != h.edge_count) {
+    return absl::DataLossError(absl::StrFormat(
+        "block at vertex %d: offsets do not span its %d edges", h.first_vertex,
+        h.edge_count));
+  }
+  for (uint32_t i = 0; i < h.vertex_count; ++i) {
+    if (view.offsets_[i] > view.offsets_[i + 1]) {
+      return absl::DataLossError(absl::StrFormat(
+          "block at vertex %d: offsets decrease at vertex %d", h.first_vertex,
+          h.first_vertex + i));
+    }
+  }
+  return view;
+}
+
+std::pair<size_t, size_t> FindBlocks(std::span<const DirectoryEntry> directory,
+                                     VertexId v) {
+  // The last entry starting at or before v holds v (or is the last piece of
+  // v's run); a run's pieces all start at v.
+  auto after = std::upper_bound(
+      directory.begin(), directory.end(), v,
+      [](VertexId x, const DirectoryEntry& e) { return x < e.first_vertex; });
+  size_t last = after - directory.begin();
+  if (last == 0) return {0, 0};
+  const DirectoryEntry& e = directory[last - 1];
+  if (!(e.flags & kEntryFlagSplitPiece)) return {last - 1, last};
+  auto first = std::lower_bound(
+      directory.begin(), directory.begin() + last, v,
+      [](const DirectoryEntry& e, VertexId x) { return e.first_vertex < x; });
+  return {static_cast<size_t>(first - directory.begin()), last};
+}
+
+}  // namespace dmg::store

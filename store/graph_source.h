@@ -1,0 +1,39 @@
+// Turns a graph SPEC — a file in any supported format, a store image, or a
+// generator such as kron:20 — into a graph or a store image. Everything that
+// takes --graph goes through here, so every command accepts every SPEC.
+#ifndef DMG_STORE_GRAPH_SOURCE_H_
+#define DMG_STORE_GRAPH_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "store/graph.h"
+#include "store/layout.h"
+#include "store/store_image.h"
+
+namespace dmg::store {
+
+struct GraphSourceOptions {
+  CleanOptions clean;
+  LayoutOptions layout;
+  uint64_t seed = 1;  // generators only
+  int threads = 0;    // <= 0: all cores
+};
+
+// The cleaned graph in CSR form. For a store image the CSR is decoded from
+// its blocks (cleaning options do not apply: the image is already clean).
+absl::StatusOr<Graph> LoadGraph(const std::string& spec,
+                                const GraphSourceOptions& options);
+
+// The store image: read (and validated) for an image file, else built from
+// LoadGraph's result with options.layout.
+absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
+                                     const GraphSourceOptions& options);
+
+// Decodes one direction of an image back into a CSR.
+Csr CsrFromImage(const StoreImage& image, Direction direction);
+
+}  // namespace dmg::store
+
+#endif  // DMG_STORE_GRAPH_SOURCE_H_

@@ -1,0 +1,70 @@
+// A store image in memory: the exact bytes a memory node serves (and an image
+// file holds), plus typed, validated accessors. Building one from a graph is
+// store/layout.h; reading and writing files is store/image_file.h.
+#ifndef DMG_STORE_STORE_IMAGE_H_
+#define DMG_STORE_STORE_IMAGE_H_
+
+#include <span>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/aligned_buffer.h"
+#include "store/block_format.h"
+
+namespace dmg::store {
+
+class StoreImage {
+ public:
+  enum class Validation {
+    kFull,     // superblock, every region's checksum, directories, blocks
+    kTrusted,  // only the superblock; for images this process just built
+  };
+
+  // Takes ownership of `buffer` and checks it. Errors (DataLossError or
+  // FailedPreconditionError) start with `source` (a file name, or "image").
+  static absl::StatusOr<StoreImage> FromBuffer(
+      AlignedBuffer buffer, std::string_view source,
+      Validation validation = Validation::kFull);
+
+  StoreImage(StoreImage&&) = default;
+  StoreImage& operator=(StoreImage&&) = default;
+
+  const Superblock& superblock() const {
+    return *reinterpret_cast<const Superblock*>(buffer_.data());
+  }
+  std::span<const std::byte> bytes() const { return buffer_.span(); }
+  uint64_t num_vertices() const { return superblock().num_vertices; }
+  uint64_t num_arcs() const { return superblock().num_arcs; }
+  bool weighted() const {
+    return superblock().flags & kSuperblockFlagWeighted;
+  }
+  uint32_t block_size() const { return superblock().block_size; }
+  std::span<const RegionEntry> regions() const {
+    return {superblock().regions, superblock().num_regions};
+  }
+
+  // The region of `kind` on `node`, or nullptr.
+  const RegionEntry* FindRegion(RegionKind kind, uint32_t node) const;
+  std::span<const std::byte> RegionBytes(const RegionEntry& region) const {
+    return bytes().subspan(region.offset, region.length);
+  }
+  std::span<const DirectoryEntry> directory(Direction d) const;
+  // The block a directory entry of direction d points at (validated when the
+  // image was).
+  BlockView block(Direction d, const DirectoryEntry& entry) const;
+
+ private:
+  explicit StoreImage(AlignedBuffer buffer) : buffer_(std::move(buffer)) {}
+  absl::Status ValidateSuperblock(std::string_view source) const;
+  absl::Status ValidateRegions(std::string_view source) const;
+  absl::Status ValidateDirection(std::string_view source, Direction d) const;
+
+  AlignedBuffer buffer_;
+};
+
+// zlib CRC-32 of `bytes`, computed in parallel slices and combined.
+uint32_t Crc32(std::span<const std::byte> bytes);
+
+}  // namespace dmg::store
+
+#endif  // DMG_STORE_STORE_IMAGE_H_

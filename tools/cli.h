@@ -1,0 +1,30 @@
+// Shared plumbing of the `dmg` command: strict flag parsing (unknown flags and
+// bad values are bad input: one line, exit code 2) and Status -> exit code.
+#ifndef DMG_TOOLS_CLI_H_
+#define DMG_TOOLS_CLI_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace dmg::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;   // internal or environment failure
+inline constexpr int kExitBadInput = 2;  // the user's input is wrong
+
+// Sets gflags from args ("--name=value", "--name value", "--bool",
+// "--nobool"). Returns InvalidArgumentError for an unknown flag, a bad value
+// or a positional argument. `allowed` lists the flags this command accepts.
+absl::Status ParseFlags(const std::vector<std::string>& args,
+                        const std::vector<std::string>& allowed);
+
+// Prints "dmg: error: MESSAGE" and returns the exit code for the status:
+// input errors (invalid argument, not found, data loss, failed precondition,
+// out of range) give 2, everything else 1.
+int ReportError(const absl::Status& status);
+
+}  // namespace dmg::cli
+
+#endif  // DMG_TOOLS_CLI_H_

@@ -1,0 +1,52 @@
+#include "tools/graph_flags.h"
+
+#include "absl/strings/str_format.h"
+#include "store/block_format.h"
+
+DEFINE_string(graph, "",
+              "graph SPEC: a file (.el/.txt/.wel/.mtx/.gr, optionally .gz/.xz), "
+              "a store image, or a generator kron:SCALE[:DEGREE] / "
+              "urand:SCALE[:DEGREE]");
+DEFINE_int32(threads, 0, "worker threads (0: all cores)");
+DEFINE_uint64(seed, 1, "seed for generated graphs");
+DEFINE_bool(symmetrize, false, "add the reverse of every arc (undirected)");
+DEFINE_bool(drop_self_loops, true, "remove arcs (v,v)");
+DEFINE_bool(drop_parallel_arcs, true,
+            "keep one arc per (u,v): the one with the smallest weight");
+DEFINE_bool(relabel, false,
+            "compact vertex ids: the i-th smallest id that occurs becomes i");
+DEFINE_uint32(block_size, dmg::store::kDefaultBlockSize,
+              "store block size in bytes (multiple of 8, 256..1048576)");
+DEFINE_uint32(layout_memory_nodes, 1,
+              "number of memory nodes the layout stripes blocks over");
+
+namespace dmg::cli {
+
+std::vector<std::string> GraphFlagNames() {
+  return {"graph",         "threads",           "seed",
+          "symmetrize",    "drop_self_loops",   "drop_parallel_arcs",
+          "relabel",       "block_size",        "layout_memory_nodes"};
+}
+
+absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
+  if (FLAGS_graph.empty()) {
+    return absl::InvalidArgumentError(
+        "--graph=SPEC is required (a file, a store image, or kron:SCALE)");
+  }
+  if (FLAGS_threads < 0) {
+    return absl::InvalidArgumentError("--threads must be >= 0");
+  }
+  store::GraphSourceOptions o;
+  o.seed = FLAGS_seed;
+  o.threads = FLAGS_threads;
+  o.clean.symmetrize = FLAGS_symmetrize;
+  o.clean.drop_self_loops = FLAGS_drop_self_loops;
+  o.clean.drop_parallel_arcs = FLAGS_drop_parallel_arcs;
+  o.clean.relabel = FLAGS_relabel;
+  o.layout.block_size = FLAGS_block_size;
+  o.layout.num_memory_nodes = FLAGS_layout_memory_nodes;
+  o.layout.threads = FLAGS_threads;
+  return o;
+}
+
+}  // namespace dmg::cli
