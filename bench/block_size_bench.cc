@@ -23,8 +23,9 @@
 #include "store/layout.h"
 
 DEFINE_string(graph, "kron:18", "graph SPEC");
-DEFINE_int32(sources, 8, "BFS sources (the highest out-degree vertices and "
-                         "pseudo-random ones)");
+DEFINE_int32(sources, 8,
+             "BFS sources (the highest out-degree vertices and "
+             "pseudo-random ones)");
 DEFINE_double(latency_us, 2.0, "modelled cost of one READ round trip");
 DEFINE_double(bandwidth_gbs, 12.0, "modelled READ bandwidth, GB/s");
 DEFINE_int32(batch_depth, 16,
@@ -49,8 +50,8 @@ Result Measure(const Graph& g, uint32_t block_size,
   absl::StatusOr<StoreImage> image = BuildStoreImage(g, layout);
   CHECK(image.ok()) << image.status();
   auto dir = image->directory(Direction::kOut);
-  Result r{block_size, image->bytes().size(), dir.size() * sizeof(DirectoryEntry),
-           dir.size()};
+  Result r{block_size, image->bytes().size(),
+           dir.size() * sizeof(DirectoryEntry), dir.size()};
   std::vector<int32_t> depth(g.num_vertices());
   std::vector<uint8_t> touched(dir.size());
   for (VertexId s : sources) {
@@ -102,8 +103,8 @@ int Main() {
   {
     std::vector<VertexId> by_degree(g->num_vertices());
     for (VertexId v = 0; v < g->num_vertices(); ++v) by_degree[v] = v;
-    std::partial_sort(by_degree.begin(), by_degree.begin() + 1,
-                      by_degree.end(), [&](VertexId a, VertexId b) {
+    std::partial_sort(by_degree.begin(), by_degree.begin() + 1, by_degree.end(),
+                      [&](VertexId a, VertexId b) {
                         return g->out.degree(a) > g->out.degree(b);
                       });
     sources.push_back(by_degree[0]);
@@ -114,10 +115,11 @@ int Main() {
       if (g->out.degree(v) > 0) sources.push_back(v);
     }
   }
-  absl::PrintF("graph %s: %d vertices, %d arcs; BFS from %d sources; model "
-               "%.1f us/READ, %.1f GB/s\n",
-               FLAGS_graph, g->num_vertices(), g->num_arcs(), sources.size(),
-               FLAGS_latency_us, FLAGS_bandwidth_gbs);
+  absl::PrintF(
+      "graph %s: %d vertices, %d arcs; BFS from %d sources; model "
+      "%.1f us/READ, %.1f GB/s\n",
+      FLAGS_graph, g->num_vertices(), g->num_arcs(), sources.size(),
+      FLAGS_latency_us, FLAGS_bandwidth_gbs);
   std::vector<Result> results;
   for (uint32_t bs : {4096u, 8192u, 16384u, 32768u, 65536u}) {
     results.push_back(Measure(*g, bs, sources));

@@ -19,9 +19,8 @@ inline int DefaultThreads() {
 // Splits [0, n) into `threads` contiguous ranges and calls fn(thread, begin,
 // end) on each, in parallel, returning when all are done. Ranges are a pure
 // function of (n, threads), so callers can make results deterministic.
-inline void ParallelRanges(
-    size_t n, int threads,
-    const std::function<void(int, size_t, size_t)>& fn) {
+inline void ParallelRanges(size_t n, int threads,
+                           const std::function<void(int, size_t, size_t)>& fn) {
   threads = std::max(1, threads);
   if (threads == 1 || n < 2) {
     fn(0, 0, n);

@@ -22,9 +22,8 @@ std::string_view RegionKindName(RegionKind kind) {
 
 absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
   if (bytes.size() < sizeof(BlockHeader)) {
-    return absl::DataLossError(
-        absl::StrFormat("block of %d bytes is shorter than its header",
-                        bytes.size()));
+    return absl::DataLossError(absl::StrFormat(
+        "block of %d bytes is shorter than its header", bytes.size()));
   }
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
     return absl::InvalidArgumentError("block bytes are not 8-byte aligned");
@@ -52,20 +51,19 @@ absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
   view.offsets_ = reinterpret_cast<const uint32_t*>(p);
   view.targets_ =
       reinterpret_cast<const VertexId*>(p + 4 * (uint64_t{h.vertex_count} + 1));
-  view.weights_ = weighted
-                      ? reinterpret_cast<const Weight*>(view.targets_ +
-                                                        h.edge_count)
-                      : nullptr;
+  view.weights_ =
+      weighted ? reinterpret_cast<const Weight*>(view.targets_ + h.edge_count)
+               : nullptr;
   if (view.offsets_[0] != 0 || view.offsets_[h.vertex_count] != h.edge_count) {
-    return absl::DataLossError(absl::StrFormat(
-        "block at vertex %d: offsets do not span its %d edges", h.first_vertex,
-        h.edge_count));
+    return absl::DataLossError(
+        absl::StrFormat("block at vertex %d: offsets do not span its %d edges",
+                        h.first_vertex, h.edge_count));
   }
   for (uint32_t i = 0; i < h.vertex_count; ++i) {
     if (view.offsets_[i] > view.offsets_[i + 1]) {
-      return absl::DataLossError(absl::StrFormat(
-          "block at vertex %d: offsets decrease at vertex %d", h.first_vertex,
-          h.first_vertex + i));
+      return absl::DataLossError(
+          absl::StrFormat("block at vertex %d: offsets decrease at vertex %d",
+                          h.first_vertex, h.first_vertex + i));
     }
   }
   return view;

@@ -4,7 +4,8 @@
 // docs/STORE_FORMAT.md describes the same layout in prose. All integers are
 // little-endian; all structures are naturally aligned.
 //
-// An image is:  [superblock 4 KiB][region][region]...   each region 4 KiB aligned
+// An image is:  [superblock 4 KiB][region][region]...   each region 4 KiB
+// aligned
 //   superblock : magic, version, counts, block size, region table, checksums
 //   directory  : one DirectoryEntry per block (out- and in-direction each)
 //   blocks     : self-describing blocks of adjacency (per direction, per
@@ -74,13 +75,13 @@ struct Superblock {
   uint32_t format_version;
   uint32_t superblock_size;  // kSuperblockSize
   uint64_t num_vertices;
-  uint64_t num_arcs;          // per direction
-  uint64_t image_size;        // total bytes of the image
-  uint32_t block_size;        // upper bound on any block's length
-  uint32_t flags;             // kSuperblockFlagWeighted
+  uint64_t num_arcs;    // per direction
+  uint64_t image_size;  // total bytes of the image
+  uint32_t block_size;  // upper bound on any block's length
+  uint32_t flags;       // kSuperblockFlagWeighted
   uint32_t num_memory_nodes;
   uint32_t num_regions;
-  uint64_t num_blocks[2];     // directory entries, by Direction
+  uint64_t num_blocks[2];  // directory entries, by Direction
   // What cleaning did at ingestion (for `dmg info`; not used by compute).
   uint64_t input_arcs;
   uint64_t self_loops_removed;
@@ -88,8 +89,8 @@ struct Superblock {
   uint64_t arcs_added_by_symmetrize;
   uint8_t reserved0[24];
   RegionEntry regions[kMaxRegions];
-  uint8_t reserved1[kSuperblockSize - 128 - kMaxRegions * sizeof(RegionEntry) -
-                    4];
+  uint8_t
+      reserved1[kSuperblockSize - 128 - kMaxRegions * sizeof(RegionEntry) - 4];
   uint32_t crc32;  // CRC-32 of bytes [0, kSuperblockSize - 4)
 };
 static_assert(sizeof(Superblock) == kSuperblockSize);
@@ -103,8 +104,8 @@ struct DirectoryEntry {
   uint64_t offset;        // byte offset in the (direction, node) blocks region
   uint32_t length;        // bytes of the block
   uint16_t memory_node;
-  uint16_t flags;         // kEntryFlagSplitPiece
-  uint64_t first_edge;    // index of the block's first edge in CSR order
+  uint16_t flags;       // kEntryFlagSplitPiece
+  uint64_t first_edge;  // index of the block's first edge in CSR order
 };
 static_assert(sizeof(DirectoryEntry) == 32);
 
@@ -126,8 +127,8 @@ static_assert(sizeof(BlockHeader) == 32);
 // Bytes a block with `vertices` vertices and `edges` edges occupies:
 // header, vertices+1 offsets, targets, weights, padded to 8 bytes.
 inline uint64_t BlockBytes(uint64_t vertices, uint64_t edges, bool weighted) {
-  uint64_t raw = sizeof(BlockHeader) + 4 * (vertices + 1) +
-                 edges * (weighted ? 8 : 4);
+  uint64_t raw =
+      sizeof(BlockHeader) + 4 * (vertices + 1) + edges * (weighted ? 8 : 4);
   return (raw + 7) & ~uint64_t{7};
 }
 

@@ -65,10 +65,10 @@ struct Csr {
 
 // How an edge list becomes a graph.
 struct CleanOptions {
-  bool symmetrize = false;          // add (v,u) for every (u,v)
-  bool drop_self_loops = true;      // remove (v,v)
-  bool drop_parallel_arcs = true;   // keep one arc per (u,v): the lightest
-  bool relabel = false;             // compact ids: i-th smallest id used -> i
+  bool symmetrize = false;         // add (v,u) for every (u,v)
+  bool drop_self_loops = true;     // remove (v,v)
+  bool drop_parallel_arcs = true;  // keep one arc per (u,v): the lightest
+  bool relabel = false;            // compact ids: i-th smallest id used -> i
 };
 
 // What cleaning did, for `dmg info` and the logs.

@@ -115,11 +115,11 @@ std::vector<BlockPlan> PlanBlocks(const Csr& csr, uint32_t block_size) {
 
 absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
                                            const LayoutOptions& options) {
-  if (options.block_size < kMinBlockSize || options.block_size > kMaxBlockSize ||
-      options.block_size % 8 != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "block size %d must be a multiple of 8 in [%d, %d]", options.block_size,
-        kMinBlockSize, kMaxBlockSize));
+  if (options.block_size < kMinBlockSize ||
+      options.block_size > kMaxBlockSize || options.block_size % 8 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("block size %d must be a multiple of 8 in [%d, %d]",
+                        options.block_size, kMinBlockSize, kMaxBlockSize));
   }
   if (options.num_memory_nodes == 0 || options.num_memory_nodes > 1024) {
     return absl::InvalidArgumentError("number of memory nodes must be 1..1024");
@@ -127,8 +127,7 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
   if (graph.num_vertices() == 0) {
     return absl::InvalidArgumentError("graph has no vertices");
   }
-  const int threads =
-      options.threads > 0 ? options.threads : DefaultThreads();
+  const int threads = options.threads > 0 ? options.threads : DefaultThreads();
   const Csr* csr[2] = {&graph.out, &graph.in};
   DirectionLayout dl[2] = {PlaceBlocks(graph.out, options),
                            PlaceBlocks(graph.in, options)};
@@ -137,7 +136,8 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
   std::vector<RegionEntry> regions;
   uint64_t cursor = kSuperblockSize;
   auto add_region = [&](RegionKind kind, uint32_t node, uint64_t length) {
-    regions.push_back({static_cast<uint32_t>(kind), node, cursor, length, 0, 0});
+    regions.push_back(
+        {static_cast<uint32_t>(kind), node, cursor, length, 0, 0});
     cursor = AlignUp(cursor + length, kRegionAlignment);
   };
   for (int d = 0; d < 2; ++d) {
@@ -205,8 +205,8 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
   sb.parallel_arcs_removed = graph.report.parallel_arcs_removed;
   sb.arcs_added_by_symmetrize = graph.report.arcs_added_by_symmetrize;
   std::copy(regions.begin(), regions.end(), sb.regions);
-  sb.crc32 = Crc32({reinterpret_cast<const std::byte*>(&sb),
-                    kSuperblockSize - 4});
+  sb.crc32 =
+      Crc32({reinterpret_cast<const std::byte*>(&sb), kSuperblockSize - 4});
   std::memcpy(base, &sb, sizeof(sb));
   return StoreImage::FromBuffer(std::move(buffer), "image",
                                 StoreImage::Validation::kTrusted);

@@ -129,9 +129,9 @@ absl::Status StoreImage::ValidateRegions(std::string_view source) const {
     if (dir == nullptr || dir->length % sizeof(DirectoryEntry) != 0 ||
         dir->length / sizeof(DirectoryEntry) !=
             sb.num_blocks[static_cast<int>(d)]) {
-      return absl::DataLossError(absl::StrFormat(
-          "%s: %s region missing or of the wrong size", source,
-          RegionKindName(DirectoryKind(d))));
+      return absl::DataLossError(
+          absl::StrFormat("%s: %s region missing or of the wrong size", source,
+                          RegionKindName(DirectoryKind(d))));
     }
   }
   return absl::OkStatus();
@@ -164,8 +164,8 @@ absl::Status StoreImage::ValidateDirection(std::string_view source,
         e.length > region->length - e.offset || e.length > sb.block_size) {
       return bad(i, "block lies outside its region");
     }
-    absl::StatusOr<BlockView> view = BlockView::Parse(
-        RegionBytes(*region).subspan(e.offset, e.length));
+    absl::StatusOr<BlockView> view =
+        BlockView::Parse(RegionBytes(*region).subspan(e.offset, e.length));
     if (!view.ok()) return bad(i, std::string(view.status().message()));
     if (view->first_vertex() != e.first_vertex ||
         view->vertex_count() != e.vertex_count ||

@@ -35,9 +35,7 @@ class StoreImage {
   std::span<const std::byte> bytes() const { return buffer_.span(); }
   uint64_t num_vertices() const { return superblock().num_vertices; }
   uint64_t num_arcs() const { return superblock().num_arcs; }
-  bool weighted() const {
-    return superblock().flags & kSuperblockFlagWeighted;
-  }
+  bool weighted() const { return superblock().flags & kSuperblockFlagWeighted; }
   uint32_t block_size() const { return superblock().block_size; }
   std::span<const RegionEntry> regions() const {
     return {superblock().regions, superblock().num_regions};

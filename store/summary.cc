@@ -18,8 +18,8 @@ DegreeStats ComputeDegreeStats(std::vector<uint64_t> degrees) {
   }
   s.mean = static_cast<double>(sum) / degrees.size();
   auto at = [&](double q) {
-    size_t k = std::min(degrees.size() - 1,
-                        static_cast<size_t>(q * degrees.size()));
+    size_t k =
+        std::min(degrees.size() - 1, static_cast<size_t>(q * degrees.size()));
     std::nth_element(degrees.begin(), degrees.begin() + k, degrees.end());
     return degrees[k];
   };
@@ -85,12 +85,11 @@ std::string FormatSummary(const StoreImage& image, std::string_view name) {
          absl::StrCat(r.length, " bytes"));
   }
   const uint64_t raw = sb.num_arcs * (image.weighted() ? 12 : 8);
-  line("image size", absl::StrFormat("%d bytes (%.3fx the %d bytes of raw "
-                                     "%s arcs)",
-                                     sb.image_size,
-                                     raw ? double(sb.image_size) / raw : 0.0,
-                                     raw,
-                                     image.weighted() ? "12-byte" : "8-byte"));
+  line("image size",
+       absl::StrFormat("%d bytes (%.3fx the %d bytes of raw "
+                       "%s arcs)",
+                       sb.image_size, raw ? double(sb.image_size) / raw : 0.0,
+                       raw, image.weighted() ? "12-byte" : "8-byte"));
   return out;
 }
 

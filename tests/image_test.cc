@@ -85,8 +85,8 @@ TEST(ImageFileTest, TruncatedImageIsRejected) {
   std::string path = dir.file("g.dmgimg");
   ASSERT_TRUE(WriteImageFile(image, path).ok());
   std::string bytes = ReadAll(path);
-  for (size_t keep : {bytes.size() - 1, bytes.size() / 2, size_t{4096},
-                      size_t{100}}) {
+  for (size_t keep :
+       {bytes.size() - 1, bytes.size() / 2, size_t{4096}, size_t{100}}) {
     WriteAll(path, bytes.substr(0, keep));
     absl::StatusOr<StoreImage> back = ReadImageFile(path);
     ASSERT_FALSE(back.ok()) << "kept " << keep;

@@ -2,13 +2,14 @@
 // directory and self-describing blocks, must equal a plain CSR built
 // independently here. Covers empty vertices, vertices split over several
 // blocks, the last block, weights, both directions and striping.
+#include "store/layout.h"
+
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "store/block_format.h"
 #include "store/build_graph.h"
 #include "store/generator.h"
-#include "store/layout.h"
 #include "tests/test_util.h"
 
 namespace dmg::store {
@@ -135,13 +136,13 @@ TEST(LayoutTest, WeightsTravelWithTheirEdges) {
 }
 
 TEST(LayoutTest, GeneratedGraphsAgreeWithPlainCsr) {
-  for (auto kind : {GeneratorParams::Kind::kKron,
-                    GeneratorParams::Kind::kUrand}) {
+  for (auto kind :
+       {GeneratorParams::Kind::kKron, GeneratorParams::Kind::kUrand}) {
     EdgeList e = Generate({kind, 12, 16, 7});
     for (uint32_t block_size : {256u, kDefaultBlockSize}) {
       for (uint32_t nodes : {1u, 3u}) {
-        SCOPED_TRACE(::testing::Message() << "block " << block_size
-                                          << " nodes " << nodes);
+        SCOPED_TRACE(::testing::Message()
+                     << "block " << block_size << " nodes " << nodes);
         StoreImage image = Build(e, block_size, nodes);
         ExpectMatchesReference(image, e, /*symmetrize=*/true);
         EXPECT_EQ(image.superblock().num_memory_nodes, nodes);

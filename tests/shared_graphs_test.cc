@@ -70,7 +70,8 @@ TEST_P(SharedGraphsTest, InfoReportsPublishedCounts) {
   EXPECT_EQ(Field(r.out, "arcs"), g.arcs) << r.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
-      r.out, m, std::regex("out-degree:\\s+min \\d+\\s+max (\\d+).*zero (\\d+)")))
+      r.out, m,
+      std::regex("out-degree:\\s+min \\d+\\s+max (\\d+).*zero (\\d+)")))
       << r.out;
   EXPECT_EQ(std::stoull(m[1]), g.max_out);
   EXPECT_EQ(std::stoull(m[2]), g.zero_out);

@@ -28,9 +28,7 @@ class TempDir {
     path_ = ::mkdtemp(tmpl.data());
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const {
-    return path_ + "/" + name;
-  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
   std::string Write(const std::string& name, const std::string& content) const {
     std::ofstream(file(name), std::ios::binary) << content;
     return file(name);

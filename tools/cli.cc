@@ -63,13 +63,15 @@ absl::Status ParseFlags(const std::vector<std::string>& args,
 }
 
 int ReportError(const absl::Status& status) {
-  std::fprintf(stderr, "dmg: error: %s\n", std::string(status.message()).c_str());
+  std::fprintf(stderr, "dmg: error: %s\n",
+               std::string(status.message()).c_str());
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kDataLoss:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kPermissionDenied:
       return kExitBadInput;
     default:
       return kExitFailure;

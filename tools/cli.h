@@ -22,7 +22,7 @@ absl::Status ParseFlags(const std::vector<std::string>& args,
 
 // Prints "dmg: error: MESSAGE" and returns the exit code for the status:
 // input errors (invalid argument, not found, data loss, failed precondition,
-// out of range) give 2, everything else 1.
+// out of range, permission denied) give 2, everything else 1.
 int ReportError(const absl::Status& status);
 
 }  // namespace dmg::cli

@@ -43,8 +43,7 @@ exit codes: 0 ok, 1 internal failure, 2 bad input (one line on stderr).
 )";
 
 double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       since)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
       .count();
 }
 

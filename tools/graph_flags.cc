@@ -3,10 +3,11 @@
 #include "absl/strings/str_format.h"
 #include "store/block_format.h"
 
-DEFINE_string(graph, "",
-              "graph SPEC: a file (.el/.txt/.wel/.mtx/.gr, optionally .gz/.xz), "
-              "a store image, or a generator kron:SCALE[:DEGREE] / "
-              "urand:SCALE[:DEGREE]");
+DEFINE_string(
+    graph, "",
+    "graph SPEC: a file (.el/.txt/.wel/.mtx/.gr, optionally .gz/.xz), "
+    "a store image, or a generator kron:SCALE[:DEGREE] / "
+    "urand:SCALE[:DEGREE]");
 DEFINE_int32(threads, 0, "worker threads (0: all cores)");
 DEFINE_uint64(seed, 1, "seed for generated graphs");
 DEFINE_bool(symmetrize, false, "add the reverse of every arc (undirected)");
@@ -23,9 +24,9 @@ DEFINE_uint32(layout_memory_nodes, 1,
 namespace dmg::cli {
 
 std::vector<std::string> GraphFlagNames() {
-  return {"graph",         "threads",           "seed",
-          "symmetrize",    "drop_self_loops",   "drop_parallel_arcs",
-          "relabel",       "block_size",        "layout_memory_nodes"};
+  return {"graph",      "threads",         "seed",
+          "symmetrize", "drop_self_loops", "drop_parallel_arcs",
+          "relabel",    "block_size",      "layout_memory_nodes"};
 }
 
 absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
