@@ -87,7 +87,10 @@ struct Superblock {
   uint64_t self_loops_removed;
   uint64_t parallel_arcs_removed;
   uint64_t arcs_added_by_symmetrize;
-  uint8_t reserved0[24];
+  // Lightest and heaviest arc weight (0, 0 when unweighted or no arcs).
+  int32_t min_weight;
+  int32_t max_weight;
+  uint8_t reserved0[16];
   RegionEntry regions[kMaxRegions];
   uint8_t
       reserved1[kSuperblockSize - 128 - kMaxRegions * sizeof(RegionEntry) - 4];

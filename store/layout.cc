@@ -204,6 +204,12 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
   sb.self_loops_removed = graph.report.self_loops_removed;
   sb.parallel_arcs_removed = graph.report.parallel_arcs_removed;
   sb.arcs_added_by_symmetrize = graph.report.arcs_added_by_symmetrize;
+  if (!graph.out.weights.empty()) {
+    auto [lo, hi] =
+        std::minmax_element(graph.out.weights.begin(), graph.out.weights.end());
+    sb.min_weight = *lo;
+    sb.max_weight = *hi;
+  }
   std::copy(regions.begin(), regions.end(), sb.regions);
   sb.crc32 =
       Crc32({reinterpret_cast<const std::byte*>(&sb), kSuperblockSize - 4});

@@ -33,6 +33,8 @@ class StoreImage {
     return *reinterpret_cast<const Superblock*>(buffer_.data());
   }
   std::span<const std::byte> bytes() const { return buffer_.span(); }
+  // Gives up the bytes (to a memory node that registers them).
+  AlignedBuffer ReleaseBuffer() && { return std::move(buffer_); }
   uint64_t num_vertices() const { return superblock().num_vertices; }
   uint64_t num_arcs() const { return superblock().num_arcs; }
   bool weighted() const { return superblock().flags & kSuperblockFlagWeighted; }

@@ -58,6 +58,10 @@ std::string FormatSummary(const StoreImage& image, std::string_view name) {
   line("vertices", absl::StrCat(sb.num_vertices));
   line("arcs", absl::StrCat(sb.num_arcs));
   line("weighted", image.weighted() ? "yes" : "no");
+  if (image.weighted()) {
+    line("weights",
+         absl::StrFormat("min %d  max %d", sb.min_weight, sb.max_weight));
+  }
   line("input arcs", absl::StrCat(sb.input_arcs));
   line("self-loops removed", absl::StrCat(sb.self_loops_removed));
   line("parallel arcs removed", absl::StrCat(sb.parallel_arcs_removed));

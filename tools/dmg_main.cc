@@ -1,4 +1,5 @@
 // dmg: the command-line program. One binary, one subcommand per job:
+//   dmg run --algo=A --graph=SPEC  run a vertex program (embedded cluster)
 //   dmg info --graph=SPEC          what a graph looks like in the store
 //   dmg load --graph=SPEC --image=FILE   ingest once into a store image
 // See README.md and ../docs/ARCHITECTURE.md; `dmg help` lists everything.
@@ -15,6 +16,7 @@
 #include "store/summary.h"
 #include "tools/cli.h"
 #include "tools/graph_flags.h"
+#include "tools/run_command.h"
 
 DEFINE_string(image, "", "store image file to write (dmg load)");
 DEFINE_string(memory_nodes, "",
@@ -27,6 +29,10 @@ constexpr char kUsage[] =
     R"(usage: dmg <command> [flags]
 
 commands:
+  run   --algo=pagerank|bfs|cc|sssp --graph=SPEC [--source=V] [--max_iters=N]
+        [--tolerance=T] [--threads=N] [--output=FILE] [--stats_json=FILE]
+        [--verify] [--top=N] [--unit_weights]
+                                     run an algorithm on the embedded cluster
   info  --graph=SPEC                 vertices, arcs, degrees, blocks, bytes
   load  --graph=SPEC --image=FILE    ingest a graph into a store image file
   help                               this text
@@ -104,6 +110,10 @@ int Main(int argc, char** argv) {
   int (*run)() = nullptr;
   if (command == "info") {
     run = Info;
+  } else if (command == "run") {
+    run = RunCommand;
+    std::vector<std::string> run_flags = RunFlagNames();
+    allowed.insert(allowed.end(), run_flags.begin(), run_flags.end());
   } else if (command == "load") {
     run = Load;
     allowed.insert(allowed.end(), {"image", "memory_nodes"});

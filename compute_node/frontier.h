@@ -1,0 +1,62 @@
+// A set of active vertices: a bitmap for O(1) membership plus the list of
+// members. Workers add concurrently; each vertex enters once per round.
+#ifndef DMG_COMPUTE_NODE_FRONTIER_H_
+#define DMG_COMPUTE_NODE_FRONTIER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "store/graph.h"
+
+namespace dmg::compute {
+
+using store::VertexId;
+
+class Frontier {
+ public:
+  Frontier(uint64_t num_vertices, int workers)
+      : bits_((num_vertices + 63) / 64, 0), pending_(workers) {}
+
+  // Adds v if absent; safe from many workers (each passes its own index).
+  bool Add(int worker, VertexId v) {
+    uint64_t mask = uint64_t{1} << (v & 63);
+    std::atomic_ref<uint64_t> word(bits_[v >> 6]);
+    if (word.load(std::memory_order_relaxed) & mask) return false;
+    if (word.fetch_or(mask, std::memory_order_relaxed) & mask) return false;
+    pending_[worker].push_back(v);
+    return true;
+  }
+  // Makes the added vertices visible through vertices(); call between rounds.
+  void Seal() {
+    for (auto& p : pending_) {
+      list_.insert(list_.end(), p.begin(), p.end());
+      p.clear();
+    }
+  }
+  void Clear() {
+    if (list_.size() > bits_.size()) {
+      std::fill(bits_.begin(), bits_.end(), 0);
+    } else {
+      for (VertexId v : list_) bits_[v >> 6] = 0;
+    }
+    list_.clear();
+  }
+  bool Contains(VertexId v) const { return (bits_[v >> 6] >> (v & 63)) & 1; }
+  uint64_t size() const { return list_.size(); }
+  bool empty() const { return list_.empty(); }
+  std::span<const VertexId> vertices() const { return list_; }
+  uint64_t bytes() const {
+    return bits_.size() * 8 + list_.capacity() * sizeof(VertexId);
+  }
+
+ private:
+  std::vector<uint64_t> bits_;
+  std::vector<VertexId> list_;
+  std::vector<std::vector<VertexId>> pending_;
+};
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_FRONTIER_H_

@@ -1,0 +1,61 @@
+// The compute node's view of the graph store: the superblock and the block
+// directories, fetched once through the transport at bootstrap. This is the
+// only graph index a compute node holds — O(blocks), not O(vertices). Blocks
+// themselves are READ on demand by the engine.
+#ifndef DMG_COMPUTE_NODE_REMOTE_GRAPH_H_
+#define DMG_COMPUTE_NODE_REMOTE_GRAPH_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "store/block_format.h"
+#include "transport/transport.h"
+
+namespace dmg::compute {
+
+using store::Direction;
+using store::DirectoryEntry;
+using store::VertexId;
+
+class RemoteGraph {
+ public:
+  // Reads the superblock at (node 0, store region, offset 0), checks it, then
+  // reads and checks both directories.
+  static absl::StatusOr<RemoteGraph> Open(transport::Endpoint& endpoint);
+
+  uint64_t num_vertices() const { return sb_.num_vertices; }
+  uint64_t num_arcs() const { return sb_.num_arcs; }
+  bool weighted() const { return sb_.flags & store::kSuperblockFlagWeighted; }
+  uint32_t block_size() const { return sb_.block_size; }
+  uint32_t num_memory_nodes() const { return sb_.num_memory_nodes; }
+  int32_t min_weight() const { return sb_.min_weight; }
+
+  std::span<const DirectoryEntry> directory(Direction d) const {
+    return dir_[static_cast<int>(d)];
+  }
+  // Remote location of a block: (node, region, offset within the region).
+  struct Location {
+    uint32_t node;
+    uint32_t region;
+    uint64_t offset;
+  };
+  Location Locate(Direction d, const DirectoryEntry& e) const {
+    return {e.memory_node, transport::kStoreRegion,
+            block_base_[static_cast<int>(d)][e.memory_node] + e.offset};
+  }
+  // Bytes of directory held locally (reported separately from the cache).
+  uint64_t directory_bytes() const {
+    return (dir_[0].size() + dir_[1].size()) * sizeof(DirectoryEntry);
+  }
+
+ private:
+  store::Superblock sb_;
+  std::vector<DirectoryEntry> dir_[2];
+  std::vector<uint64_t> block_base_[2];  // per memory node
+};
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_REMOTE_GRAPH_H_

@@ -1,0 +1,42 @@
+#include "compute_node/run_stats.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dmg::compute {
+namespace {
+
+std::string OpsJson(const transport::OpStats& o) {
+  return absl::StrFormat(
+      "{\"reads\": %d, \"writes\": %d, \"atomics\": %d, \"cas\": %d, "
+      "\"faa\": %d, \"bytes_read\": %d, \"bytes_written\": %d, "
+      "\"round_trips\": %d}",
+      o.reads, o.writes, o.atomics(), o.cas, o.faa, o.bytes_read,
+      o.bytes_written, o.round_trips);
+}
+
+}  // namespace
+
+std::string ToJson(const RunStats& s) {
+  std::string out = absl::StrFormat(
+      "{\n  \"algorithm\": \"%s\",\n  \"transport\": \"%s\",\n  \"threads\": "
+      "%d,\n  \"vertices\": %d,\n  \"arcs\": %d,\n  \"seconds\": %.6f,\n  "
+      "\"directory_bytes\": %d,\n  \"local_state_bytes\": %d,\n  \"setup\": "
+      "%s,\n  \"supersteps\": [",
+      s.algorithm, s.transport, s.threads, s.vertices, s.arcs, s.seconds,
+      s.directory_bytes, s.local_state_bytes, OpsJson(s.setup));
+  for (size_t i = 0; i < s.supersteps.size(); ++i) {
+    const SuperstepStats& t = s.supersteps[i];
+    absl::StrAppendFormat(
+        &out,
+        "%s\n    {\"index\": %d, \"direction\": \"%s\", \"frontier\": %d, "
+        "\"seconds\": %.6f, \"ops\": %s}",
+        i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
+        OpsJson(t.ops));
+  }
+  absl::StrAppendFormat(&out, "\n  ],\n  \"totals\": %s\n}\n",
+                        OpsJson(s.total));
+  return out;
+}
+
+}  // namespace dmg::compute

@@ -1,0 +1,39 @@
+// The figures of one run: per superstep and totals. `dmg run --stats_json`
+// writes them; benchmarks read them.
+#ifndef DMG_COMPUTE_NODE_RUN_STATS_H_
+#define DMG_COMPUTE_NODE_RUN_STATS_H_
+
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace dmg::compute {
+
+struct SuperstepStats {
+  int index = 0;
+  std::string direction;  // "pull" or "push"
+  uint64_t frontier = 0;  // active vertices at the start of the superstep
+  double seconds = 0;
+  transport::OpStats ops;
+};
+
+struct RunStats {
+  std::string algorithm;
+  std::string transport;
+  int threads = 0;
+  uint64_t vertices = 0;
+  uint64_t arcs = 0;
+  transport::OpStats setup;  // bootstrap, degree reads, state allocation
+  std::vector<SuperstepStats> supersteps;
+  transport::OpStats total;        // setup + supersteps + result read-back
+  double seconds = 0;              // whole run on the compute node
+  uint64_t directory_bytes = 0;    // graph index held by the compute node
+  uint64_t local_state_bytes = 0;  // explicit local copies of vertex state
+};
+
+std::string ToJson(const RunStats& stats);
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_RUN_STATS_H_

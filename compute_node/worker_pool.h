@@ -1,0 +1,52 @@
+// Persistent worker threads, each with its own transport endpoint (one queue
+// pair per worker per memory node, in RDMA terms). Run() executes a task on
+// every worker and returns when all are done.
+#ifndef DMG_COMPUTE_NODE_WORKER_POOL_H_
+#define DMG_COMPUTE_NODE_WORKER_POOL_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "transport/transport.h"
+
+namespace dmg::compute {
+
+class WorkerPool {
+ public:
+  WorkerPool(std::vector<std::unique_ptr<transport::Endpoint>> endpoints);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int size() const { return static_cast<int>(endpoints_.size()); }
+  transport::Endpoint& endpoint(int worker) { return *endpoints_[worker]; }
+
+  // Runs task(worker) on every worker (worker 0 on the calling thread) and
+  // returns the first error any of them returned.
+  absl::Status Run(const std::function<absl::Status(int worker)>& task);
+
+  // Sum of all endpoints' counters. Call only between Run()s.
+  transport::OpStats TotalStats() const;
+
+ private:
+  void Loop(int worker);
+
+  std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<absl::Status(int)>* task_ = nullptr;
+  uint64_t generation_ = 0;
+  int running_ = 0;
+  bool stop_ = false;
+  absl::Status first_error_;
+};
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_WORKER_POOL_H_

@@ -1,0 +1,188 @@
+#include "memory_node/memory_node.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "glog/logging.h"
+
+namespace dmg::memory_node {
+
+using transport::RegionInfo;
+
+MemoryNode::~MemoryNode() {
+  if (options_.guard_memory) {
+    for (auto& r : regions_) {
+      if (r) Guard(*r, true);  // give the pages back readable to free()
+    }
+  }
+}
+
+void MemoryNode::Guard(const Region& r, bool open) {
+  if (r.buffer.size() == 0) return;
+  size_t len = (r.buffer.size() + AlignedBuffer::kAlignment - 1) /
+               AlignedBuffer::kAlignment * AlignedBuffer::kAlignment;
+  PCHECK(::mprotect(const_cast<std::byte*>(r.buffer.data()), len,
+                    open ? PROT_READ | PROT_WRITE : PROT_NONE) == 0);
+}
+
+absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
+                                                 const std::string& name) {
+  std::unique_lock lock(mu_);
+  auto region = std::make_unique<Region>(Region{std::move(buffer), name});
+  if (options_.guard_memory) Guard(*region, false);
+  RegionInfo info{id_, static_cast<uint32_t>(regions_.size()),
+                  region->buffer.size(), name};
+  regions_.push_back(std::move(region));
+  return info;
+}
+
+absl::Status MemoryNode::LoadStore(store::StoreImage image) {
+  {
+    std::shared_lock lock(mu_);
+    if (!regions_.empty()) {
+      return absl::FailedPreconditionError(
+          "memory node already holds regions; load the store first");
+    }
+  }
+  absl::StatusOr<RegionInfo> info =
+      AddRegion(std::move(image).ReleaseBuffer(), "store");
+  return info.status();
+}
+
+absl::StatusOr<std::byte*> MemoryNode::Locate(uint32_t region, uint64_t offset,
+                                              uint64_t length,
+                                              size_t alignment) {
+  std::shared_lock lock(mu_);
+  if (region >= regions_.size() || regions_[region] == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("memory node %d: unknown region %d", id_, region));
+  }
+  Region& r = *regions_[region];
+  if (offset > r.buffer.size() || length > r.buffer.size() - offset) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "memory node %d: access [%d, %d) outside region %d '%s' of %d bytes",
+        id_, offset, offset + length, region, r.name, r.buffer.size()));
+  }
+  if (offset % alignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "memory node %d: atomic at offset %d of region %d is not 8-byte "
+        "aligned",
+        id_, offset, region));
+  }
+  return r.buffer.data() + offset;
+}
+
+absl::Status MemoryNode::ServeRead(uint32_t region, uint64_t offset, void* dst,
+                                   uint64_t length) {
+  absl::StatusOr<std::byte*> p = Locate(region, offset, length, 1);
+  if (!p.ok()) return p.status();
+  if (options_.guard_memory) {
+    std::lock_guard g(guard_mu_);
+    Guard(*regions_[region], true);
+    std::memcpy(dst, *p, length);
+    Guard(*regions_[region], false);
+  } else {
+    std::memcpy(dst, *p, length);
+  }
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(length, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status MemoryNode::ServeWrite(uint32_t region, uint64_t offset,
+                                    const void* src, uint64_t length) {
+  absl::StatusOr<std::byte*> p = Locate(region, offset, length, 1);
+  if (!p.ok()) return p.status();
+  if (options_.guard_memory) {
+    std::lock_guard g(guard_mu_);
+    Guard(*regions_[region], true);
+    std::memcpy(*p, src, length);
+    Guard(*regions_[region], false);
+  } else {
+    std::memcpy(*p, src, length);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  bytes_written_.fetch_add(length, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> MemoryNode::ServeCompareAndSwap(uint32_t region,
+                                                         uint64_t offset,
+                                                         uint64_t expected,
+                                                         uint64_t desired) {
+  absl::StatusOr<std::byte*> p = Locate(region, offset, 8, 8);
+  if (!p.ok()) return p.status();
+  std::unique_lock<std::mutex> g;
+  if (options_.guard_memory) {
+    g = std::unique_lock(guard_mu_);
+    Guard(*regions_[region], true);
+  }
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(*p));
+  word.compare_exchange_strong(expected, desired);
+  if (options_.guard_memory) Guard(*regions_[region], false);
+  atomics_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(8, std::memory_order_relaxed);
+  bytes_written_.fetch_add(8, std::memory_order_relaxed);
+  return expected;  // the prior value, as RDMA CAS returns it
+}
+
+absl::StatusOr<uint64_t> MemoryNode::ServeFetchAndAdd(uint32_t region,
+                                                      uint64_t offset,
+                                                      uint64_t add) {
+  absl::StatusOr<std::byte*> p = Locate(region, offset, 8, 8);
+  if (!p.ok()) return p.status();
+  std::unique_lock<std::mutex> g;
+  if (options_.guard_memory) {
+    g = std::unique_lock(guard_mu_);
+    Guard(*regions_[region], true);
+  }
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(*p));
+  uint64_t old = word.fetch_add(add);
+  if (options_.guard_memory) Guard(*regions_[region], false);
+  atomics_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(8, std::memory_order_relaxed);
+  bytes_written_.fetch_add(8, std::memory_order_relaxed);
+  return old;
+}
+
+absl::StatusOr<RegionInfo> MemoryNode::ServeAllocate(uint64_t bytes,
+                                                     const std::string& name) {
+  if (bytes == 0) {
+    return absl::InvalidArgumentError("cannot allocate an empty region");
+  }
+  return AddRegion(AlignedBuffer(bytes), name);
+}
+
+absl::Status MemoryNode::ServeFree(uint32_t region) {
+  std::unique_lock lock(mu_);
+  // The store image is never freed by a job.
+  if (region >= regions_.size() || regions_[region] == nullptr ||
+      regions_[region]->name == "store") {
+    return absl::NotFoundError(
+        absl::StrFormat("memory node %d: cannot free region %d", id_, region));
+  }
+  if (options_.guard_memory) Guard(*regions_[region], true);
+  regions_[region].reset();
+  return absl::OkStatus();
+}
+
+std::vector<RegionInfo> MemoryNode::ServeList() {
+  std::shared_lock lock(mu_);
+  std::vector<RegionInfo> out;
+  for (uint32_t i = 0; i < regions_.size(); ++i) {
+    if (regions_[i]) {
+      out.push_back({id_, i, regions_[i]->buffer.size(), regions_[i]->name});
+    }
+  }
+  return out;
+}
+
+ServedStats MemoryNode::served() const {
+  return {reads_.load(), writes_.load(), atomics_.load(), bytes_read_.load(),
+          bytes_written_.load()};
+}
+
+}  // namespace dmg::memory_node

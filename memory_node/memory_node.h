@@ -1,0 +1,92 @@
+// A memory node: owns registered regions (the store image as region 0, and
+// vertex-state regions that compute nodes allocate), serves bounds-checked
+// one-sided operations on them, and answers the control plane. It never
+// computes on the graph. In the embedded cluster it is an object in the
+// compute process, reached through transport::LocalTransport; as a daemon
+// (`dmg memory-node`) the tcp/rdma servers call the same methods.
+#ifndef DMG_MEMORY_NODE_MEMORY_NODE_H_
+#define DMG_MEMORY_NODE_MEMORY_NODE_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "common/aligned_buffer.h"
+#include "store/store_image.h"
+#include "transport/memory_target.h"
+
+namespace dmg::memory_node {
+
+// What this node served, counted on the memory side (independently of the
+// compute side's transport::OpStats, so tests can compare the two).
+struct ServedStats {
+  uint64_t reads = 0, writes = 0, atomics = 0;
+  uint64_t bytes_read = 0, bytes_written = 0;
+};
+
+class MemoryNode : public transport::MemoryTarget {
+ public:
+  struct Options {
+    // Test aid: keep every region mprotect(PROT_NONE) except while this node
+    // serves an operation, so any direct pointer access from compute code
+    // faults. Serializes all operations; never use outside tests.
+    bool guard_memory = false;
+  };
+
+  explicit MemoryNode(uint32_t id) : MemoryNode(id, Options()) {}
+  MemoryNode(uint32_t id, Options options) : id_(id), options_(options) {}
+  ~MemoryNode() override;
+  MemoryNode(const MemoryNode&) = delete;
+  MemoryNode& operator=(const MemoryNode&) = delete;
+
+  uint32_t id() const { return id_; }
+
+  // Registers the image's bytes as region kStoreRegion ("store").
+  absl::Status LoadStore(store::StoreImage image);
+  // Registers `buffer` as a new region.
+  absl::StatusOr<transport::RegionInfo> AddRegion(AlignedBuffer buffer,
+                                                  const std::string& name);
+
+  ServedStats served() const;
+
+  // transport::MemoryTarget
+  absl::Status ServeRead(uint32_t region, uint64_t offset, void* dst,
+                         uint64_t length) override;
+  absl::Status ServeWrite(uint32_t region, uint64_t offset, const void* src,
+                          uint64_t length) override;
+  absl::StatusOr<uint64_t> ServeCompareAndSwap(uint32_t region, uint64_t offset,
+                                               uint64_t expected,
+                                               uint64_t desired) override;
+  absl::StatusOr<uint64_t> ServeFetchAndAdd(uint32_t region, uint64_t offset,
+                                            uint64_t add) override;
+  absl::StatusOr<transport::RegionInfo> ServeAllocate(
+      uint64_t bytes, const std::string& name) override;
+  absl::Status ServeFree(uint32_t region) override;
+  std::vector<transport::RegionInfo> ServeList() override;
+
+ private:
+  struct Region {
+    AlignedBuffer buffer;
+    std::string name;
+  };
+  // Looks up a region and checks [offset, offset+length) lies inside it.
+  absl::StatusOr<std::byte*> Locate(uint32_t region, uint64_t offset,
+                                    uint64_t length, size_t alignment);
+  void Guard(const Region& r, bool open);
+
+  const uint32_t id_;
+  const Options options_;
+  mutable std::shared_mutex mu_;  // guards regions_ (the table, not bytes)
+  std::vector<std::unique_ptr<Region>> regions_;
+  std::mutex guard_mu_;  // serializes operations in guard_memory mode
+
+  std::atomic<uint64_t> reads_{0}, writes_{0}, atomics_{0};
+  std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
+};
+
+}  // namespace dmg::memory_node
+
+#endif  // DMG_MEMORY_NODE_MEMORY_NODE_H_

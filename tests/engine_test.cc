@@ -1,0 +1,240 @@
+// The DM engine against the independent reference: every algorithm, on
+// generated graphs of several scales and shapes, at several thread counts;
+// the compute side never touches memory-node memory directly; the bytes the
+// compute side counts are the bytes the memory node served.
+#include <cmath>
+#include <string>
+
+#include "algorithms/algorithms.h"
+#include "gtest/gtest.h"
+#include "reference/compare.h"
+#include "reference/reference.h"
+#include "store/build_graph.h"
+#include "store/generator.h"
+#include "store/graph_source.h"
+#include "store/layout.h"
+#include "tools/embedded_cluster.h"
+
+namespace dmg {
+namespace {
+
+using cli::EmbeddedCluster;
+
+struct TestGraph {
+  store::Graph graph;
+  std::string name;
+};
+
+// A generated graph with deterministic weights in [1, 100] so SSSP has
+// something to chew on.
+TestGraph Generated(store::GeneratorParams::Kind kind, int scale) {
+  store::EdgeList e = store::Generate({kind, scale, 8, 42});
+  for (size_t i = 0; i < e.num_arcs(); ++i) {
+    e.weights.push_back(
+        static_cast<store::Weight>((i * 2654435761u) % 100 + 1));
+  }
+  absl::StatusOr<store::Graph> g = store::BuildGraph(std::move(e), {});
+  EXPECT_TRUE(g.ok()) << g.status();
+  return {*std::move(g),
+          absl::StrCat(
+              kind == store::GeneratorParams::Kind::kKron ? "kron:" : "urand:",
+              scale)};
+}
+
+std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, int threads,
+                                       uint32_t block_size = 4096,
+                                       bool guard = false) {
+  store::LayoutOptions layout;
+  layout.block_size = block_size;
+  absl::StatusOr<store::StoreImage> image = store::BuildStoreImage(g, layout);
+  EXPECT_TRUE(image.ok()) << image.status();
+  compute::EngineOptions eo;
+  eo.threads = threads;
+  eo.batch_bytes = 64 * 1024;
+  memory_node::MemoryNode::Options mo;
+  mo.guard_memory = guard;
+  auto c = EmbeddedCluster::Start(*std::move(image), eo, mo);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *std::move(c);
+}
+
+// All four algorithms on one cluster configuration, checked against the
+// reference. Returns the results for cross-thread comparisons.
+struct Results {
+  std::vector<double> pr;
+  std::vector<int32_t> bfs;
+  std::vector<store::VertexId> cc;
+  std::vector<int64_t> sssp;
+};
+
+Results RunAllAndCheck(const store::Graph& g, int threads,
+                       uint32_t block_size = 4096, bool guard = false) {
+  Results out;
+  store::VertexId source = 0;
+  while (source + 1 < g.num_vertices() && g.out.degree(source) == 0) ++source;
+  {
+    auto c = Start(g, threads, block_size, guard);
+    auto pr = algorithms::PageRank(c->engine(), 1000, 1e-10);
+    EXPECT_TRUE(pr.ok()) << pr.status();
+    auto ref = reference::PageRank(g, 1000, 1e-10);
+    EXPECT_EQ(pr->iterations, ref->iterations);
+    EXPECT_LE(reference::L1Distance(ref->scores, pr->scores), 1e-9);
+    out.pr = pr->scores;
+  }
+  {
+    auto c = Start(g, threads, block_size, guard);
+    auto bfs = algorithms::Bfs(c->engine(), source);
+    EXPECT_TRUE(bfs.ok()) << bfs.status();
+    auto m = reference::CompareExact(*reference::Bfs(g, source), *bfs);
+    EXPECT_FALSE(m.any) << "bfs: " << m.message;
+    out.bfs = *bfs;
+  }
+  {
+    auto c = Start(g, threads, block_size, guard);
+    auto cc = algorithms::ConnectedComponents(c->engine());
+    EXPECT_TRUE(cc.ok()) << cc.status();
+    auto m = reference::CompareExact(reference::ConnectedComponents(g), *cc);
+    EXPECT_FALSE(m.any) << "cc: " << m.message;
+    out.cc = *cc;
+  }
+  {
+    auto c = Start(g, threads, block_size, guard);
+    bool unit = !g.weighted();
+    auto sssp = algorithms::Sssp(c->engine(), source, unit);
+    EXPECT_TRUE(sssp.ok()) << sssp.status();
+    auto m = reference::CompareExact(*reference::Sssp(g, source, unit), *sssp);
+    EXPECT_FALSE(m.any) << "sssp: " << m.message;
+    out.sssp = *sssp;
+  }
+  return out;
+}
+
+class GeneratedGraphs : public ::testing::TestWithParam<
+                            std::tuple<store::GeneratorParams::Kind, int>> {};
+
+TEST_P(GeneratedGraphs, AllAlgorithmsMatchReference) {
+  auto [kind, scale] = GetParam();
+  TestGraph t = Generated(kind, scale);
+  SCOPED_TRACE(t.name);
+  RunAllAndCheck(t.graph, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scales, GeneratedGraphs,
+    ::testing::Combine(::testing::Values(store::GeneratorParams::Kind::kKron,
+                                         store::GeneratorParams::Kind::kUrand),
+                       ::testing::Values(10, 12, 14, 16)));
+
+TEST(EngineTest, ResultsDoNotDependOnThreads) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 13);
+  Results one = RunAllAndCheck(t.graph, 1);
+  for (int threads : {2, 4}) {
+    Results r = RunAllAndCheck(t.graph, threads);
+    EXPECT_LE(reference::L1Distance(one.pr, r.pr), 1e-12);
+    EXPECT_EQ(one.bfs, r.bfs);
+    EXPECT_EQ(one.cc, r.cc);
+    EXPECT_EQ(one.sssp, r.sssp);
+  }
+}
+
+TEST(EngineTest, SplitVerticesAndTinyBlocks) {
+  // 256-byte blocks force many split runs on a skewed graph.
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 11);
+  RunAllAndCheck(t.graph, 3, 256);
+}
+
+TEST(EngineTest, DirectedGraphWithDanglingVertices) {
+  store::EdgeList e;
+  e.num_vertices = 50;  // 40..49 isolated
+  for (store::VertexId v = 0; v < 30; ++v) {
+    e.Add(v, (v * 7 + 3) % 40, static_cast<store::Weight>(v % 5));
+    e.Add(v, (v * 11 + 1) % 40, static_cast<store::Weight>(v % 3 + 2));
+  }
+  auto g = store::BuildGraph(std::move(e), {});
+  ASSERT_TRUE(g.ok());
+  RunAllAndCheck(*g, 2, 256);
+}
+
+// The compute side reaches memory-node memory only through the transport:
+// with every region mprotect(PROT_NONE) except while the memory node itself
+// serves an operation, any stray pointer access would crash the test.
+TEST(EngineTest, NoDirectAccessToMemoryNodeMemory) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 10);
+  RunAllAndCheck(t.graph, 1, 1024, /*guard=*/true);
+}
+
+TEST(EngineTest, CountedBytesEqualServedBytes) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 12);
+  auto c = Start(t.graph, 2);
+  auto pr = algorithms::PageRank(c->engine(), 5, 0);
+  ASSERT_TRUE(pr.ok());
+  auto bfs = algorithms::Bfs(c->engine(), 0);
+  ASSERT_TRUE(bfs.ok());
+  c->engine().Finish();
+  const compute::RunStats& s = c->engine().stats();
+  memory_node::ServedStats served = c->memory_node().served();
+  EXPECT_EQ(s.total.bytes_read, served.bytes_read);
+  EXPECT_EQ(s.total.bytes_written, served.bytes_written);
+  EXPECT_EQ(s.total.reads, served.reads);
+  EXPECT_EQ(s.total.writes, served.writes);
+  EXPECT_EQ(s.total.atomics(), served.atomics);
+  // Supersteps and setup add up to the total (plus the final read-back).
+  transport::OpStats sum = s.setup;
+  for (const compute::SuperstepStats& step : s.supersteps) sum += step.ops;
+  EXPECT_LE(sum.bytes_read, s.total.bytes_read);
+  EXPECT_GT(s.supersteps.size(), 5u);  // 5 PageRank + the BFS levels
+  // Every PageRank superstep READs at least every in-edge once.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_GE(s.supersteps[i].ops.bytes_read, 4 * t.graph.num_arcs());
+    EXPECT_GE(s.supersteps[i].ops.round_trips, 1u);
+    EXPECT_EQ(s.supersteps[i].direction, "pull");
+  }
+  std::string json = compute::ToJson(s);
+  for (const char* key : {"\"supersteps\"", "\"frontier\"", "\"bytes_read\"",
+                          "\"round_trips\"", "\"atomics\"", "\"totals\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(EngineTest, StateVersionsAreConsistentCheckpoints) {
+  // After each BFS superstep s, buffer s % 2 holds exactly the depths known
+  // after s supersteps: read it back and compare with the local copy.
+  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 11);
+  auto c = Start(t.graph, 2);
+  compute::Engine& e = c->engine();
+  auto depth = e.NewState<int32_t>("test.depth", -1);
+  ASSERT_TRUE(depth.ok());
+  compute::StateArray<int32_t>& d = **depth;
+  for (int step = 1; step <= 6; ++step) {
+    e.BeginSuperstep("push", 1);
+    for (int v = step * 100; v < step * 100 + 50; ++v) {
+      d[v] = step;
+      d.MarkDirty(v);
+    }
+    ASSERT_TRUE(e.EndSuperstep().ok());
+    std::vector<int32_t> remote(d.size());
+    ASSERT_TRUE(d.ReadVersion(e.superstep(), 0, d.size(), remote.data()).ok());
+    for (size_t v = 0; v < d.size(); ++v) {
+      ASSERT_EQ(remote[v], d[v]) << "vertex " << v << " after step " << step;
+    }
+  }
+}
+
+TEST(EngineTest, BadSourceAndSsspPreconditions) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 8);
+  auto c = Start(t.graph, 1);
+  EXPECT_EQ(algorithms::Bfs(c->engine(), 1u << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  store::EdgeList e;
+  e.num_vertices = 3;
+  e.Add(0, 1, 5);
+  e.Add(1, 2, -2);
+  auto g = store::BuildGraph(std::move(e), {});
+  auto neg = Start(*g, 1);
+  auto s = algorithms::Sssp(neg->engine(), 0, false);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("non-negative"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dmg

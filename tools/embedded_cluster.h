@@ -1,0 +1,36 @@
+// The cluster `dmg run` starts in its own process when no --memory_nodes are
+// given: one memory node holding the store image, reached through the local
+// transport (copies, never shared pointers), and one compute engine.
+#ifndef DMG_TOOLS_EMBEDDED_CLUSTER_H_
+#define DMG_TOOLS_EMBEDDED_CLUSTER_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "compute_node/engine.h"
+#include "memory_node/memory_node.h"
+#include "store/store_image.h"
+#include "transport/local_transport.h"
+
+namespace dmg::cli {
+
+class EmbeddedCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddedCluster>> Start(
+      store::StoreImage image, const compute::EngineOptions& options,
+      memory_node::MemoryNode::Options node_options = {});
+
+  compute::Engine& engine() { return *engine_; }
+  memory_node::MemoryNode& memory_node() { return *node_; }
+  transport::Transport& transport() { return *transport_; }
+
+ private:
+  EmbeddedCluster() = default;
+  std::unique_ptr<memory_node::MemoryNode> node_;
+  std::unique_ptr<transport::LocalTransport> transport_;
+  std::unique_ptr<compute::Engine> engine_;
+};
+
+}  // namespace dmg::cli
+
+#endif  // DMG_TOOLS_EMBEDDED_CLUSTER_H_

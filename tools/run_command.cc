@@ -1,0 +1,237 @@
+#include "tools/run_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "algorithms/algorithms.h"
+#include "common/parallel.h"
+#include "gflags/gflags.h"
+#include "reference/compare.h"
+#include "reference/reference.h"
+#include "store/graph_source.h"
+#include "store/image_file.h"
+#include "tools/cli.h"
+#include "tools/embedded_cluster.h"
+#include "tools/graph_flags.h"
+
+DEFINE_string(algo, "", "pagerank | bfs | cc | sssp");
+DEFINE_uint64(source, 0, "source vertex for bfs and sssp");
+DEFINE_int32(max_iters, 20, "pagerank: most iterations");
+DEFINE_double(tolerance, 1e-4, "pagerank: stop when the L1 change is below");
+DEFINE_bool(unit_weights, false, "sssp: treat every arc as weight 1");
+DEFINE_string(output, "", "write 'vertex value' lines, in vertex order");
+DEFINE_string(stats_json, "", "write the run's figures as JSON");
+DEFINE_bool(verify, false,
+            "compare with the in-memory reference; exit 1 on a mismatch");
+DEFINE_string(transport, "local", "local (embedded cluster)");
+DEFINE_int32(top, 0, "print the N vertices with the largest values");
+DECLARE_string(memory_nodes);
+
+namespace dmg::cli {
+namespace {
+
+using Values = std::variant<std::vector<double>, std::vector<int32_t>,
+                            std::vector<uint32_t>, std::vector<int64_t>>;
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+absl::StatusOr<Values> RunAlgorithm(compute::Engine& engine,
+                                    std::string* detail) {
+  const std::string& a = FLAGS_algo;
+  if (a == "pagerank") {
+    auto r = algorithms::PageRank(engine, FLAGS_max_iters, FLAGS_tolerance);
+    if (!r.ok()) return r.status();
+    *detail = absl::StrFormat("%d iterations, last L1 change %.3g",
+                              r->iterations, r->last_l1);
+    return Values(std::move(r->scores));
+  }
+  if (a == "bfs") {
+    auto r = algorithms::Bfs(engine, FLAGS_source);
+    if (!r.ok()) return r.status();
+    int64_t reached =
+        std::count_if(r->begin(), r->end(), [](int32_t d) { return d >= 0; });
+    *detail = absl::StrFormat("source %d, %d reached", FLAGS_source, reached);
+    return Values(*std::move(r));
+  }
+  if (a == "cc") {
+    auto r = algorithms::ConnectedComponents(engine);
+    if (!r.ok()) return r.status();
+    uint64_t components = 0;
+    for (size_t v = 0; v < r->size(); ++v) components += (*r)[v] == v;
+    *detail = absl::StrFormat("%d components", components);
+    return Values(*std::move(r));
+  }
+  auto r = algorithms::Sssp(engine, FLAGS_source, FLAGS_unit_weights);
+  if (!r.ok()) return r.status();
+  int64_t reached = std::count_if(r->begin(), r->end(), [](int64_t d) {
+    return d != algorithms::kInfDistance;
+  });
+  *detail = absl::StrFormat("source %d, %d reached", FLAGS_source, reached);
+  return Values(*std::move(r));
+}
+
+// The reference result for the same SPEC, built independently of the store
+// layout: the graph is read (or generated) again into a plain CSR.
+absl::StatusOr<reference::Mismatch> Verify(
+    const store::GraphSourceOptions& options, const Values& actual) {
+  absl::StatusOr<store::Graph> g = store::LoadGraph(FLAGS_graph, options);
+  if (!g.ok()) return g.status();
+  const std::string& a = FLAGS_algo;
+  if (a == "pagerank") {
+    auto r = reference::PageRank(*g, FLAGS_max_iters, FLAGS_tolerance);
+    if (!r.ok()) return r.status();
+    // Same arithmetic in the same order: the scores agree far below 1e-9.
+    return reference::CompareL1(r->scores, std::get<0>(actual), 1e-9);
+  }
+  if (a == "bfs") {
+    auto r = reference::Bfs(*g, FLAGS_source);
+    if (!r.ok()) return r.status();
+    return reference::CompareExact(*r, std::get<1>(actual));
+  }
+  if (a == "cc") {
+    return reference::CompareExact(reference::ConnectedComponents(*g),
+                                   std::get<2>(actual));
+  }
+  auto r = reference::Sssp(*g, FLAGS_source, FLAGS_unit_weights);
+  if (!r.ok()) return r.status();
+  return reference::CompareExact(*r, std::get<3>(actual));
+}
+
+absl::Status WriteOutput(const Values& values) {
+  std::string text;
+  std::visit(
+      [&](const auto& vec) {
+        text.reserve(vec.size() * 12);
+        for (size_t v = 0; v < vec.size(); ++v) {
+          absl::StrAppend(&text, v, " ", reference::FormatValue(vec[v]), "\n");
+        }
+      },
+      values);
+  return store::WriteFileAtomically(
+      FLAGS_output,
+      {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+}
+
+// Test hook: DMG_TEST_CORRUPT_VERTEX=v makes --verify see a wrong value at
+// v, so tests can prove that a mismatch is caught and reported.
+void CorruptForTest(Values& values) {
+  const char* env = std::getenv("DMG_TEST_CORRUPT_VERTEX");
+  if (env == nullptr) return;
+  uint64_t v = std::strtoull(env, nullptr, 10);
+  std::visit(
+      [&](auto& vec) {
+        if (v < vec.size()) vec[v] += 1;
+      },
+      values);
+}
+
+void PrintTop(const Values& values) {
+  std::visit(
+      [&](const auto& vec) {
+        std::vector<uint64_t> order(vec.size());
+        std::iota(order.begin(), order.end(), 0);
+        size_t k = std::min<size_t>(FLAGS_top, vec.size());
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](uint64_t x, uint64_t y) {
+                            return vec[x] > vec[y] ||
+                                   (vec[x] == vec[y] && x < y);
+                          });
+        absl::PrintF("top %d vertices by %s:\n", k, FLAGS_algo);
+        for (size_t i = 0; i < k; ++i) {
+          absl::PrintF("  %10d  %s\n", order[i],
+                       reference::FormatValue(vec[order[i]]));
+        }
+      },
+      values);
+}
+
+}  // namespace
+
+std::vector<std::string> RunFlagNames() {
+  return {"algo",         "source", "max_iters",   "tolerance",
+          "unit_weights", "output", "stats_json",  "verify",
+          "transport",    "top",    "memory_nodes"};
+}
+
+int RunCommand() {
+  const std::string& a = FLAGS_algo;
+  if (a != "pagerank" && a != "bfs" && a != "cc" && a != "sssp") {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        "--algo='", a, "' is not one of pagerank, bfs, cc, sssp")));
+  }
+  if (FLAGS_transport != "local" || !FLAGS_memory_nodes.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "this build runs on the embedded cluster only (--transport=local, no "
+        "--memory_nodes); tcp and rdma arrive with the real-fabric issue"));
+  }
+  if (FLAGS_max_iters < 1 || !(FLAGS_tolerance >= 0)) {
+    return ReportError(absl::InvalidArgumentError(
+        "--max_iters must be >= 1 and --tolerance >= 0"));
+  }
+  absl::StatusOr<store::GraphSourceOptions> options =
+      GraphSourceOptionsFromFlags();
+  if (!options.ok()) return ReportError(options.status());
+  if (options->threads == 0) options->threads = DefaultThreads();
+
+  auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<store::StoreImage> image =
+      store::LoadStore(FLAGS_graph, *options);
+  if (!image.ok()) return ReportError(image.status());
+  const double load_seconds = Since(t0);
+
+  compute::EngineOptions engine_options;
+  engine_options.threads = options->threads;
+  absl::StatusOr<std::unique_ptr<EmbeddedCluster>> cluster =
+      EmbeddedCluster::Start(*std::move(image), engine_options);
+  if (!cluster.ok()) return ReportError(cluster.status());
+  compute::Engine& engine = (*cluster)->engine();
+
+  std::string detail;
+  absl::StatusOr<Values> values = RunAlgorithm(engine, &detail);
+  if (!values.ok()) return ReportError(values.status());
+  engine.Finish();
+  compute::RunStats& stats = engine.stats();
+  stats.algorithm = a;
+
+  const transport::OpStats& t = stats.total;
+  absl::PrintF(
+      "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
+      "remote %.1f MB read, %.1f MB written, %d round trips; %s\n",
+      a, FLAGS_graph, engine.num_vertices(), engine.num_arcs(),
+      stats.supersteps.size(), stats.seconds, load_seconds, t.bytes_read / 1e6,
+      t.bytes_written / 1e6, t.round_trips, detail);
+  if (FLAGS_top > 0) PrintTop(*values);
+
+  if (!FLAGS_stats_json.empty()) {
+    std::string json = compute::ToJson(stats);
+    absl::Status s = store::WriteFileAtomically(
+        FLAGS_stats_json,
+        {reinterpret_cast<const std::byte*>(json.data()), json.size()});
+    if (!s.ok()) return ReportError(s);
+  }
+  if (!FLAGS_output.empty()) {
+    if (absl::Status s = WriteOutput(*values); !s.ok()) return ReportError(s);
+  }
+  if (FLAGS_verify) {
+    CorruptForTest(*values);
+    absl::StatusOr<reference::Mismatch> m = Verify(*options, *values);
+    if (!m.ok()) return ReportError(m.status());
+    if (m->any) {
+      std::fprintf(stderr, "verify: MISMATCH: %s\n", m->message.c_str());
+      return kExitFailure;
+    }
+    std::printf("verify: OK (matches the in-memory reference)\n");
+  }
+  return kExitOk;
+}
+
+}  // namespace dmg::cli

@@ -1,0 +1,17 @@
+// `dmg run`: one algorithm on one graph, on the embedded cluster (or, later,
+// on running memory nodes), with optional output, statistics and
+// verification against the in-memory reference.
+#ifndef DMG_TOOLS_RUN_COMMAND_H_
+#define DMG_TOOLS_RUN_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace dmg::cli {
+
+std::vector<std::string> RunFlagNames();
+int RunCommand();
+
+}  // namespace dmg::cli
+
+#endif  // DMG_TOOLS_RUN_COMMAND_H_

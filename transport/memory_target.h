@@ -1,0 +1,42 @@
+// What a memory node offers to the transports that serve it: bounds-checked
+// one-sided operations on its registered regions, and region management.
+// The local backend calls it directly; the tcp and rdma servers will call it
+// from their I/O threads. Compute code never sees this interface.
+#ifndef DMG_TRANSPORT_MEMORY_TARGET_H_
+#define DMG_TRANSPORT_MEMORY_TARGET_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/transport.h"
+
+namespace dmg::transport {
+
+class MemoryTarget {
+ public:
+  virtual ~MemoryTarget() = default;
+  // Each returns OutOfRangeError for an access outside the region and
+  // NotFoundError for an unknown region, without touching memory.
+  virtual absl::Status ServeRead(uint32_t region, uint64_t offset, void* dst,
+                                 uint64_t length) = 0;
+  virtual absl::Status ServeWrite(uint32_t region, uint64_t offset,
+                                  const void* src, uint64_t length) = 0;
+  virtual absl::StatusOr<uint64_t> ServeCompareAndSwap(uint32_t region,
+                                                       uint64_t offset,
+                                                       uint64_t expected,
+                                                       uint64_t desired) = 0;
+  virtual absl::StatusOr<uint64_t> ServeFetchAndAdd(uint32_t region,
+                                                    uint64_t offset,
+                                                    uint64_t add) = 0;
+  virtual absl::StatusOr<RegionInfo> ServeAllocate(uint64_t bytes,
+                                                   const std::string& name) = 0;
+  virtual absl::Status ServeFree(uint32_t region) = 0;
+  virtual std::vector<RegionInfo> ServeList() = 0;
+};
+
+}  // namespace dmg::transport
+
+#endif  // DMG_TRANSPORT_MEMORY_TARGET_H_

@@ -1,0 +1,126 @@
+// The one interface through which compute nodes reach remote memory: regions
+// registered on memory nodes, and one-sided READ, WRITE, compare-and-swap and
+// fetch-and-add on (node, region, offset, length). Backends: local (memory
+// nodes are objects in this process; data moves by copy), and later tcp and
+// rdma. Algorithms never see this header; the compute runtime does.
+//
+// Operations are queued on a per-thread Endpoint and move only when Flush()
+// posts them as one batch and waits for all to complete — the shape of an
+// RDMA doorbell-batched chain with one signalled completion. Every operation
+// is counted here, in the base class, identically for every backend.
+#ifndef DMG_TRANSPORT_TRANSPORT_H_
+#define DMG_TRANSPORT_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace dmg::transport {
+
+// A region registered on a memory node. Offsets in operations are relative
+// to the region's start. Region 0 of node 0 holds the store image, so the
+// superblock is at (0, 0, 0).
+struct RegionInfo {
+  uint32_t node = 0;
+  uint32_t id = 0;
+  uint64_t length = 0;
+  std::string name;
+};
+
+inline constexpr uint32_t kStoreRegion = 0;
+
+// What moved, counted at the compute side.
+struct OpStats {
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t cas = 0;
+  uint64_t faa = 0;
+  uint64_t bytes_read = 0;     // READ payloads, plus 8 per atomic
+  uint64_t bytes_written = 0;  // WRITE payloads, plus 8 per atomic
+  uint64_t round_trips = 0;    // batches posted (a batch is one)
+
+  OpStats& operator+=(const OpStats& o);
+  OpStats operator-(const OpStats& o) const;
+  uint64_t atomics() const { return cas + faa; }
+};
+
+enum class OpKind : uint8_t { kRead, kWrite, kCompareAndSwap, kFetchAndAdd };
+
+struct Op {
+  OpKind kind;
+  uint32_t node;
+  uint32_t region;
+  uint64_t offset;
+  uint32_t length;   // READ/WRITE bytes; 8 for atomics
+  void* local;       // READ destination / WRITE source / atomic old value
+  uint64_t compare;  // CAS expected
+  uint64_t operand;  // CAS desired / FAA addend
+};
+
+// A queue of operations owned by one thread. Not thread-safe.
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  void Read(uint32_t node, uint32_t region, uint64_t offset, void* dst,
+            uint32_t length) {
+    ops_.push_back({OpKind::kRead, node, region, offset, length, dst, 0, 0});
+  }
+  void Write(uint32_t node, uint32_t region, uint64_t offset, const void* src,
+             uint32_t length) {
+    ops_.push_back({OpKind::kWrite, node, region, offset, length,
+                    const_cast<void*>(src), 0, 0});
+  }
+  // 8-byte atomics on 8-byte aligned offsets. *old receives the prior value.
+  void CompareAndSwap(uint32_t node, uint32_t region, uint64_t offset,
+                      uint64_t expected, uint64_t desired, uint64_t* old) {
+    ops_.push_back({OpKind::kCompareAndSwap, node, region, offset, 8, old,
+                    expected, desired});
+  }
+  void FetchAndAdd(uint32_t node, uint32_t region, uint64_t offset,
+                   uint64_t add, uint64_t* old) {
+    ops_.push_back(
+        {OpKind::kFetchAndAdd, node, region, offset, 8, old, 0, add});
+  }
+
+  // Posts every queued operation as one batch and waits for all of them.
+  // On error the batch's effects are unspecified and the queue is cleared.
+  absl::Status Flush();
+
+  size_t queued() const { return ops_.size(); }
+  const OpStats& stats() const { return stats_; }
+
+ protected:
+  virtual absl::Status Execute(std::span<const Op> ops) = 0;
+
+ private:
+  std::vector<Op> ops_;
+  OpStats stats_;
+};
+
+// A connection to the memory nodes of one cluster.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string name() const = 0;
+  virtual uint32_t num_memory_nodes() const = 0;
+
+  // A new endpoint for one worker thread.
+  virtual absl::StatusOr<std::unique_ptr<Endpoint>> NewEndpoint() = 0;
+
+  // Control plane: regions on a memory node.
+  virtual absl::StatusOr<RegionInfo> AllocateRegion(
+      uint32_t node, uint64_t bytes, const std::string& name) = 0;
+  virtual absl::Status FreeRegion(uint32_t node, uint32_t region) = 0;
+  virtual absl::StatusOr<std::vector<RegionInfo>> ListRegions(
+      uint32_t node) = 0;
+};
+
+}  // namespace dmg::transport
+
+#endif  // DMG_TRANSPORT_TRANSPORT_H_
