@@ -18,7 +18,9 @@ fi
 cmake --build --preset release
 
 if [ "$mode" = demo ]; then
-  build/release/tools/dmg info --graph=kron:16
+  # PageRank on a generated Kronecker graph, on the embedded cluster (one
+  # memory node and one compute node in this process, local transport).
+  build/release/tools/dmg run --algo=pagerank --graph=kron:18 --top=10
   exit 0
 fi
 
