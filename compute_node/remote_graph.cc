@@ -38,7 +38,9 @@ absl::StatusOr<RemoteGraph> RemoteGraph::Open(transport::Endpoint& ep) {
       auto dir = static_cast<Direction>(d);
       if (kind == store::BlocksKind(dir) &&
           r.memory_node < sb.num_memory_nodes) {
-        g.block_base_[d][r.memory_node] = r.offset;
+        // The node's store region starts at its slice of the image.
+        g.block_base_[d][r.memory_node] =
+            r.offset - store::NodeSlice(sb, r.memory_node).first;
       }
       if (kind == store::DirectoryKind(dir) && r.memory_node == 0) {
         if (r.length % sizeof(DirectoryEntry) != 0 ||

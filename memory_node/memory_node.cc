@@ -31,8 +31,16 @@ void MemoryNode::Guard(const Region& r, bool open) {
 absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
                                                  const std::string& name) {
   std::unique_lock lock(mu_);
+  if (options_.capacity_bytes > 0 &&
+      bytes_in_use_ + buffer.size() > options_.capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory node %d: %d more bytes for '%s' would exceed its %d-byte "
+        "capacity (%d in use)",
+        id_, buffer.size(), name, options_.capacity_bytes, bytes_in_use_));
+  }
   auto region = std::make_unique<Region>(Region{std::move(buffer), name});
   if (options_.guard_memory) Guard(*region, false);
+  bytes_in_use_ += region->buffer.size();
   RegionInfo info{id_, static_cast<uint32_t>(regions_.size()),
                   region->buffer.size(), name};
   regions_.push_back(std::move(region));
@@ -40,16 +48,44 @@ absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
 }
 
 absl::Status MemoryNode::LoadStore(store::StoreImage image) {
-  {
-    std::shared_lock lock(mu_);
-    if (!regions_.empty()) {
-      return absl::FailedPreconditionError(
-          "memory node already holds regions; load the store first");
-    }
+  return LoadStore(std::move(image).ReleaseBuffer());
+}
+
+absl::Status MemoryNode::LoadStore(AlignedBuffer bytes) {
+  std::unique_lock lock(mu_);
+  uint64_t old = regions_[0] ? regions_[0]->buffer.size() : 0;
+  if (options_.capacity_bytes > 0 &&
+      bytes_in_use_ - old + bytes.size() > options_.capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory node %d: a %d-byte store exceeds its %d-byte capacity", id_,
+        bytes.size(), options_.capacity_bytes));
   }
-  absl::StatusOr<RegionInfo> info =
-      AddRegion(std::move(image).ReleaseBuffer(), "store");
-  return info.status();
+  if (regions_[0] && options_.guard_memory) Guard(*regions_[0], true);
+  regions_[0] = std::make_unique<Region>(Region{std::move(bytes), "store"});
+  if (options_.guard_memory) Guard(*regions_[0], false);
+  bytes_in_use_ = bytes_in_use_ - old + regions_[0]->buffer.size();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RegionInfo> MemoryNode::ServeCreateStore(uint64_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("empty store");
+  if (absl::Status s = LoadStore(AlignedBuffer(bytes)); !s.ok()) return s;
+  return RegionInfo{id_, transport::kStoreRegion, bytes, "store"};
+}
+
+absl::StatusOr<std::span<std::byte>> MemoryNode::RegionMemory(
+    uint32_t region) {
+  std::shared_lock lock(mu_);
+  if (region >= regions_.size() || regions_[region] == nullptr) {
+    return absl::NotFoundError(absl::StrFormat(
+        "memory node %d: unknown region %d", id_, region));
+  }
+  return regions_[region]->buffer.span();
+}
+
+uint64_t MemoryNode::bytes_in_use() const {
+  std::shared_lock lock(mu_);
+  return bytes_in_use_;
 }
 
 absl::StatusOr<std::byte*> MemoryNode::Locate(uint32_t region, uint64_t offset,
@@ -165,6 +201,7 @@ absl::Status MemoryNode::ServeFree(uint32_t region) {
         absl::StrFormat("memory node %d: cannot free region %d", id_, region));
   }
   if (options_.guard_memory) Guard(*regions_[region], true);
+  bytes_in_use_ -= regions_[region]->buffer.size();
   regions_[region].reset();
   return absl::OkStatus();
 }

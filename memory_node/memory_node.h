@@ -34,6 +34,8 @@ class MemoryNode : public transport::MemoryTarget {
     // serves an operation, so any direct pointer access from compute code
     // faults. Serializes all operations; never use outside tests.
     bool guard_memory = false;
+    // Most bytes all regions together may hold (0: no limit).
+    uint64_t capacity_bytes = 0;
   };
 
   explicit MemoryNode(uint32_t id) : MemoryNode(id, Options()) {}
@@ -44,8 +46,10 @@ class MemoryNode : public transport::MemoryTarget {
 
   uint32_t id() const { return id_; }
 
-  // Registers the image's bytes as region kStoreRegion ("store").
+  // Registers the image's bytes as region kStoreRegion ("store"), replacing
+  // any store there.
   absl::Status LoadStore(store::StoreImage image);
+  absl::Status LoadStore(AlignedBuffer bytes);
   // Registers `buffer` as a new region.
   absl::StatusOr<transport::RegionInfo> AddRegion(AlignedBuffer buffer,
                                                   const std::string& name);
@@ -64,6 +68,10 @@ class MemoryNode : public transport::MemoryTarget {
                                             uint64_t add) override;
   absl::StatusOr<transport::RegionInfo> ServeAllocate(
       uint64_t bytes, const std::string& name) override;
+  absl::StatusOr<transport::RegionInfo> ServeCreateStore(
+      uint64_t bytes) override;
+  absl::StatusOr<std::span<std::byte>> RegionMemory(uint32_t region) override;
+  uint64_t bytes_in_use() const;
   absl::Status ServeFree(uint32_t region) override;
   std::vector<transport::RegionInfo> ServeList() override;
 
@@ -80,7 +88,10 @@ class MemoryNode : public transport::MemoryTarget {
   const uint32_t id_;
   const Options options_;
   mutable std::shared_mutex mu_;  // guards regions_ (the table, not bytes)
-  std::vector<std::unique_ptr<Region>> regions_;
+  // Slot kStoreRegion is reserved for the store (null until loaded).
+  std::vector<std::unique_ptr<Region>> regions_ =
+      std::vector<std::unique_ptr<Region>>(1);
+  uint64_t bytes_in_use_ = 0;  // guarded by mu_
   std::mutex guard_mu_;  // serializes operations in guard_memory mode
 
   std::atomic<uint64_t> reads_{0}, writes_{0}, atomics_{0};

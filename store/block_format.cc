@@ -69,6 +69,18 @@ absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
   return view;
 }
 
+std::pair<uint64_t, uint64_t> NodeSlice(const Superblock& sb, uint32_t node) {
+  uint64_t begin = node == 0 ? 0 : ~uint64_t{0}, end = 0;
+  for (uint32_t i = 0; i < std::min(sb.num_regions, kMaxRegions); ++i) {
+    const RegionEntry& r = sb.regions[i];
+    if (r.memory_node != node) continue;
+    begin = std::min(begin, r.offset);
+    end = std::max(end, r.offset + r.length);
+  }
+  if (begin > end) return {0, 0};
+  return {begin, end};
+}
+
 std::pair<size_t, size_t> FindBlocks(std::span<const DirectoryEntry> directory,
                                      VertexId v) {
   // The last entry starting at or before v holds v (or is the last piece of

@@ -140,6 +140,12 @@ inline uint64_t EdgesPerSplitPiece(uint32_t block_size, bool weighted) {
   return (block_size - sizeof(BlockHeader) - 8) / (weighted ? 8 : 4);
 }
 
+// The bytes of the image memory node `node` holds, as [begin, end) offsets in
+// the image: node 0 has the superblock, the directories and its blocks; node
+// k > 0 only its blocks regions. A memory node's store region is exactly this
+// slice, so a remote offset is (image offset - begin).
+std::pair<uint64_t, uint64_t> NodeSlice(const Superblock& sb, uint32_t node);
+
 // A parsed, validated view of one block's bytes (which may have come over the
 // network: Parse checks every length before use).
 class BlockView {

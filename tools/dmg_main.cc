@@ -16,11 +16,10 @@
 #include "store/summary.h"
 #include "tools/cli.h"
 #include "tools/graph_flags.h"
+#include "tools/load_command.h"
+#include "tools/memory_node_command.h"
 #include "tools/run_command.h"
 
-DEFINE_string(image, "", "store image file to write (dmg load)");
-DEFINE_string(memory_nodes, "",
-              "host:port,... of running memory nodes (dmg load / dmg run)");
 
 namespace dmg::cli {
 namespace {
@@ -32,9 +31,14 @@ commands:
   run   --algo=pagerank|bfs|cc|sssp --graph=SPEC [--source=V] [--max_iters=N]
         [--tolerance=T] [--threads=N] [--output=FILE] [--stats_json=FILE]
         [--verify] [--top=N] [--unit_weights]
-                                     run an algorithm on the embedded cluster
+        [--transport=local|tcp|rdma --memory_nodes=H:P,...]
+                                     run an algorithm (embedded cluster when
+                                     no --memory_nodes are given)
   info  --graph=SPEC                 vertices, arcs, degrees, blocks, bytes
   load  --graph=SPEC --image=FILE    ingest a graph into a store image file
+  load  --graph=SPEC --memory_nodes=H:P,...   ingest into running memory nodes
+  memory-node --listen=H:P --transport=tcp|rdma [--memory_mb=N] [--image=F
+        --node_id=K]                 run a memory-node daemon
   help                               this text
 
 SPEC: a file (.el/.txt SNAP edge list, .wel, .mtx, DIMACS/PACE .gr; gzip or
@@ -66,35 +70,6 @@ int Info() {
   return kExitOk;
 }
 
-int Load() {
-  absl::StatusOr<store::GraphSourceOptions> options =
-      GraphSourceOptionsFromFlags();
-  if (!options.ok()) return ReportError(options.status());
-  if (!FLAGS_memory_nodes.empty()) {
-    return ReportError(absl::UnimplementedError(
-        "--memory_nodes: loading into running memory nodes needs the tcp/rdma "
-        "transports, which this build does not have yet; use --image=FILE"));
-  }
-  if (FLAGS_image.empty()) {
-    return ReportError(
-        absl::InvalidArgumentError("dmg load needs --image=FILE"));
-  }
-  auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<store::StoreImage> image =
-      store::LoadStore(FLAGS_graph, *options);
-  if (!image.ok()) return ReportError(image.status());
-  double build = Seconds(start);
-  if (absl::Status s = store::WriteImageFile(*image, FLAGS_image); !s.ok()) {
-    return ReportError(s);
-  }
-  absl::PrintF(
-      "wrote %s: %d vertices, %d arcs, %d bytes (build %.3f s, write %.3f "
-      "s)\n",
-      FLAGS_image, image->num_vertices(), image->num_arcs(),
-      image->bytes().size(), build, Seconds(start) - build);
-  return kExitOk;
-}
-
 int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
@@ -115,8 +90,11 @@ int Main(int argc, char** argv) {
     std::vector<std::string> run_flags = RunFlagNames();
     allowed.insert(allowed.end(), run_flags.begin(), run_flags.end());
   } else if (command == "load") {
-    run = Load;
-    allowed.insert(allowed.end(), {"image", "memory_nodes"});
+    run = LoadCommand;
+    allowed = LoadFlagNames();
+  } else if (command == "memory-node") {
+    run = MemoryNodeCommand;
+    allowed = MemoryNodeFlagNames();
   } else {
     std::fprintf(stderr, "dmg: error: unknown command '%s' (try: dmg help)\n",
                  command.c_str());

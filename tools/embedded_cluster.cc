@@ -1,23 +1,31 @@
 #include "tools/embedded_cluster.h"
 
+#include <cstring>
+
 namespace dmg::cli {
 
 absl::StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(
     store::StoreImage image, const compute::EngineOptions& options,
     memory_node::MemoryNode::Options node_options) {
-  if (image.superblock().num_memory_nodes != 1) {
-    return absl::InvalidArgumentError(
-        "the embedded cluster has one memory node; this image is laid out "
-        "for " +
-        std::to_string(image.superblock().num_memory_nodes));
-  }
   auto cluster = std::unique_ptr<EmbeddedCluster>(new EmbeddedCluster());
-  cluster->node_ = std::make_unique<memory_node::MemoryNode>(0, node_options);
-  if (absl::Status s = cluster->node_->LoadStore(std::move(image)); !s.ok()) {
-    return s;
+  const store::Superblock sb = image.superblock();
+  std::vector<transport::MemoryTarget*> targets;
+  for (uint32_t k = 0; k < sb.num_memory_nodes; ++k) {
+    auto node = std::make_unique<memory_node::MemoryNode>(k, node_options);
+    absl::Status s;
+    if (sb.num_memory_nodes == 1) {
+      s = node->LoadStore(std::move(image));
+    } else {
+      auto [begin, end] = store::NodeSlice(sb, k);
+      AlignedBuffer slice(end - begin);
+      std::memcpy(slice.data(), image.bytes().data() + begin, end - begin);
+      s = node->LoadStore(std::move(slice));
+    }
+    if (!s.ok()) return s;
+    targets.push_back(node.get());
+    cluster->nodes_.push_back(std::move(node));
   }
-  cluster->transport_ = std::make_unique<transport::LocalTransport>(
-      std::vector<transport::MemoryTarget*>{cluster->node_.get()});
+  cluster->transport_ = std::make_unique<transport::LocalTransport>(targets);
   absl::StatusOr<std::unique_ptr<compute::Engine>> engine =
       compute::Engine::Create(*cluster->transport_, options);
   if (!engine.ok()) return engine.status();

@@ -1,6 +1,7 @@
 // The cluster `dmg run` starts in its own process when no --memory_nodes are
-// given: one memory node holding the store image, reached through the local
-// transport (copies, never shared pointers), and one compute engine.
+// given: memory nodes holding the store image (one, or as many as the image
+// is laid out for, each with its slice), reached through the local transport
+// (copies, never shared pointers), and one compute engine.
 #ifndef DMG_TOOLS_EMBEDDED_CLUSTER_H_
 #define DMG_TOOLS_EMBEDDED_CLUSTER_H_
 
@@ -21,12 +22,12 @@ class EmbeddedCluster {
       memory_node::MemoryNode::Options node_options = {});
 
   compute::Engine& engine() { return *engine_; }
-  memory_node::MemoryNode& memory_node() { return *node_; }
+  memory_node::MemoryNode& memory_node(int i = 0) { return *nodes_[i]; }
   transport::Transport& transport() { return *transport_; }
 
  private:
   EmbeddedCluster() = default;
-  std::unique_ptr<memory_node::MemoryNode> node_;
+  std::vector<std::unique_ptr<memory_node::MemoryNode>> nodes_;
   std::unique_ptr<transport::LocalTransport> transport_;
   std::unique_ptr<compute::Engine> engine_;
 };

@@ -19,6 +19,7 @@
 #include "tools/cli.h"
 #include "tools/embedded_cluster.h"
 #include "tools/graph_flags.h"
+#include "tools/transport_flags.h"
 
 DEFINE_string(algo, "", "pagerank | bfs | cc | sssp");
 DEFINE_uint64(source, 0, "source vertex for bfs and sssp");
@@ -29,7 +30,8 @@ DEFINE_string(output, "", "write 'vertex value' lines, in vertex order");
 DEFINE_string(stats_json, "", "write the run's figures as JSON");
 DEFINE_bool(verify, false,
             "compare with the in-memory reference; exit 1 on a mismatch");
-DEFINE_string(transport, "local", "local (embedded cluster)");
+DEFINE_string(transport, "local",
+              "local (embedded cluster), tcp or rdma (with --memory_nodes)");
 DEFINE_int32(top, 0, "print the N vertices with the largest values");
 DECLARE_string(memory_nodes);
 
@@ -168,32 +170,54 @@ int RunCommand() {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
         "--algo='", a, "' is not one of pagerank, bfs, cc, sssp")));
   }
-  if (FLAGS_transport != "local" || !FLAGS_memory_nodes.empty()) {
+  const bool remote = !FLAGS_memory_nodes.empty();
+  if (remote ? FLAGS_transport == "local" : FLAGS_transport != "local") {
     return ReportError(absl::InvalidArgumentError(
-        "this build runs on the embedded cluster only (--transport=local, no "
-        "--memory_nodes); tcp and rdma arrive with the real-fabric issue"));
+        remote ? "--memory_nodes needs --transport=tcp or --transport=rdma"
+               : "--transport=" + FLAGS_transport +
+                     " needs --memory_nodes=HOST:PORT,... (running memory "
+                     "nodes loaded with `dmg load`)"));
   }
   if (FLAGS_max_iters < 1 || !(FLAGS_tolerance >= 0)) {
     return ReportError(absl::InvalidArgumentError(
         "--max_iters must be >= 1 and --tolerance >= 0"));
   }
+  if (remote && FLAGS_graph.empty() && FLAGS_verify) {
+    return ReportError(absl::InvalidArgumentError(
+        "--verify needs --graph=SPEC (the graph that was loaded)"));
+  }
   absl::StatusOr<store::GraphSourceOptions> options =
-      GraphSourceOptionsFromFlags();
+      remote && FLAGS_graph.empty() ? store::GraphSourceOptions()
+                                    : GraphSourceOptionsFromFlags();
   if (!options.ok()) return ReportError(options.status());
   if (options->threads == 0) options->threads = DefaultThreads();
-
-  auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<store::StoreImage> image =
-      store::LoadStore(FLAGS_graph, *options);
-  if (!image.ok()) return ReportError(image.status());
-  const double load_seconds = Since(t0);
-
   compute::EngineOptions engine_options;
   engine_options.threads = options->threads;
-  absl::StatusOr<std::unique_ptr<EmbeddedCluster>> cluster =
-      EmbeddedCluster::Start(*std::move(image), engine_options);
-  if (!cluster.ok()) return ReportError(cluster.status());
-  compute::Engine& engine = (*cluster)->engine();
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<EmbeddedCluster> cluster;
+  std::unique_ptr<transport::Transport> network;
+  std::unique_ptr<compute::Engine> remote_engine;
+  if (remote) {
+    absl::StatusOr<std::unique_ptr<transport::Transport>> t =
+        ConnectTransport(FLAGS_transport, FLAGS_memory_nodes);
+    if (!t.ok()) return ReportError(t.status());
+    network = *std::move(t);
+    absl::StatusOr<std::unique_ptr<compute::Engine>> e =
+        compute::Engine::Create(*network, engine_options);
+    if (!e.ok()) return ReportError(e.status());
+    remote_engine = *std::move(e);
+  } else {
+    absl::StatusOr<store::StoreImage> image =
+        store::LoadStore(FLAGS_graph, *options);
+    if (!image.ok()) return ReportError(image.status());
+    absl::StatusOr<std::unique_ptr<EmbeddedCluster>> c =
+        EmbeddedCluster::Start(*std::move(image), engine_options);
+    if (!c.ok()) return ReportError(c.status());
+    cluster = *std::move(c);
+  }
+  const double load_seconds = Since(t0);
+  compute::Engine& engine = remote ? *remote_engine : cluster->engine();
 
   std::string detail;
   absl::StatusOr<Values> values = RunAlgorithm(engine, &detail);
@@ -206,7 +230,8 @@ int RunCommand() {
   absl::PrintF(
       "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
       "remote %.1f MB read, %.1f MB written, %d round trips; %s\n",
-      a, FLAGS_graph, engine.num_vertices(), engine.num_arcs(),
+      a, remote ? FLAGS_transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
+      engine.num_vertices(), engine.num_arcs(),
       stats.supersteps.size(), stats.seconds, load_seconds, t.bytes_read / 1e6,
       t.bytes_written / 1e6, t.round_trips, detail);
   if (FLAGS_top > 0) PrintTop(*values);

@@ -6,6 +6,7 @@
 #define DMG_TRANSPORT_MEMORY_TARGET_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ class MemoryTarget {
                                                     uint64_t add) = 0;
   virtual absl::StatusOr<RegionInfo> ServeAllocate(uint64_t bytes,
                                                    const std::string& name) = 0;
+  // (Re)creates the store region (id kStoreRegion) of `bytes` zero bytes,
+  // replacing any store already there; the loader then WRITEs the image.
+  virtual absl::StatusOr<RegionInfo> ServeCreateStore(uint64_t bytes) = 0;
+  // The bytes of a region, for servers that register memory with a NIC.
+  virtual absl::StatusOr<std::span<std::byte>> RegionMemory(
+      uint32_t region) = 0;
   virtual absl::Status ServeFree(uint32_t region) = 0;
   virtual std::vector<RegionInfo> ServeList() = 0;
 };

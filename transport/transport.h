@@ -30,6 +30,9 @@ struct RegionInfo {
   uint32_t id = 0;
   uint64_t length = 0;
   std::string name;
+  // RDMA only: where the region is registered, and its remote key.
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
 };
 
 inline constexpr uint32_t kStoreRegion = 0;

@@ -1,0 +1,258 @@
+// Transport conformance: the same one-sided semantics from every backend.
+// Parameterised by backend ("local", "tcp", and "rdma" where an RDMA device
+// exists): READ/WRITE of many sizes and alignments, batches, CAS and FAA
+// under contention from threads and (network backends) processes with exact
+// final counts, bounds and unknown-region errors, and a memory node that
+// dies mid-operation (an error within the timeout, no hang).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "memory_node/memory_node.h"
+#include "tests/backend_fixture.h"
+#include "transport/local_transport.h"
+
+namespace dmg {
+namespace {
+
+using testing::Backend;
+
+class ConformanceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> b = Backend::Create(GetParam());
+    if (!b.ok() && b.status().code() == absl::StatusCode::kUnavailable) {
+      GTEST_SKIP() << b.status().message();
+    }
+    ASSERT_TRUE(b.ok()) << b.status();
+    backend_ = *std::move(b);
+  }
+  transport::Transport& t() { return backend_->transport(); }
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(ConformanceTest, ReadWriteManySizesAndAlignments) {
+  auto region = t().AllocateRegion(0, 1 << 21, "data");
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto ep = *t().NewEndpoint();
+  std::vector<uint8_t> pattern(1 << 21);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = i * 131 + i / 977;
+  ep->Write(0, region->id, 0, pattern.data(), pattern.size());
+  ASSERT_TRUE(ep->Flush().ok());
+  for (uint32_t size : {1u, 3u, 8u, 64u, 4095u, 65536u, 1u << 20}) {
+    for (uint64_t offset : {0ull, 1ull, 7ull, 4093ull}) {
+      std::vector<uint8_t> got(size);
+      ep->Read(0, region->id, offset, got.data(), size);
+      ASSERT_TRUE(ep->Flush().ok());
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), pattern.begin() + offset))
+          << size << "@" << offset;
+    }
+  }
+}
+
+TEST_P(ConformanceTest, BatchesAreOneRoundTripAndKeepOrder) {
+  auto region = t().AllocateRegion(0, 1 << 16, "data");
+  ASSERT_TRUE(region.ok());
+  auto ep = *t().NewEndpoint();
+  for (int depth : {1, 2, 8, 64}) {
+    std::vector<uint64_t> values(depth), back(depth);
+    for (int i = 0; i < depth; ++i) {
+      values[i] = depth * 1000 + i;
+      ep->Write(0, region->id, 8 * i, &values[i], 8);
+    }
+    for (int i = 0; i < depth; ++i) ep->Read(0, region->id, 8 * i, &back[i], 8);
+    uint64_t trips = ep->stats().round_trips;
+    ASSERT_TRUE(ep->Flush().ok());
+    EXPECT_EQ(ep->stats().round_trips, trips + 1);
+    EXPECT_EQ(back, values);  // READs see the WRITEs queued before them
+  }
+  EXPECT_EQ(ep->stats().reads, 75u);
+  EXPECT_EQ(ep->stats().writes, 75u);
+  EXPECT_EQ(ep->stats().bytes_read, 75u * 8);
+}
+
+TEST_P(ConformanceTest, BoundsAndUnknownRegionsAreErrors) {
+  auto region = t().AllocateRegion(0, 100, "small");
+  ASSERT_TRUE(region.ok());
+  auto ep = *t().NewEndpoint();
+  char buf[200];
+  ep->Read(0, region->id, 90, buf, 11);
+  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kOutOfRange);
+  ep->Write(0, region->id, 100, buf, 1);
+  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kOutOfRange);
+  ep->Read(0, region->id + 100, 0, buf, 1);
+  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kNotFound);
+  uint64_t old;
+  ep->FetchAndAdd(0, region->id, 4, 1, &old);  // misaligned atomic
+  EXPECT_FALSE(ep->Flush().ok());
+  ep->Read(0, region->id, ~0ull - 5, buf, 10);  // offset overflow
+  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kOutOfRange);
+  ep->Read(7, region->id, 0, buf, 1);  // no such memory node
+  EXPECT_FALSE(ep->Flush().ok());
+  // The endpoint still works after errors.
+  ep->Write(0, region->id, 0, "hello", 5);
+  ep->Read(0, region->id, 0, buf, 5);
+  ASSERT_TRUE(ep->Flush().ok());
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  ASSERT_TRUE(t().FreeRegion(0, region->id).ok());
+  ep->Read(0, region->id, 0, buf, 1);
+  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kNotFound);
+}
+
+// FAA and CAS-loop increments on two counters; every increment must count.
+void Hammer(transport::Transport& t, uint32_t region, int ops) {
+  auto ep = *t.NewEndpoint();
+  for (int k = 0; k < ops; ++k) {
+    uint64_t old;
+    ep->FetchAndAdd(0, region, 0, 1, &old);
+    ASSERT_TRUE(ep->Flush().ok());
+    uint64_t seen = 0;
+    ep->Read(0, region, 8, &seen, 8);
+    ASSERT_TRUE(ep->Flush().ok());
+    while (true) {
+      uint64_t prior;
+      ep->CompareAndSwap(0, region, 8, seen, seen + 1, &prior);
+      ASSERT_TRUE(ep->Flush().ok());
+      if (prior == seen) break;
+      seen = prior;
+    }
+  }
+}
+
+uint64_t Counter(transport::Transport& t, uint32_t region, int which) {
+  auto ep = *t.NewEndpoint();
+  uint64_t v = 0;
+  ep->Read(0, region, 8 * which, &v, 8);
+  EXPECT_TRUE(ep->Flush().ok());
+  return v;
+}
+
+TEST_P(ConformanceTest, AtomicsUnderThreadContentionAreExact) {
+  auto region = t().AllocateRegion(0, 64, "counters");
+  ASSERT_TRUE(region.ok());
+  const int threads = 4, ops = GetParam() == "rdma" ? 200 : 2000;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&] { Hammer(t(), region->id, ops); });
+  }
+  for (auto& th : pool) th.join();
+  EXPECT_EQ(Counter(t(), region->id, 0), uint64_t(threads) * ops);
+  EXPECT_EQ(Counter(t(), region->id, 1), uint64_t(threads) * ops);
+}
+
+// Child-process half of the next test: runs only when re-executed with the
+// environment set, against the parent's memory node.
+TEST(ConformanceChild, Hammer) {
+  const char* kind = std::getenv("DMG_CONFORMANCE_CHILD");
+  if (kind == nullptr) GTEST_SKIP() << "runs only as a child process";
+  auto t = Backend::Connect(kind, std::getenv("DMG_CONFORMANCE_ADDR"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  Hammer(**t, std::atoi(std::getenv("DMG_CONFORMANCE_REGION")),
+         std::atoi(std::getenv("DMG_CONFORMANCE_OPS")));
+}
+
+TEST_P(ConformanceTest, AtomicsUnderProcessContentionAreExact) {
+  if (GetParam() == "local") GTEST_SKIP() << "local has no other processes";
+  auto region = t().AllocateRegion(0, 64, "counters");
+  ASSERT_TRUE(region.ok());
+  const int processes = 3, ops = GetParam() == "rdma" ? 100 : 1000;
+  std::vector<pid_t> children;
+  for (int i = 0; i < processes; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("DMG_CONFORMANCE_CHILD", GetParam().c_str(), 1);
+      setenv("DMG_CONFORMANCE_ADDR", backend_->address().c_str(), 1);
+      setenv("DMG_CONFORMANCE_REGION", std::to_string(region->id).c_str(), 1);
+      setenv("DMG_CONFORMANCE_OPS", std::to_string(ops).c_str(), 1);
+      execl("/proc/self/exe", "child", "--gtest_filter=ConformanceChild.*",
+            nullptr);
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  EXPECT_EQ(Counter(t(), region->id, 0), uint64_t(processes) * ops);
+  EXPECT_EQ(Counter(t(), region->id, 1), uint64_t(processes) * ops);
+}
+
+TEST_P(ConformanceTest, PeerDeathIsAnErrorNotAHang) {
+  if (GetParam() == "local") GTEST_SKIP() << "local memory cannot die";
+  auto region = t().AllocateRegion(0, 4096, "data");
+  ASSERT_TRUE(region.ok());
+  auto ep = *t().NewEndpoint();
+  char buf[64];
+  ep->Read(0, region->id, 0, buf, 64);
+  ASSERT_TRUE(ep->Flush().ok());
+  backend_->KillMemoryNode();
+  auto start = std::chrono::steady_clock::now();
+  ep->Read(0, region->id, 0, buf, 64);
+  absl::Status s = ep->Flush();
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(s.message().find("memory node"), std::string::npos) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
+                         ::testing::Values("local", "tcp", "rdma"),
+                         [](const auto& info) { return info.param; });
+
+TEST(GuardedMemoryDeathTest, StrayPointerFaults) {
+  // The mechanism EngineTest.NoDirectAccessToMemoryNodeMemory relies on.
+  memory_node::MemoryNode::Options options;
+  options.guard_memory = true;
+  EXPECT_DEATH(
+      {
+        memory_node::MemoryNode node(0, options);
+        AlignedBuffer buffer(8192);
+        volatile std::byte* stray = buffer.data();
+        ASSERT_TRUE(node.AddRegion(std::move(buffer), "r").ok());
+        std::byte x = stray[100];  // must fault: the region is PROT_NONE
+        (void)x;
+      },
+      "");
+  memory_node::MemoryNode node(0, options);
+  transport::LocalTransport t({&node});
+  auto r = t.AllocateRegion(0, 8192, "r");
+  ASSERT_TRUE(r.ok());
+  auto ep = *t.NewEndpoint();
+  uint64_t v = 42, back = 0;
+  ep->Write(0, r->id, 64, &v, 8);
+  ep->Read(0, r->id, 64, &back, 8);
+  ASSERT_TRUE(ep->Flush().ok());
+  EXPECT_EQ(back, 42u);
+}
+
+TEST(MemoryNodeTest, CapacityAndRegionTable) {
+  memory_node::MemoryNode::Options options;
+  options.capacity_bytes = 1000;
+  memory_node::MemoryNode node(0, options);
+  transport::LocalTransport t({&node});
+  auto a = t.AllocateRegion(0, 600, "a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(t.AllocateRegion(0, 600, "b").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  auto list = t.ListRegions(0);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "a");
+  ASSERT_TRUE(t.FreeRegion(0, a->id).ok());
+  EXPECT_TRUE(t.AllocateRegion(0, 900, "c").ok());
+  EXPECT_FALSE(t.AllocateRegion(1, 10, "x").ok());  // no node 1
+  EXPECT_FALSE(t.AllocateRegion(0, 0, "empty").ok());
+}
+
+}  // namespace
+}  // namespace dmg

@@ -1,0 +1,116 @@
+#include "tools/load_command.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "store/graph_source.h"
+#include "store/image_file.h"
+#include "tools/cli.h"
+#include "tools/graph_flags.h"
+#include "tools/transport_flags.h"
+
+DEFINE_string(image, "", "store image file to write (dmg load) or serve "
+                         "(dmg memory-node)");
+DEFINE_string(memory_nodes, "",
+              "host:port,... of running memory nodes (dmg load / dmg run)");
+DECLARE_int32(transport_timeout_ms);
+
+namespace dmg::cli {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+// Copies each node's slice of the image into its store region, in batches of
+// WRITEs over the tcp data plane.
+absl::Status Upload(const store::StoreImage& image,
+                    const std::vector<transport::HostPort>& nodes) {
+  transport::TcpOptions options;
+  options.timeout_ms = FLAGS_transport_timeout_ms;
+  absl::StatusOr<std::unique_ptr<transport::TcpTransport>> t =
+      transport::TcpTransport::Connect(nodes, options);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::unique_ptr<transport::Endpoint>> ep = (*t)->NewEndpoint();
+  if (!ep.ok()) return ep.status();
+  constexpr uint64_t kChunk = 4 << 20, kBatch = 16;
+  for (uint32_t k = 0; k < nodes.size(); ++k) {
+    auto [begin, end] = store::NodeSlice(image.superblock(), k);
+    absl::StatusOr<transport::RegionInfo> store =
+        (*t)->control().CreateStore(k, end - begin);
+    if (!store.ok()) return store.status();
+    for (uint64_t at = begin; at < end; at += kChunk) {
+      (*ep)->Write(k, transport::kStoreRegion, at - begin,
+                   image.bytes().data() + at,
+                   static_cast<uint32_t>(std::min(kChunk, end - at)));
+      if ((*ep)->queued() >= kBatch) {
+        if (absl::Status s = (*ep)->Flush(); !s.ok()) return s;
+      }
+    }
+    if (absl::Status s = (*ep)->Flush(); !s.ok()) return s;
+    absl::PrintF("  memory node %d (%s): %d bytes\n", k, nodes[k].ToString(),
+                 end - begin);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> LoadFlagNames() {
+  std::vector<std::string> names = GraphFlagNames();
+  names.insert(names.end(), {"image", "memory_nodes", "transport_timeout_ms"});
+  return names;
+}
+
+int LoadCommand() {
+  absl::StatusOr<store::GraphSourceOptions> options =
+      GraphSourceOptionsFromFlags();
+  if (!options.ok()) return ReportError(options.status());
+  if (FLAGS_image.empty() == FLAGS_memory_nodes.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "dmg load needs exactly one of --image=FILE and "
+        "--memory_nodes=HOST:PORT,..."));
+  }
+  std::vector<transport::HostPort> nodes;
+  if (!FLAGS_memory_nodes.empty()) {
+    absl::StatusOr<std::vector<transport::HostPort>> parsed =
+        transport::ParseHostPorts(FLAGS_memory_nodes);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    nodes = *parsed;
+    options->layout.num_memory_nodes = nodes.size();
+  }
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<store::StoreImage> image =
+      store::LoadStore(FLAGS_graph, *options);
+  if (!image.ok()) return ReportError(image.status());
+  double build = Since(start);
+  if (!nodes.empty()) {
+    if (image->superblock().num_memory_nodes != nodes.size()) {
+      return ReportError(absl::InvalidArgumentError(absl::StrFormat(
+          "%s is laid out for %d memory node(s), but %d were given; load "
+          "from the source graph to re-stripe it",
+          FLAGS_graph, image->superblock().num_memory_nodes, nodes.size())));
+    }
+    absl::PrintF("loading %s: %d vertices, %d arcs, %d bytes (build %.3f s)\n",
+                 FLAGS_graph, image->num_vertices(), image->num_arcs(),
+                 image->bytes().size(), build);
+    if (absl::Status s = Upload(*image, nodes); !s.ok()) return ReportError(s);
+    absl::PrintF("loaded into %d memory node(s) in %.3f s\n", nodes.size(),
+                 Since(start) - build);
+    return kExitOk;
+  }
+  if (absl::Status s = store::WriteImageFile(*image, FLAGS_image); !s.ok()) {
+    return ReportError(s);
+  }
+  absl::PrintF(
+      "wrote %s: %d vertices, %d arcs, %d bytes (build %.3f s, write %.3f "
+      "s)\n",
+      FLAGS_image, image->num_vertices(), image->num_arcs(),
+      image->bytes().size(), build, Since(start) - build);
+  return kExitOk;
+}
+
+}  // namespace dmg::cli

@@ -1,0 +1,123 @@
+// The memory-node daemon: holds regions (a store image slice and the state
+// regions compute nodes allocate), serves the control plane and the tcp data
+// plane on --listen, and (with --transport=rdma) registers its regions with
+// the NIC and accepts RDMA connections on the same address. No computation on
+// the graph happens here. SIGTERM / SIGINT or a shutdown request stop it
+// cleanly.
+#include "tools/memory_node_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "memory_node/memory_node.h"
+#include "store/image_file.h"
+#include "tools/cli.h"
+#include "tools/transport_flags.h"
+#include "transport/tcp_server.h"
+#include "transport/tcp_transport.h"
+
+DEFINE_string(listen, "", "host:port to serve on (memory-node)");
+DEFINE_uint64(memory_mb, 0,
+              "most MiB of regions this memory node holds (0: no limit)");
+DEFINE_uint32(node_id, 0,
+              "memory-node: which node of the image's layout this is (with "
+              "--image)");
+DEFINE_int32(io_threads, 2, "memory-node: I/O threads");
+DECLARE_string(image);
+DECLARE_string(transport);
+
+namespace dmg::cli {
+
+std::vector<std::string> MemoryNodeFlagNames() {
+  std::vector<std::string> names = {"listen",    "transport", "memory_mb",
+                                    "image",     "node_id",   "io_threads"};
+  for (const std::string& n : RdmaFlagNames()) names.push_back(n);
+  return names;
+}
+
+int MemoryNodeCommand() {
+  absl::StatusOr<std::vector<transport::HostPort>> listen =
+      transport::ParseHostPorts(FLAGS_listen);
+  if (!listen.ok() || listen->size() != 1) {
+    return ReportError(absl::InvalidArgumentError(
+        "--listen=HOST:PORT is required (one address)"));
+  }
+  if (FLAGS_transport != "tcp" && FLAGS_transport != "rdma") {
+    return ReportError(absl::InvalidArgumentError(
+        "memory-node --transport must be tcp or rdma"));
+  }
+  // Signals are taken by one thread with sigwait; block them everywhere else
+  // (threads inherit this mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  memory_node::MemoryNode::Options options;
+  options.capacity_bytes = FLAGS_memory_mb << 20;
+  memory_node::MemoryNode node(FLAGS_node_id, options);
+  if (!FLAGS_image.empty()) {
+    absl::StatusOr<store::StoreImage> image =
+        store::ReadImageFile(FLAGS_image);
+    if (!image.ok()) return ReportError(image.status());
+    const store::Superblock sb = image->superblock();
+    if (FLAGS_node_id >= sb.num_memory_nodes) {
+      return ReportError(absl::InvalidArgumentError(absl::StrFormat(
+          "--node_id=%d but %s is laid out for %d memory node(s)",
+          FLAGS_node_id, FLAGS_image, sb.num_memory_nodes)));
+    }
+    auto [begin, end] = store::NodeSlice(sb, FLAGS_node_id);
+    AlignedBuffer slice(end - begin);
+    std::memcpy(slice.data(), image->bytes().data() + begin, end - begin);
+    if (absl::Status s = node.LoadStore(std::move(slice)); !s.ok()) {
+      return ReportError(s);
+    }
+    LOG(INFO) << "serving " << FLAGS_image << " (node " << FLAGS_node_id
+              << " of " << sb.num_memory_nodes << ", " << (end - begin)
+              << " bytes)";
+  }
+
+  transport::TcpServerOptions server_options;
+  server_options.io_threads = FLAGS_io_threads;
+  server_options.node_id = FLAGS_node_id;
+  absl::StatusOr<std::unique_ptr<RdmaService>> rdma;
+  if (FLAGS_transport == "rdma") {
+    rdma = StartRdmaService((*listen)[0], &node, &server_options);
+    if (!rdma.ok()) return ReportError(rdma.status());
+  }
+  absl::StatusOr<std::unique_ptr<transport::TcpServer>> server =
+      transport::TcpServer::Start(&node, (*listen)[0].host, (*listen)[0].port,
+                                  server_options);
+  if (!server.ok()) return ReportError(server.status());
+  LOG(INFO) << "memory node " << FLAGS_node_id << " listening on "
+            << (*listen)[0].host << ":" << (*server)->port() << " ("
+            << FLAGS_transport << ")";
+  std::printf("memory node %u listening on %s:%u (%s)\n", FLAGS_node_id,
+              (*listen)[0].host.c_str(), (*server)->port(),
+              FLAGS_transport.c_str());
+  std::fflush(stdout);
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != 0) {
+      LOG(INFO) << "signal " << sig << ": stopping";
+      (*server)->Stop();
+    }
+  });
+  (*server)->Wait();
+  (*server)->Stop();
+  // Wake the signal thread if the stop came from a shutdown request.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  LOG(INFO) << "memory node " << FLAGS_node_id << " stopped";
+  return kExitOk;
+}
+
+}  // namespace dmg::cli

@@ -1,0 +1,58 @@
+#include "tools/transport_flags.h"
+
+#include "absl/strings/str_format.h"
+#include "gflags/gflags.h"
+
+DEFINE_int32(transport_timeout_ms, 10000,
+             "bound on every network wait; a dead peer is reported within it");
+DEFINE_string(rdma_device, "", "RDMA device (default: the one bound to the "
+                               "address)");
+DEFINE_int32(rdma_port, 1, "RDMA device port");
+DEFINE_int32(rdma_gid_index, -1,
+             "GID index (-1: the RoCEv2 IPv4-mapped GID, found automatically)");
+DEFINE_int32(rdma_sq_depth, 256, "RDMA send queue depth per queue pair");
+DEFINE_int32(rdma_cq_depth, 512, "RDMA completion queue depth");
+
+namespace dmg::cli {
+
+std::vector<std::string> RdmaFlagNames() {
+  return {"transport_timeout_ms", "rdma_device",   "rdma_port",
+          "rdma_gid_index",       "rdma_sq_depth", "rdma_cq_depth"};
+}
+
+absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
+    const std::string& kind, const std::string& list) {
+  absl::StatusOr<std::vector<transport::HostPort>> nodes =
+      transport::ParseHostPorts(list);
+  if (!nodes.ok()) return nodes.status();
+  transport::TcpOptions tcp;
+  tcp.timeout_ms = FLAGS_transport_timeout_ms;
+  if (kind == "tcp") {
+    absl::StatusOr<std::unique_ptr<transport::TcpTransport>> t =
+        transport::TcpTransport::Connect(*nodes, tcp);
+    if (!t.ok()) return t.status();
+    for (uint32_t i = 0; i < (*t)->control().num_nodes(); ++i) {
+      if ((*t)->control().reported_id(i) != i) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "memory node %s holds node %d of the store but is listed at "
+            "position %d: list --memory_nodes in the order `dmg load` used",
+            (*nodes)[i].ToString(), (*t)->control().reported_id(i), i));
+      }
+    }
+    return std::unique_ptr<transport::Transport>(std::move(*t));
+  }
+  if (kind == "rdma") {
+    return absl::UnimplementedError(
+        "--transport=rdma: not built into this dmg yet; use --transport=tcp");
+  }
+  return absl::InvalidArgumentError("--transport must be local, tcp or rdma");
+}
+
+absl::StatusOr<std::unique_ptr<RdmaService>> StartRdmaService(
+    const transport::HostPort& listen, memory_node::MemoryNode* node,
+    transport::TcpServerOptions* server_options) {
+  return absl::UnimplementedError(
+      "--transport=rdma: not built into this dmg yet; use --transport=tcp");
+}
+
+}  // namespace dmg::cli

@@ -1,0 +1,37 @@
+// Flags and wiring for the network transports: connecting a compute node (or
+// the loader) to running memory nodes, and the RDMA side of a memory node.
+#ifndef DMG_TOOLS_TRANSPORT_FLAGS_H_
+#define DMG_TOOLS_TRANSPORT_FLAGS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "memory_node/memory_node.h"
+#include "transport/tcp_server.h"
+#include "transport/tcp_transport.h"
+#include "transport/transport.h"
+
+namespace dmg::cli {
+
+std::vector<std::string> RdmaFlagNames();  // rdma_* and transport_timeout_ms
+
+// Connects to the memory nodes in `list` ("host:port,...") with `kind`
+// ("tcp" or "rdma"), checking each node reports the id its position implies.
+absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
+    const std::string& kind, const std::string& list);
+
+// The RDMA half of a memory node: owns the RDMA server and fills the tcp
+// server's hooks so the region table carries remote addresses and keys.
+class RdmaService {
+ public:
+  virtual ~RdmaService() = default;
+};
+absl::StatusOr<std::unique_ptr<RdmaService>> StartRdmaService(
+    const transport::HostPort& listen, memory_node::MemoryNode* node,
+    transport::TcpServerOptions* server_options);
+
+}  // namespace dmg::cli
+
+#endif  // DMG_TOOLS_TRANSPORT_FLAGS_H_

@@ -1,0 +1,390 @@
+#include "transport/tcp_transport.h"
+
+#include <boost/asio.hpp>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace dmg::transport {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+absl::StatusOr<std::vector<HostPort>> ParseHostPorts(const std::string& list) {
+  std::vector<HostPort> out;
+  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    size_t colon = item.rfind(':');
+    uint32_t port = 0;
+    if (colon == absl::string_view::npos || colon == 0 ||
+        !absl::SimpleAtoi(item.substr(colon + 1), &port) || port == 0 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "memory node address '%s' is not host:port", std::string(item)));
+    }
+    out.push_back({std::string(item.substr(0, colon)),
+                   static_cast<uint16_t>(port)});
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError("no memory node addresses given");
+  }
+  return out;
+}
+
+struct TcpConnection::Impl {
+  asio::io_context io;
+  tcp::socket socket{io};
+  TcpOptions options;
+  uint32_t next_request = 1;
+  bool broken = false;
+
+  // Runs the queued asynchronous operation until it completes or the
+  // deadline passes; a timed-out connection is closed for good.
+  absl::Status RunUntil(bool& done, boost::system::error_code& ec,
+                        const HostPort& node, const char* what) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(options.timeout_ms));
+    if (!done) {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      io.restart();
+      io.run();  // let the cancelled operation finish
+      broken = true;
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "memory node %s: no %s within %d ms (is it alive?)",
+          node.ToString(), what, options.timeout_ms));
+    }
+    if (ec) {
+      broken = true;
+      return absl::UnavailableError(absl::StrFormat(
+          "memory node %s: %s failed: %s", node.ToString(), what,
+          ec == asio::error::eof ? "connection closed by the memory node"
+                                 : ec.message()));
+    }
+    return absl::OkStatus();
+  }
+};
+
+TcpConnection::TcpConnection(HostPort node, std::unique_ptr<Impl> impl)
+    : node_(std::move(node)), impl_(std::move(impl)) {}
+
+TcpConnection::~TcpConnection() = default;
+
+absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(
+    const HostPort& node, const TcpOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  boost::system::error_code ec;
+  tcp::resolver resolver(impl->io);
+  auto endpoints = resolver.resolve(node.host, std::to_string(node.port), ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot resolve memory node %s: %s", node.ToString(), ec.message()));
+  }
+  bool done = false;
+  asio::async_connect(impl->socket, endpoints,
+                      [&](const boost::system::error_code& e, const auto&) {
+                        ec = e;
+                        done = true;
+                      });
+  if (absl::Status s = impl->RunUntil(done, ec, node, "connection"); !s.ok()) {
+    return s;
+  }
+  impl->socket.set_option(tcp::no_delay(true), ec);
+  return std::unique_ptr<TcpConnection>(new TcpConnection(node, std::move(impl)));
+}
+
+absl::Status TcpConnection::Send(uint16_t type, const std::string& payload) {
+  if (impl_->broken) {
+    return absl::UnavailableError(absl::StrFormat(
+        "memory node %s: connection already failed", node_.ToString()));
+  }
+  if (payload.size() > wire::kMaxPayload) {
+    return absl::InvalidArgumentError("request too large");
+  }
+  wire::FrameHeader h{wire::kMagic, type, 0,
+                      static_cast<uint32_t>(payload.size()),
+                      impl_->next_request++};
+  std::array<asio::const_buffer, 2> bufs = {asio::buffer(&h, sizeof(h)),
+                                            asio::buffer(payload)};
+  bool done = false;
+  boost::system::error_code ec;
+  asio::async_write(impl_->socket, bufs,
+                    [&](const boost::system::error_code& e, size_t) {
+                      ec = e;
+                      done = true;
+                    });
+  return impl_->RunUntil(done, ec, node_, "send");
+}
+
+absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
+  wire::FrameHeader h;
+  bool done = false;
+  boost::system::error_code ec;
+  asio::async_read(impl_->socket, asio::buffer(&h, sizeof(h)),
+                   [&](const boost::system::error_code& e, size_t) {
+                     ec = e;
+                     done = true;
+                   });
+  if (absl::Status s = impl_->RunUntil(done, ec, node_, "reply"); !s.ok()) {
+    return s;
+  }
+  if (h.magic != wire::kMagic || h.length > wire::kMaxPayload ||
+      (h.type & ~(wire::kReplyBit | wire::kErrorBit)) != type ||
+      !(h.type & wire::kReplyBit)) {
+    impl_->broken = true;
+    return absl::DataLossError(absl::StrFormat(
+        "memory node %s: malformed reply", node_.ToString()));
+  }
+  std::string payload(h.length, '\0');
+  done = false;
+  asio::async_read(impl_->socket, asio::buffer(payload),
+                   [&](const boost::system::error_code& e, size_t) {
+                     ec = e;
+                     done = true;
+                   });
+  if (absl::Status s = impl_->RunUntil(done, ec, node_, "reply"); !s.ok()) {
+    return s;
+  }
+  if (h.type & wire::kErrorBit) {
+    wire::Reader r(payload.data(), payload.size());
+    absl::Status s = wire::GetStatus(r);
+    return absl::Status(s.code(), absl::StrFormat("memory node %s: %s",
+                                                  node_.ToString(),
+                                                  std::string(s.message())));
+  }
+  return payload;
+}
+
+// ---------------------------------------------------------------- control
+
+absl::StatusOr<std::unique_ptr<TcpControl>> TcpControl::Connect(
+    const std::vector<HostPort>& nodes, const TcpOptions& options) {
+  auto control = std::unique_ptr<TcpControl>(new TcpControl());
+  for (const HostPort& node : nodes) {
+    absl::StatusOr<std::unique_ptr<TcpConnection>> c =
+        TcpConnection::Connect(node, options);
+    if (!c.ok()) return c.status();
+    std::string hello;
+    wire::Writer(&hello).Put(wire::kProtocolVersion);
+    absl::StatusOr<std::string> reply = (*c)->Call(wire::kHello, hello);
+    if (!reply.ok()) return reply.status();
+    wire::Reader r(reply->data(), reply->size());
+    uint32_t version, id;
+    if (!r.Get(&version) || !r.Get(&id)) {
+      return absl::DataLossError("malformed hello reply from " +
+                                 node.ToString());
+    }
+    control->connections_.push_back(*std::move(c));
+    control->reported_ids_.push_back(id);
+  }
+  return control;
+}
+
+absl::StatusOr<std::string> TcpControl::Call(uint32_t node, uint16_t type,
+                                             const std::string& payload) {
+  if (node >= connections_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no memory node %d (cluster has %d)", node, connections_.size()));
+  }
+  std::lock_guard lock(mu_);
+  return connections_[node]->Call(type, payload);
+}
+
+absl::StatusOr<RegionInfo> TcpControl::Allocate(uint32_t node, uint64_t bytes,
+                                                const std::string& name) {
+  std::string req;
+  wire::Writer w(&req);
+  w.Put(bytes);
+  w.PutString(name);
+  absl::StatusOr<std::string> reply = Call(node, wire::kAllocate, req);
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  RegionInfo info;
+  if (!wire::GetRegion(r, node, &info)) {
+    return absl::DataLossError("malformed allocate reply");
+  }
+  return info;
+}
+
+absl::StatusOr<RegionInfo> TcpControl::CreateStore(uint32_t node,
+                                                   uint64_t bytes) {
+  std::string req;
+  wire::Writer w(&req);
+  w.Put(bytes);
+  w.Put(node);
+  absl::StatusOr<std::string> reply = Call(node, wire::kCreateStore, req);
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  RegionInfo info;
+  if (!wire::GetRegion(r, node, &info)) {
+    return absl::DataLossError("malformed create-store reply");
+  }
+  reported_ids_[node] = node;
+  return info;
+}
+
+absl::Status TcpControl::Free(uint32_t node, uint32_t region) {
+  std::string req;
+  wire::Writer(&req).Put(region);
+  return Call(node, wire::kFree, req).status();
+}
+
+absl::StatusOr<std::vector<RegionInfo>> TcpControl::List(uint32_t node) {
+  absl::StatusOr<std::string> reply = Call(node, wire::kListRegions, "");
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  uint32_t count;
+  if (!r.Get(&count)) return absl::DataLossError("malformed region list");
+  std::vector<RegionInfo> out(count);
+  for (RegionInfo& info : out) {
+    if (!wire::GetRegion(r, node, &info)) {
+      return absl::DataLossError("malformed region list");
+    }
+  }
+  return out;
+}
+
+absl::Status TcpControl::Shutdown(uint32_t node) {
+  return Call(node, wire::kShutdown, "").status();
+}
+
+// ---------------------------------------------------------------- data
+
+namespace {
+
+class TcpEndpoint : public Endpoint {
+ public:
+  TcpEndpoint(std::vector<HostPort> nodes, TcpOptions options)
+      : nodes_(std::move(nodes)), options_(options), conns_(nodes_.size()) {}
+
+ protected:
+  absl::Status Execute(std::span<const Op> ops) override {
+    absl::Status s = ExecuteFrames(ops);
+    // After any failure the request/reply streams may be out of step: drop
+    // every connection (they reconnect on next use).
+    if (!s.ok()) {
+      for (auto& c : conns_) c.reset();
+    }
+    return s;
+  }
+
+  absl::Status ExecuteFrames(std::span<const Op> ops) {
+    // One frame per node, bounded in op count and bytes; sent all before
+    // any reply is awaited.
+    struct Frame {
+      uint32_t node;
+      std::vector<const Op*> ops;
+    };
+    std::vector<Frame> frames;
+    std::vector<int> open(nodes_.size(), -1);
+    std::vector<uint64_t> open_bytes(nodes_.size(), 0);
+    for (const Op& op : ops) {
+      if (op.node >= nodes_.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("no memory node %d", op.node));
+      }
+      uint64_t bytes = sizeof(wire::WireOp) + op.length;
+      int& f = open[op.node];
+      if (f < 0 || frames[f].ops.size() >= wire::kMaxOpsPerBatch ||
+          open_bytes[op.node] + bytes > wire::kMaxPayload / 2) {
+        f = static_cast<int>(frames.size());
+        frames.push_back({op.node, {}});
+        open_bytes[op.node] = 0;
+      }
+      frames[f].ops.push_back(&op);
+      open_bytes[op.node] += bytes;
+    }
+    for (const Frame& f : frames) {
+      absl::StatusOr<TcpConnection*> c = Connection(f.node);
+      if (!c.ok()) return c.status();
+      std::string payload;
+      wire::Writer w(&payload);
+      w.Put(static_cast<uint32_t>(f.ops.size()));
+      for (const Op* op : f.ops) {
+        wire::WireOp wo{};
+        wo.kind = static_cast<uint8_t>(op->kind);
+        wo.region = op->region;
+        wo.offset = op->offset;
+        wo.length = op->length;
+        wo.compare = op->compare;
+        wo.operand = op->operand;
+        w.Put(wo);
+      }
+      for (const Op* op : f.ops) {
+        if (op->kind == OpKind::kWrite) w.PutBytes(op->local, op->length);
+      }
+      if (absl::Status s = (*c)->Send(wire::kBatch, payload); !s.ok()) {
+        return s;
+      }
+    }
+    absl::Status first_error;
+    for (const Frame& f : frames) {
+      absl::StatusOr<std::string> reply = conns_[f.node]->Receive(wire::kBatch);
+      if (!reply.ok()) {
+        if (first_error.ok()) first_error = reply.status();
+        continue;
+      }
+      wire::Reader r(reply->data(), reply->size());
+      for (const Op* op : f.ops) {
+        if (op->kind == OpKind::kWrite) continue;
+        uint32_t n = op->kind == OpKind::kRead ? op->length : 8;
+        const char* src = r.Take(n);
+        if (src == nullptr) {
+          return absl::DataLossError("short batch reply from memory node " +
+                                     nodes_[f.node].ToString());
+        }
+        std::memcpy(op->local, src, n);
+      }
+    }
+    return first_error;
+  }
+
+ private:
+  absl::StatusOr<TcpConnection*> Connection(uint32_t node) {
+    if (!conns_[node]) {
+      absl::StatusOr<std::unique_ptr<TcpConnection>> c =
+          TcpConnection::Connect(nodes_[node], options_);
+      if (!c.ok()) return c.status();
+      conns_[node] = *std::move(c);
+    }
+    return conns_[node].get();
+  }
+
+  std::vector<HostPort> nodes_;
+  TcpOptions options_;
+  std::vector<std::unique_ptr<TcpConnection>> conns_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
+    const std::vector<HostPort>& nodes, const TcpOptions& options) {
+  absl::StatusOr<std::unique_ptr<TcpControl>> control =
+      TcpControl::Connect(nodes, options);
+  if (!control.ok()) return control.status();
+  return std::unique_ptr<TcpTransport>(
+      new TcpTransport(nodes, options, *std::move(control)));
+}
+
+absl::StatusOr<std::unique_ptr<Endpoint>> TcpTransport::NewEndpoint() {
+  return std::make_unique<TcpEndpoint>(nodes_, options_);
+}
+
+absl::StatusOr<RegionInfo> TcpTransport::AllocateRegion(
+    uint32_t node, uint64_t bytes, const std::string& name) {
+  return control_->Allocate(node, bytes, name);
+}
+
+absl::Status TcpTransport::FreeRegion(uint32_t node, uint32_t region) {
+  return control_->Free(node, region);
+}
+
+absl::StatusOr<std::vector<RegionInfo>> TcpTransport::ListRegions(
+    uint32_t node) {
+  return control_->List(node);
+}
+
+}  // namespace dmg::transport

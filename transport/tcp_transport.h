@@ -1,0 +1,114 @@
+// The tcp transport: the same one-sided semantics as RDMA, emulated over
+// sockets for machines without an RDMA NIC. An endpoint keeps one connection
+// per memory node and sends each Flush() as one batch frame per node (all
+// frames first, then all replies: one round trip however many nodes); the
+// memory node's I/O threads execute the operations. Every wait is bounded by
+// the timeout, so a dead memory node is an error, never a hang.
+//
+// TcpControl is the control-plane client every transport (tcp and rdma)
+// uses: hello, region table, allocate/free, create store, shutdown.
+#ifndef DMG_TRANSPORT_TCP_TRANSPORT_H_
+#define DMG_TRANSPORT_TCP_TRANSPORT_H_
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
+
+namespace dmg::transport {
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+  std::string ToString() const { return host + ":" + std::to_string(port); }
+};
+
+// Parses "host:port,host:port,...".
+absl::StatusOr<std::vector<HostPort>> ParseHostPorts(const std::string& list);
+
+struct TcpOptions {
+  int timeout_ms = 10000;  // bound on every connect, send and receive
+};
+
+// One blocking-with-deadline request/reply connection to one memory node.
+class TcpConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpConnection>> Connect(
+      const HostPort& node, const TcpOptions& options);
+  ~TcpConnection();
+
+  // Sends frames without waiting for replies (pipelining).
+  absl::Status Send(uint16_t type, const std::string& payload);
+  // Receives the next reply; an error reply becomes its status.
+  absl::StatusOr<std::string> Receive(uint16_t type);
+  absl::StatusOr<std::string> Call(uint16_t type, const std::string& payload) {
+    if (absl::Status s = Send(type, payload); !s.ok()) return s;
+    return Receive(type);
+  }
+  const HostPort& node() const { return node_; }
+
+ private:
+  struct Impl;
+  TcpConnection(HostPort node, std::unique_ptr<Impl> impl);
+  HostPort node_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Control-plane client for a list of memory nodes.
+class TcpControl {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpControl>> Connect(
+      const std::vector<HostPort>& nodes, const TcpOptions& options);
+  uint32_t num_nodes() const { return connections_.size(); }
+  const HostPort& node(uint32_t i) const { return connections_[i]->node(); }
+  // Node id each memory node reported (the one `dmg load` gave it).
+  uint32_t reported_id(uint32_t i) const { return reported_ids_[i]; }
+
+  absl::StatusOr<RegionInfo> Allocate(uint32_t node, uint64_t bytes,
+                                      const std::string& name);
+  absl::StatusOr<RegionInfo> CreateStore(uint32_t node, uint64_t bytes);
+  absl::Status Free(uint32_t node, uint32_t region);
+  absl::StatusOr<std::vector<RegionInfo>> List(uint32_t node);
+  absl::Status Shutdown(uint32_t node);
+
+ private:
+  absl::StatusOr<std::string> Call(uint32_t node, uint16_t type,
+                                   const std::string& payload);
+  std::vector<std::unique_ptr<TcpConnection>> connections_;
+  std::vector<uint32_t> reported_ids_;
+  std::mutex mu_;  // one request at a time per control connection
+};
+
+class TcpTransport : public Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(
+      const std::vector<HostPort>& nodes, const TcpOptions& options);
+
+  std::string name() const override { return "tcp"; }
+  uint32_t num_memory_nodes() const override { return nodes_.size(); }
+  absl::StatusOr<std::unique_ptr<Endpoint>> NewEndpoint() override;
+  absl::StatusOr<RegionInfo> AllocateRegion(uint32_t node, uint64_t bytes,
+                                            const std::string& name) override;
+  absl::Status FreeRegion(uint32_t node, uint32_t region) override;
+  absl::StatusOr<std::vector<RegionInfo>> ListRegions(uint32_t node) override;
+  TcpControl& control() { return *control_; }
+
+ private:
+  TcpTransport(std::vector<HostPort> nodes, TcpOptions options,
+               std::unique_ptr<TcpControl> control)
+      : nodes_(std::move(nodes)),
+        options_(options),
+        control_(std::move(control)) {}
+  std::vector<HostPort> nodes_;
+  TcpOptions options_;
+  std::unique_ptr<TcpControl> control_;
+};
+
+}  // namespace dmg::transport
+
+#endif  // DMG_TRANSPORT_TCP_TRANSPORT_H_

@@ -1,0 +1,147 @@
+// The TCP wire protocol between compute nodes (and `dmg load`) and memory
+// nodes: the control plane for every transport, and the data plane of the tcp
+// transport. Little-endian, length-prefixed frames:
+//
+//   FrameHeader (16 bytes) | payload (length bytes)
+//
+// A request's reply carries the same request id and type | kReplyBit; a
+// failed request is answered with kReplyBit | kErrorBit and an ErrorPayload.
+// Every length is checked against kMaxPayload before anything is allocated.
+#ifndef DMG_TRANSPORT_WIRE_H_
+#define DMG_TRANSPORT_WIRE_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/transport.h"
+
+namespace dmg::transport::wire {
+
+inline constexpr uint32_t kMagic = 0x57474d44;  // "DMGW"
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kMaxPayload = 256u << 20;
+inline constexpr uint32_t kMaxOpsPerBatch = 1 << 16;
+
+enum MessageType : uint16_t {
+  kHello = 1,        // {u32 version} -> {u32 version, u32 node_id}
+  kListRegions = 2,  // {} -> RegionList
+  kAllocate = 3,     // {u64 bytes, string name} -> RegionEntry
+  kFree = 4,         // {u32 region} -> {}
+  kBatch = 5,        // BatchRequest -> BatchReply
+  kCreateStore = 6,  // {u64 bytes, u32 node_id} -> RegionEntry
+  kShutdown = 7,     // {} -> {}  (the daemon stops after replying)
+};
+inline constexpr uint16_t kReplyBit = 0x8000;
+inline constexpr uint16_t kErrorBit = 0x4000;
+
+struct FrameHeader {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t reserved;
+  uint32_t length;
+  uint32_t request_id;
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+// One operation of a batch; WRITE payloads follow all op records, in order.
+struct WireOp {
+  uint8_t kind;  // OpKind
+  uint8_t reserved[3];
+  uint32_t region;
+  uint64_t offset;
+  uint32_t length;
+  uint32_t reserved2;
+  uint64_t compare;
+  uint64_t operand;
+};
+static_assert(sizeof(WireOp) == 40);
+
+// Batch reply: {u32 status code, u32 failed op index, string message}, then,
+// if OK, READ payloads and 8-byte atomic results in op order.
+
+// Appends little-endian values to a byte string.
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  template <typename T>
+  void Put(const T& v) {
+    out_->append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  void PutBytes(const void* p, size_t n) {
+    out_->append(static_cast<const char*>(p), n);
+  }
+  void PutString(const std::string& s) {
+    Put<uint16_t>(static_cast<uint16_t>(std::min<size_t>(s.size(), 65535)));
+    out_->append(s.data(), std::min<size_t>(s.size(), 65535));
+  }
+
+ private:
+  std::string* out_;
+};
+
+// Reads values back, failing (not crashing) on truncated input.
+class Reader {
+ public:
+  Reader(const char* data, size_t size) : p_(data), end_(data + size) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (static_cast<size_t>(end_ - p_) < sizeof(T)) return false;
+    std::memcpy(v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return true;
+  }
+  bool GetString(std::string* s) {
+    uint16_t n;
+    if (!Get(&n) || static_cast<size_t>(end_ - p_) < n) return false;
+    s->assign(p_, n);
+    p_ += n;
+    return true;
+  }
+  const char* Take(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) return nullptr;
+    const char* at = p_;
+    p_ += n;
+    return at;
+  }
+  size_t remaining() const { return end_ - p_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+inline void PutRegion(Writer& w, const RegionInfo& r) {
+  w.Put(r.id);
+  w.Put(r.length);
+  w.Put(r.remote_addr);
+  w.Put(r.rkey);
+  w.PutString(r.name);
+}
+
+inline bool GetRegion(Reader& r, uint32_t node, RegionInfo* out) {
+  out->node = node;
+  return r.Get(&out->id) && r.Get(&out->length) && r.Get(&out->remote_addr) &&
+         r.Get(&out->rkey) && r.GetString(&out->name);
+}
+
+inline void PutStatus(Writer& w, const absl::Status& s) {
+  w.Put(static_cast<uint32_t>(s.code()));
+  w.PutString(std::string(s.message()));
+}
+
+inline absl::Status GetStatus(Reader& r) {
+  uint32_t code;
+  std::string message;
+  if (!r.Get(&code) || !r.GetString(&message)) {
+    return absl::DataLossError("malformed error reply");
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+}  // namespace dmg::transport::wire
+
+#endif  // DMG_TRANSPORT_WIRE_H_
