@@ -42,10 +42,11 @@ std::vector<std::string> MemoryNodeFlagNames() {
 
 int MemoryNodeCommand() {
   absl::StatusOr<std::vector<transport::HostPort>> listen =
-      transport::ParseHostPorts(FLAGS_listen);
+      transport::ParseHostPorts(FLAGS_listen, /*allow_any_port=*/true);
   if (!listen.ok() || listen->size() != 1) {
     return ReportError(absl::InvalidArgumentError(
-        "--listen=HOST:PORT is required (one address)"));
+        "--listen=HOST:PORT is required (one address; port 0 picks a free "
+        "one)"));
   }
   if (FLAGS_transport != "tcp" && FLAGS_transport != "rdma") {
     return ReportError(absl::InvalidArgumentError(

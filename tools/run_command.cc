@@ -159,9 +159,12 @@ void PrintTop(const Values& values) {
 }  // namespace
 
 std::vector<std::string> RunFlagNames() {
-  return {"algo",         "source", "max_iters",   "tolerance",
-          "unit_weights", "output", "stats_json",  "verify",
-          "transport",    "top",    "memory_nodes"};
+  std::vector<std::string> names = {
+      "algo",   "source",     "max_iters", "tolerance", "unit_weights",
+      "output", "stats_json", "verify",    "transport", "top",
+      "memory_nodes"};
+  for (const std::string& n : RdmaFlagNames()) names.push_back(n);
+  return names;
 }
 
 int RunCommand() {

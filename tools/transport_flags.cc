@@ -2,6 +2,9 @@
 
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
+#ifdef DMG_HAVE_RDMA
+#include "transport/rdma/rdma_transport.h"
+#endif
 
 DEFINE_int32(transport_timeout_ms, 10000,
              "bound on every network wait; a dead peer is reported within it");
@@ -14,6 +17,37 @@ DEFINE_int32(rdma_sq_depth, 256, "RDMA send queue depth per queue pair");
 DEFINE_int32(rdma_cq_depth, 512, "RDMA completion queue depth");
 
 namespace dmg::cli {
+namespace {
+
+#ifdef DMG_HAVE_RDMA
+transport::rdma::RdmaOptions RdmaOptionsFromFlags() {
+  transport::rdma::RdmaOptions o;
+  o.device = FLAGS_rdma_device;
+  o.port = FLAGS_rdma_port;
+  o.gid_index = FLAGS_rdma_gid_index;
+  o.send_queue_depth = FLAGS_rdma_sq_depth;
+  o.completion_queue_depth = FLAGS_rdma_cq_depth;
+  o.timeout_ms = FLAGS_transport_timeout_ms;
+  return o;
+}
+
+class RdmaServiceImpl : public RdmaService {
+ public:
+  explicit RdmaServiceImpl(
+      std::unique_ptr<transport::rdma::RdmaMemoryService> s)
+      : service_(std::move(s)) {}
+  std::string binding() const override { return service_->binding(); }
+
+ private:
+  std::unique_ptr<transport::rdma::RdmaMemoryService> service_;
+};
+#endif
+
+constexpr char kNoRdmaBuild[] =
+    "--transport=rdma: this dmg was built without libibverbs-dev/"
+    "librdmacm-dev; use --transport=tcp or rebuild with them installed";
+
+}  // namespace
 
 std::vector<std::string> RdmaFlagNames() {
   return {"transport_timeout_ms", "rdma_device",   "rdma_port",
@@ -42,8 +76,22 @@ absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
     return std::unique_ptr<transport::Transport>(std::move(*t));
   }
   if (kind == "rdma") {
-    return absl::UnimplementedError(
-        "--transport=rdma: not built into this dmg yet; use --transport=tcp");
+#ifdef DMG_HAVE_RDMA
+    absl::StatusOr<std::unique_ptr<transport::rdma::RdmaTransport>> t =
+        transport::rdma::RdmaTransport::Connect(*nodes, RdmaOptionsFromFlags());
+    if (!t.ok()) return t.status();
+    for (uint32_t i = 0; i < (*t)->control().num_nodes(); ++i) {
+      if ((*t)->control().reported_id(i) != i) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "memory node %s holds node %d of the store but is listed at "
+            "position %d: list --memory_nodes in the order `dmg load` used",
+            (*nodes)[i].ToString(), (*t)->control().reported_id(i), i));
+      }
+    }
+    return std::unique_ptr<transport::Transport>(std::move(*t));
+#else
+    return absl::FailedPreconditionError(kNoRdmaBuild);
+#endif
   }
   return absl::InvalidArgumentError("--transport must be local, tcp or rdma");
 }
@@ -51,8 +99,15 @@ absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
 absl::StatusOr<std::unique_ptr<RdmaService>> StartRdmaService(
     const transport::HostPort& listen, memory_node::MemoryNode* node,
     transport::TcpServerOptions* server_options) {
-  return absl::UnimplementedError(
-      "--transport=rdma: not built into this dmg yet; use --transport=tcp");
+#ifdef DMG_HAVE_RDMA
+  absl::StatusOr<std::unique_ptr<transport::rdma::RdmaMemoryService>> s =
+      transport::rdma::RdmaMemoryService::Start(RdmaOptionsFromFlags(), listen,
+                                                node, server_options);
+  if (!s.ok()) return s.status();
+  return std::unique_ptr<RdmaService>(new RdmaServiceImpl(*std::move(s)));
+#else
+  return absl::FailedPreconditionError(kNoRdmaBuild);
+#endif
 }
 
 }  // namespace dmg::cli

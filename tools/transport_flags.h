@@ -27,6 +27,7 @@ absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
 class RdmaService {
  public:
   virtual ~RdmaService() = default;
+  virtual std::string binding() const = 0;
 };
 absl::StatusOr<std::unique_ptr<RdmaService>> StartRdmaService(
     const transport::HostPort& listen, memory_node::MemoryNode* node,

@@ -13,13 +13,15 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-absl::StatusOr<std::vector<HostPort>> ParseHostPorts(const std::string& list) {
+absl::StatusOr<std::vector<HostPort>> ParseHostPorts(const std::string& list,
+                                                     bool allow_any_port) {
   std::vector<HostPort> out;
   for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     size_t colon = item.rfind(':');
     uint32_t port = 0;
     if (colon == absl::string_view::npos || colon == 0 ||
-        !absl::SimpleAtoi(item.substr(colon + 1), &port) || port == 0 ||
+        !absl::SimpleAtoi(item.substr(colon + 1), &port) ||
+        (port == 0 && !allow_any_port) ||
         port > 65535) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory node address '%s' is not host:port", std::string(item)));

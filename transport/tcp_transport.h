@@ -28,8 +28,10 @@ struct HostPort {
   std::string ToString() const { return host + ":" + std::to_string(port); }
 };
 
-// Parses "host:port,host:port,...".
-absl::StatusOr<std::vector<HostPort>> ParseHostPorts(const std::string& list);
+// Parses "host:port,host:port,...". Port 0 ("any free port") only if
+// allow_any_port, for listening.
+absl::StatusOr<std::vector<HostPort>> ParseHostPorts(
+    const std::string& list, bool allow_any_port = false);
 
 struct TcpOptions {
   int timeout_ms = 10000;  // bound on every connect, send and receive
