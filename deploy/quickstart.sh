@@ -30,3 +30,12 @@ if [ -z "${DMG_GRAPHS_DIR:-}" ] && [ -d ../shared/graphs ]; then
 fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
 ctest --preset release -j "$(nproc)"
+
+# RDMA: the conformance suite and an end-to-end job over real verbs, on
+# soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe).
+# DMG_SKIP_RDMA_VM=1 skips it (say, on a machine that cannot run qemu).
+if [ "${DMG_SKIP_RDMA_VM:-0}" = 1 ]; then
+  echo "quickstart: DMG_SKIP_RDMA_VM=1: skipping the soft-RoCE VM tests"
+else
+  bash deploy/softroce/dmg-rdma-test.sh
+fi

@@ -101,7 +101,14 @@ TEST_P(ConformanceTest, BoundsAndUnknownRegionsAreErrors) {
   EXPECT_EQ(std::string(buf, 5), "hello");
   ASSERT_TRUE(t().FreeRegion(0, region->id).ok());
   ep->Read(0, region->id, 0, buf, 1);
-  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kNotFound);
+  absl::Status after_free = ep->Flush();
+  EXPECT_FALSE(after_free.ok());
+  // Over RDMA the endpoint still holds the region's key; the NIC rejects the
+  // revoked key (a remote access error), which is all one-sided access can
+  // know. The other backends ask the memory node, which says NotFound.
+  if (GetParam() != "rdma") {
+    EXPECT_EQ(after_free.code(), absl::StatusCode::kNotFound);
+  }
 }
 
 // FAA and CAS-loop increments on two counters; every increment must count.

@@ -1,0 +1,82 @@
+#!/bin/bash
+# DMG's RDMA tests on soft-RoCE: boots the rxe VM (rxevm.sh) and runs, inside
+# it, (1) the transport conformance suite with the rdma backend and (2) an
+# end-to-end job — `dmg memory-node --transport=rdma`, `dmg load`, `dmg run
+# --transport=rdma` for PageRank and BFS — whose outputs must be identical to
+# the embedded cluster's. Prints "DMG_RDMA_VM: PASS" and exits 0, or FAIL and
+# non-zero. Needs a release build (build/release). README command 2 and CI
+# run it; on a kernel with rdma_rxe, `NATIVE=1` runs the same test.sh here.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$(pwd)
+BUILD=${BUILD:-$REPO/build/release}
+SHARE=${SHARE:-$REPO/build/rxe-dmg}
+HERE=$REPO/deploy/softroce
+
+for b in "$BUILD/tools/dmg" "$BUILD/tests/transport_conformance_test" \
+         "$BUILD/tests/rdma_test" "$BUILD/bench/transport_bench"; do
+  [ -x "$b" ] || { echo "dmg-rdma-test: missing $b (build first)" >&2; exit 2; }
+done
+rm -rf "$SHARE" && mkdir -p "$SHARE"
+"$HERE/rxevm.sh" exec "$SHARE" "$BUILD/tools/dmg" \
+  "$BUILD/tests/transport_conformance_test" "$BUILD/tests/rdma_test" \
+  "$BUILD/bench/transport_bench" >/dev/null
+
+# A small real graph when the shared graphs are around, else a generated one.
+GRAPH=kron:12
+if [ -n "${DMG_GRAPHS_DIR:-}" ] && [ -f "$DMG_GRAPHS_DIR/ca-GrQc.el" ]; then
+  cp "$DMG_GRAPHS_DIR/ca-GrQc.el" "$SHARE/ca-GrQc.el"
+  GRAPH=ca-GrQc.el
+fi
+
+cat > "$SHARE/test.sh" <<TEST
+#!/bin/bash
+set -u
+cd "\$(dirname "\$0")"
+G=$GRAPH
+fail=0
+echo "== DMG conformance suite, rdma backend (device \$RXE_DEV, gid \$RXE_GIDX)"
+./bin/transport_conformance_test --gtest_brief=1 \\
+  --gtest_filter='Backends/ConformanceTest.*/rdma' || fail=1
+# Any rdma test that skipped means the device was not usable: a failure here.
+./bin/transport_conformance_test --gtest_filter='Backends/ConformanceTest.*/rdma' \\
+  | grep -q 'SKIPPED' && { echo "rdma conformance tests were skipped"; fail=1; }
+
+echo "== rdma backend unit tests"
+./bin/rdma_test --gtest_brief=1 || fail=1
+
+if [ "\${BENCH:-0}" = 1 ]; then
+  echo "== READ micro-benchmark, rdma (soft-RoCE under TCG: emulated, not a NIC)"
+  ./bin/transport_bench --transport=rdma --host=\$RXE_IP --seconds=0.3 \
+    --json=bench-rdma.json
+fi
+
+echo "== end-to-end: memory node over rdma, \$G"
+./bin/dmg memory-node --listen=\$RXE_IP:7400 --transport=rdma > mn.log 2>&1 &
+mn=\$!
+for i in \$(seq 100); do grep -q "listening on" mn.log && break; sleep 0.1; done
+cat mn.log
+./bin/dmg load --graph=\$G --memory_nodes=\$RXE_IP:7400 || fail=1
+for algo in pagerank bfs; do
+  ./bin/dmg run --algo=\$algo --graph=\$G --threads=2 --output=\$algo.local \\
+    || fail=1
+  ./bin/dmg run --algo=\$algo --threads=2 --transport=rdma \\
+    --memory_nodes=\$RXE_IP:7400 --output=\$algo.rdma \\
+    --stats_json=\$algo.rdma.json || fail=1
+  if cmp -s \$algo.local \$algo.rdma; then
+    echo "\$algo over rdma: output identical to the embedded run"
+  else
+    echo "\$algo over rdma: OUTPUT DIFFERS from the embedded run"; fail=1
+  fi
+done
+kill -TERM \$mn; wait \$mn || { echo "memory node did not stop cleanly"; fail=1; }
+if [ \$fail = 0 ]; then echo "DMG_RDMA_VM: PASS"; else echo "DMG_RDMA_VM: FAIL"; fi
+exit \$fail
+TEST
+chmod +x "$SHARE/test.sh"
+
+if [ "${NATIVE:-0}" = 1 ]; then
+  exec "$HERE/rxevm.sh" native "$SHARE"
+fi
+"$HERE/rxevm.sh" prepare
+RXEVM_ENV="BENCH" "$HERE/rxevm.sh" run "$SHARE"
