@@ -42,9 +42,9 @@ Engine::Engine(transport::Transport& transport, RemoteGraph graph,
       buffers_(pool_->size()) {}
 
 Engine::~Engine() {
-  if (barrier_.length > 0) {
+  if (barrier_.length > 0 && healthy()) {
     absl::Status s = transport_.FreeRegion(barrier_.node, barrier_.id);
-    LOG_IF(WARNING, !s.ok()) << "freeing barrier region: " << s;
+    VLOG_IF(1, !s.ok()) << "freeing barrier region: " << s;
   }
 }
 
@@ -250,12 +250,18 @@ absl::Status Engine::EndSuperstep() {
   transport::Endpoint& ep = pool_->endpoint(0);
   uint64_t old = 0;
   ep.FetchAndAdd(barrier_.node, barrier_.id, 0, 1, &old);
-  if (absl::Status s = ep.Flush(); !s.ok()) return s;
+  if (absl::Status s = ep.Flush(); !s.ok()) {
+    failed_ = true;
+    return s;
+  }
   uint64_t target = kComputeNodes * static_cast<uint64_t>(superstep_);
   uint64_t seen = old + 1;
   while (seen < target) {
     ep.Read(barrier_.node, barrier_.id, 0, &seen, 8);
-    if (absl::Status s = ep.Flush(); !s.ok()) return s;
+    if (absl::Status s = ep.Flush(); !s.ok()) {
+      failed_ = true;
+      return s;
+    }
   }
   SuperstepStats& s = stats_.supersteps.back();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -

@@ -63,6 +63,9 @@ class Engine {
   uint64_t num_arcs() const { return graph_.num_arcs(); }
   bool weighted() const { return graph_.weighted(); }
   int threads() const { return pool_->size(); }
+  // False after a transport failure; cleanup then skips remote frees (the
+  // memory node reclaims a dead client's regions when its connections close).
+  bool healthy() const { return !pool_->failed() && !failed_; }
   const RemoteGraph& graph() const { return graph_; }
 
   // Degree of every vertex in direction d, from block headers only (a READ of
@@ -159,6 +162,7 @@ class Engine {
   RunStats stats_;
   int64_t local_state_bytes_ = 0;
   std::vector<StateArrayBase*> arrays_;
+  bool failed_ = false;
 };
 
 }  // namespace dmg::compute

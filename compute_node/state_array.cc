@@ -29,9 +29,9 @@ StateArrayBase::~StateArrayBase() {
   engine_->AddLocalStateBytes(-static_cast<int64_t>(bytes_));
   engine_->Unregister(this);
   for (const transport::RegionInfo& r : regions_) {
-    if (r.length == 0) continue;
+    if (r.length == 0 || !engine_->healthy()) continue;
     absl::Status s = engine_->transport().FreeRegion(r.node, r.id);
-    LOG_IF(WARNING, !s.ok()) << "freeing state region " << r.name << ": " << s;
+    VLOG_IF(1, !s.ok()) << "freeing state region " << r.name << ": " << s;
   }
 }
 

@@ -51,6 +51,7 @@ absl::Status WorkerPool::Run(const std::function<absl::Status(int)>& task) {
   if (!s.ok() && first_error_.ok()) first_error_ = s;
   --running_;
   done_.wait(lock, [&] { return running_ == 0; });
+  if (!first_error_.ok()) failed_ = true;
   return first_error_;
 }
 

@@ -30,6 +30,10 @@ class WorkerPool {
   // returns the first error any of them returned.
   absl::Status Run(const std::function<absl::Status(int worker)>& task);
 
+  // True once any task failed (e.g. a memory node died): later cleanup
+  // should not wait on the transport again.
+  bool failed() const { return failed_; }
+
   // Sum of all endpoints' counters. Call only between Run()s.
   transport::OpStats TotalStats() const;
 
@@ -45,6 +49,7 @@ class WorkerPool {
   int running_ = 0;
   bool stop_ = false;
   absl::Status first_error_;
+  bool failed_ = false;
 };
 
 }  // namespace dmg::compute
