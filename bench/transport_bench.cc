@@ -25,8 +25,9 @@
 #endif
 
 DEFINE_string(transport, "local", "local | tcp | rdma");
-DEFINE_string(memory_nodes, "", "connect to this memory node instead of "
-                                "starting one in-process");
+DEFINE_string(memory_nodes, "",
+              "connect to this memory node instead of "
+              "starting one in-process");
 DEFINE_string(host, "127.0.0.1", "address of the in-process server");
 DEFINE_double(seconds, 0.2, "measuring time per point");
 DEFINE_string(json, "", "also write the results here");
@@ -102,8 +103,8 @@ int Main() {
 
   absl::PrintF("transport %s%s; %.2f s per point\n", t->name(),
                address.empty() ? "" : " (" + address + ")", FLAGS_seconds);
-  absl::PrintF("%9s %6s %12s %12s %12s\n", "bytes", "depth", "batch_us",
-               "MB/s", "kops/s");
+  absl::PrintF("%9s %6s %12s %12s %12s\n", "bytes", "depth", "batch_us", "MB/s",
+               "kops/s");
   std::string json = "[";
   for (uint64_t size : ParseList(FLAGS_sizes)) {
     for (uint64_t depth : ParseList(FLAGS_depths)) {
@@ -125,8 +126,8 @@ int Main() {
       double batch_us = elapsed / batches * 1e6;
       double mbs = size * depth * batches / elapsed / 1e6;
       double kops = depth * batches / elapsed / 1e3;
-      absl::PrintF("%9d %6d %12.2f %12.1f %12.1f\n", size, depth, batch_us,
-                   mbs, kops);
+      absl::PrintF("%9d %6d %12.2f %12.1f %12.1f\n", size, depth, batch_us, mbs,
+                   kops);
       absl::StrAppendFormat(&json,
                             "%s\n  {\"transport\": \"%s\", \"bytes\": %d, "
                             "\"depth\": %d, \"batch_us\": %.3f, \"MBps\": "

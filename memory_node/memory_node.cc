@@ -73,12 +73,11 @@ absl::StatusOr<RegionInfo> MemoryNode::ServeCreateStore(uint64_t bytes) {
   return RegionInfo{id_, transport::kStoreRegion, bytes, "store"};
 }
 
-absl::StatusOr<std::span<std::byte>> MemoryNode::RegionMemory(
-    uint32_t region) {
+absl::StatusOr<std::span<std::byte>> MemoryNode::RegionMemory(uint32_t region) {
   std::shared_lock lock(mu_);
   if (region >= regions_.size() || regions_[region] == nullptr) {
-    return absl::NotFoundError(absl::StrFormat(
-        "memory node %d: unknown region %d", id_, region));
+    return absl::NotFoundError(
+        absl::StrFormat("memory node %d: unknown region %d", id_, region));
   }
   return regions_[region]->buffer.span();
 }

@@ -92,7 +92,7 @@ class MemoryNode : public transport::MemoryTarget {
   std::vector<std::unique_ptr<Region>> regions_ =
       std::vector<std::unique_ptr<Region>>(1);
   uint64_t bytes_in_use_ = 0;  // guarded by mu_
-  std::mutex guard_mu_;  // serializes operations in guard_memory mode
+  std::mutex guard_mu_;        // serializes operations in guard_memory mode
 
   std::atomic<uint64_t> reads_{0}, writes_{0}, atomics_{0};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};

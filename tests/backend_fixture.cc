@@ -77,14 +77,15 @@ class RdmaBackend : public Backend {
         last = again.status();
         continue;
       }
-      auto server = transport::TcpServer::Start(&b->node_, host, port,
-                                                server_options);
+      auto server =
+          transport::TcpServer::Start(&b->node_, host, port, server_options);
       if (!server.ok()) continue;
       b->service_ = *std::move(again);
       b->server_ = *std::move(server);
       b->address_ = host + ":" + std::to_string(port);
     }
-    if (!b->server_) return absl::InternalError("no free port pair: " + last.ToString());
+    if (!b->server_)
+      return absl::InternalError("no free port pair: " + last.ToString());
     auto t = Backend::Connect("rdma", b->address_);
     if (!t.ok()) return t.status();
     b->transport_ = *std::move(t);

@@ -44,9 +44,9 @@ void CompareWithEmbedded(const std::string& graph, const std::string& wgraph) {
       if (algo == "pagerank") args += "--tolerance=1e-10 --max_iters=1000 ";
       if (algo == "sssp" && g == graph) args += "--unit_weights ";
       std::string remote = dir.file(algo + ".tcp"), local = dir.file(algo);
-      testing::CommandResult r = RunDmg(
-          args + "--transport=tcp --memory_nodes=" + nodes + " --output=" +
-          remote);
+      testing::CommandResult r =
+          RunDmg(args + "--transport=tcp --memory_nodes=" + nodes +
+                 " --output=" + remote);
       ASSERT_EQ(r.exit_code, 0) << algo << ": " << r.err;
       testing::CommandResult e =
           RunDmg(args + "--graph=" + g + " --output=" + local);
@@ -64,11 +64,11 @@ TEST(MultiProcessTest, Kron16MatchesEmbedded) {
 TEST(MultiProcessTest, RealGraphsMatchEmbedded) {
   const char* dir = std::getenv("DMG_GRAPHS_DIR");
   if (dir == nullptr) GTEST_SKIP() << "DMG_GRAPHS_DIR not set";
-  for (std::string g : {"ca-GrQc", "email-Enron", "wiki-Vote",
-                        "p2p-Gnutella31", "rome99", "road-NY"}) {
+  for (std::string g : {"ca-GrQc", "email-Enron", "wiki-Vote", "p2p-Gnutella31",
+                        "rome99", "road-NY"}) {
     std::string base = std::string(dir) + "/" + g;
-    std::string el = std::filesystem::exists(base + ".el") ? base + ".el"
-                                                           : base + ".wel";
+    std::string el =
+        std::filesystem::exists(base + ".el") ? base + ".el" : base + ".wel";
     SCOPED_TRACE(g);
     CompareWithEmbedded(el, base + ".wel");
   }
@@ -93,9 +93,9 @@ TEST(MultiProcessTest, KilledMemoryNodeEndsTheJobWithAClearError) {
     auto killed = std::chrono::steady_clock::now();
     node.Signal(sig);
     job.join();
-    double after = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - killed)
-                       .count();
+    double after =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
+            .count();
     SCOPED_TRACE(sig == SIGKILL ? "SIGKILL" : "SIGSTOP");
     EXPECT_GT(std::chrono::duration<double>(killed - start).count(), 0.5);
     EXPECT_NE(result.exit_code, 0);
@@ -135,12 +135,12 @@ TEST(MultiProcessTest, KilledComputeNodeLeavesTheMemoryNodeServing) {
 }
 
 TEST(MultiProcessTest, BadAddressesAreBadInput) {
-  EXPECT_EQ(RunDmg("run --algo=bfs --transport=tcp --memory_nodes=nohost")
-                .exit_code,
-            2);
-  testing::CommandResult r =
-      RunDmg("run --algo=bfs --transport=tcp --transport_timeout_ms=1000 "
-             "--memory_nodes=127.0.0.1:1");
+  EXPECT_EQ(
+      RunDmg("run --algo=bfs --transport=tcp --memory_nodes=nohost").exit_code,
+      2);
+  testing::CommandResult r = RunDmg(
+      "run --algo=bfs --transport=tcp --transport_timeout_ms=1000 "
+      "--memory_nodes=127.0.0.1:1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
   EXPECT_EQ(RunDmg("run --algo=bfs --transport=tcp --graph=kron:8").exit_code,

@@ -204,9 +204,9 @@ TEST_P(ConformanceTest, PeerDeathIsAnErrorNotAHang) {
   auto start = std::chrono::steady_clock::now();
   ep->Read(0, region->id, 0, buf, 64);
   absl::Status s = ep->Flush();
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_FALSE(s.ok());
   EXPECT_LT(seconds, 10.0);
   EXPECT_NE(s.message().find("memory node"), std::string::npos) << s;

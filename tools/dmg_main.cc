@@ -20,7 +20,6 @@
 #include "tools/memory_node_command.h"
 #include "tools/run_command.h"
 
-
 namespace dmg::cli {
 namespace {
 

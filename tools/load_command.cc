@@ -11,8 +11,9 @@
 #include "tools/graph_flags.h"
 #include "tools/transport_flags.h"
 
-DEFINE_string(image, "", "store image file to write (dmg load) or serve "
-                         "(dmg memory-node)");
+DEFINE_string(image, "",
+              "store image file to write (dmg load) or serve "
+              "(dmg memory-node)");
 DEFINE_string(memory_nodes, "",
               "host:port,... of running memory nodes (dmg load / dmg run)");
 DECLARE_int32(transport_timeout_ms);

@@ -34,8 +34,8 @@ DECLARE_string(transport);
 namespace dmg::cli {
 
 std::vector<std::string> MemoryNodeFlagNames() {
-  std::vector<std::string> names = {"listen",    "transport", "memory_mb",
-                                    "image",     "node_id",   "io_threads"};
+  std::vector<std::string> names = {"listen", "transport", "memory_mb",
+                                    "image",  "node_id",   "io_threads"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -64,8 +64,7 @@ int MemoryNodeCommand() {
   options.capacity_bytes = FLAGS_memory_mb << 20;
   memory_node::MemoryNode node(FLAGS_node_id, options);
   if (!FLAGS_image.empty()) {
-    absl::StatusOr<store::StoreImage> image =
-        store::ReadImageFile(FLAGS_image);
+    absl::StatusOr<store::StoreImage> image = store::ReadImageFile(FLAGS_image);
     if (!image.ok()) return ReportError(image.status());
     const store::Superblock sb = image->superblock();
     if (FLAGS_node_id >= sb.num_memory_nodes) {

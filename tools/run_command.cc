@@ -159,10 +159,10 @@ void PrintTop(const Values& values) {
 }  // namespace
 
 std::vector<std::string> RunFlagNames() {
-  std::vector<std::string> names = {
-      "algo",   "source",     "max_iters", "tolerance", "unit_weights",
-      "output", "stats_json", "verify",    "transport", "top",
-      "memory_nodes"};
+  std::vector<std::string> names = {"algo",       "source",       "max_iters",
+                                    "tolerance",  "unit_weights", "output",
+                                    "stats_json", "verify",       "transport",
+                                    "top",        "memory_nodes"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -234,9 +234,9 @@ int RunCommand() {
       "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
       "remote %.1f MB read, %.1f MB written, %d round trips; %s\n",
       a, remote ? FLAGS_transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
-      engine.num_vertices(), engine.num_arcs(),
-      stats.supersteps.size(), stats.seconds, load_seconds, t.bytes_read / 1e6,
-      t.bytes_written / 1e6, t.round_trips, detail);
+      engine.num_vertices(), engine.num_arcs(), stats.supersteps.size(),
+      stats.seconds, load_seconds, t.bytes_read / 1e6, t.bytes_written / 1e6,
+      t.round_trips, detail);
   if (FLAGS_top > 0) PrintTop(*values);
 
   if (!FLAGS_stats_json.empty()) {

@@ -8,8 +8,9 @@
 
 DEFINE_int32(transport_timeout_ms, 10000,
              "bound on every network wait; a dead peer is reported within it");
-DEFINE_string(rdma_device, "", "RDMA device (default: the one bound to the "
-                               "address)");
+DEFINE_string(rdma_device, "",
+              "RDMA device (default: the one bound to the "
+              "address)");
 DEFINE_int32(rdma_port, 1, "RDMA device port");
 DEFINE_int32(rdma_gid_index, -1,
              "GID index (-1: the RoCEv2 IPv4-mapped GID, found automatically)");

@@ -55,9 +55,9 @@ struct TcpServer::Impl {
         uint32_t version;
         if (!r.Get(&version)) return malformed();
         if (version != wire::kProtocolVersion) {
-          return absl::FailedPreconditionError(absl::StrFormat(
-              "protocol version %d, memory node speaks %d", version,
-              wire::kProtocolVersion));
+          return absl::FailedPreconditionError(
+              absl::StrFormat("protocol version %d, memory node speaks %d",
+                              version, wire::kProtocolVersion));
         }
         w.Put(wire::kProtocolVersion);
         w.Put(options.node_id);
@@ -87,7 +87,8 @@ struct TcpServer::Impl {
           return malformed();
         }
         if (h.type == wire::kCreateStore) {
-          if (options.deregister_region) options.deregister_region(kStoreRegion);
+          if (options.deregister_region)
+            options.deregister_region(kStoreRegion);
           options.node_id = node_id;
         }
         absl::StatusOr<RegionInfo> region =
@@ -158,10 +159,10 @@ struct TcpServer::Impl {
           break;
         case OpKind::kWrite: {
           const char* src = r.Take(op.length);
-          s = src == nullptr ? absl::InvalidArgumentError(
-                                   "WRITE payload missing from batch")
-                             : target->ServeWrite(op.region, op.offset, src,
-                                                  op.length);
+          s = src == nullptr
+                  ? absl::InvalidArgumentError(
+                        "WRITE payload missing from batch")
+                  : target->ServeWrite(op.region, op.offset, src, op.length);
           break;
         }
         case OpKind::kCompareAndSwap:
@@ -182,9 +183,9 @@ struct TcpServer::Impl {
       }
       if (!s.ok()) {
         LOG(WARNING) << "rejected operation " << i << " of a batch: " << s;
-        return absl::Status(
-            s.code(), absl::StrFormat("operation %d of the batch: %s", i,
-                                      std::string(s.message())));
+        return absl::Status(s.code(),
+                            absl::StrFormat("operation %d of the batch: %s", i,
+                                            std::string(s.message())));
       }
     }
     return data;
@@ -198,8 +199,8 @@ struct TcpServer::Impl {
     {
       boost::system::error_code e2;
       auto ep = socket->remote_endpoint(e2);
-      peer = e2 ? "?" : ep.address().to_string() + ":" +
-                            std::to_string(ep.port());
+      peer =
+          e2 ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
     }
     while (true) {
       wire::FrameHeader h;
@@ -227,8 +228,8 @@ struct TcpServer::Impl {
         wire::Writer w(&frame);
         wire::PutStatus(w, reply.status());
         if (h.type != wire::kBatch) {
-          LOG(WARNING) << "request from " << peer << " failed: "
-                       << reply.status();
+          LOG(WARNING) << "request from " << peer
+                       << " failed: " << reply.status();
         }
       }
       rh.length = static_cast<uint32_t>(frame.size() - sizeof(rh));
@@ -288,9 +289,8 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
     tcp::resolver resolver(impl->io);
     auto results = resolver.resolve(host, std::to_string(port), ec);
     if (ec || results.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("cannot resolve listen host '%s': %s", host,
-                          ec.message()));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cannot resolve listen host '%s': %s", host, ec.message()));
     }
     address = results.begin()->endpoint().address();
   }
@@ -300,8 +300,8 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
   if (!ec) impl->acceptor.bind(endpoint, ec);
   if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot listen on %s:%d: %s", host, port, ec.message()));
+    return absl::UnavailableError(absl::StrFormat("cannot listen on %s:%d: %s",
+                                                  host, port, ec.message()));
   }
   Impl* p = impl.get();
   asio::co_spawn(p->io, p->Accept(), asio::detached);

@@ -21,13 +21,12 @@ absl::StatusOr<std::vector<HostPort>> ParseHostPorts(const std::string& list,
     uint32_t port = 0;
     if (colon == absl::string_view::npos || colon == 0 ||
         !absl::SimpleAtoi(item.substr(colon + 1), &port) ||
-        (port == 0 && !allow_any_port) ||
-        port > 65535) {
+        (port == 0 && !allow_any_port) || port > 65535) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory node address '%s' is not host:port", std::string(item)));
     }
-    out.push_back({std::string(item.substr(0, colon)),
-                   static_cast<uint16_t>(port)});
+    out.push_back(
+        {std::string(item.substr(0, colon)), static_cast<uint16_t>(port)});
   }
   if (out.empty()) {
     return absl::InvalidArgumentError("no memory node addresses given");
@@ -54,9 +53,9 @@ struct TcpConnection::Impl {
       io.restart();
       io.run();  // let the cancelled operation finish
       broken = true;
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "memory node %s: no %s within %d ms (is it alive?)",
-          node.ToString(), what, options.timeout_ms));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("memory node %s: no %s within %d ms (is it alive?)",
+                          node.ToString(), what, options.timeout_ms));
     }
     if (ec) {
       broken = true;
@@ -95,7 +94,8 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(
     return s;
   }
   impl->socket.set_option(tcp::no_delay(true), ec);
-  return std::unique_ptr<TcpConnection>(new TcpConnection(node, std::move(impl)));
+  return std::unique_ptr<TcpConnection>(
+      new TcpConnection(node, std::move(impl)));
 }
 
 absl::Status TcpConnection::Send(uint16_t type, const std::string& payload) {
@@ -137,8 +137,8 @@ absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
       (h.type & ~(wire::kReplyBit | wire::kErrorBit)) != type ||
       !(h.type & wire::kReplyBit)) {
     impl_->broken = true;
-    return absl::DataLossError(absl::StrFormat(
-        "memory node %s: malformed reply", node_.ToString()));
+    return absl::DataLossError(
+        absl::StrFormat("memory node %s: malformed reply", node_.ToString()));
   }
   std::string payload(h.length, '\0');
   done = false;
@@ -153,9 +153,9 @@ absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
   if (h.type & wire::kErrorBit) {
     wire::Reader r(payload.data(), payload.size());
     absl::Status s = wire::GetStatus(r);
-    return absl::Status(s.code(), absl::StrFormat("memory node %s: %s",
-                                                  node_.ToString(),
-                                                  std::string(s.message())));
+    return absl::Status(s.code(),
+                        absl::StrFormat("memory node %s: %s", node_.ToString(),
+                                        std::string(s.message())));
   }
   return payload;
 }

@@ -29,8 +29,8 @@ absl::StatusOr<std::unique_ptr<Endpoint>> RdmaTransport::NewEndpoint() {
     for (const RegionInfo& r : *regions) {
       if (r.id == region) return RegionKey{r.remote_addr, r.rkey, r.length};
     }
-    return absl::NotFoundError(absl::StrFormat(
-        "memory node %d: unknown region %d", node, region));
+    return absl::NotFoundError(
+        absl::StrFormat("memory node %d: unknown region %d", node, region));
   };
   return ConnectEndpoint(options_, addresses, std::move(resolver));
 }

@@ -1,0 +1,195 @@
+// The tcp server against hand-made frames on a raw socket (no DMG client):
+// out-of-bounds and unknown-region requests are rejected with an error reply
+// and logged, malformed frames drop the connection, nothing crashes, and the
+// server keeps serving; a shutdown request stops it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+#include "memory_node/memory_node.h"
+#include "transport/tcp_server.h"
+#include "transport/wire.h"
+
+namespace dmg {
+namespace {
+
+namespace wire = transport::wire;
+
+// Collects WARNING lines logged while it lives.
+class WarningCollector : public google::LogSink {
+ public:
+  WarningCollector() { google::AddLogSink(this); }
+  ~WarningCollector() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity severity, const char*, const char*, int,
+            const struct ::tm*, const char* message, size_t length) override {
+    if (severity != google::GLOG_WARNING) return;
+    std::lock_guard lock(mu_);
+    text_ += std::string(message, length) + "\n";
+  }
+  std::string text() {
+    std::lock_guard lock(mu_);
+    return text_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+};
+
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    timeval tv{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~RawClient() { close(fd_); }
+  void Send(uint16_t type, const std::string& payload,
+            uint32_t magic = wire::kMagic) {
+    wire::FrameHeader h{magic, type, 0, static_cast<uint32_t>(payload.size()),
+                        7};
+    std::string frame(reinterpret_cast<char*>(&h), sizeof(h));
+    frame += payload;
+    ASSERT_EQ(write(fd_, frame.data(), frame.size()),
+              static_cast<ssize_t>(frame.size()));
+  }
+  // Reads one reply; returns false if the server closed the connection.
+  bool Receive(wire::FrameHeader* h, std::string* payload) {
+    if (!ReadAll(h, sizeof(*h))) return false;
+    payload->resize(h->length);
+    return ReadAll(payload->data(), h->length);
+  }
+
+ private:
+  bool ReadAll(void* p, size_t n) {
+    char* at = static_cast<char*>(p);
+    while (n > 0) {
+      ssize_t r = read(fd_, at, n);
+      if (r <= 0) return false;
+      at += r;
+      n -= r;
+    }
+    return true;
+  }
+  int fd_;
+};
+
+std::string ReadOp(uint32_t region, uint64_t offset, uint32_t length) {
+  std::string payload;
+  wire::Writer w(&payload);
+  w.Put(uint32_t{1});
+  wire::WireOp op{};
+  op.kind = static_cast<uint8_t>(transport::OpKind::kRead);
+  op.region = region;
+  op.offset = offset;
+  op.length = length;
+  w.Put(op);
+  return payload;
+}
+
+TEST(TcpWireTest, BadRequestsAreRejectedAndLogged) {
+  WarningCollector warnings;
+  memory_node::MemoryNode node(0);
+  auto region = node.ServeAllocate(4096, "data");
+  ASSERT_TRUE(region.ok());
+  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawClient client((*server)->port());
+  wire::FrameHeader h;
+  std::string reply;
+
+  // Outside the region.
+  client.Send(wire::kBatch, ReadOp(region->id, 4000, 200));
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit | wire::kErrorBit);
+  wire::Reader r1(reply.data(), reply.size());
+  absl::Status s1 = wire::GetStatus(r1);
+  EXPECT_EQ(s1.code(), absl::StatusCode::kOutOfRange) << s1;
+  // An unknown region.
+  client.Send(wire::kBatch, ReadOp(999, 0, 8));
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  wire::Reader r2(reply.data(), reply.size());
+  EXPECT_EQ(wire::GetStatus(r2).code(), absl::StatusCode::kNotFound);
+  // An offset that would overflow.
+  client.Send(wire::kBatch, ReadOp(region->id, ~uint64_t{0} - 3, 8));
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  wire::Reader r3(reply.data(), reply.size());
+  EXPECT_EQ(wire::GetStatus(r3).code(), absl::StatusCode::kOutOfRange);
+  // A truncated batch and an unknown request type.
+  client.Send(wire::kBatch, std::string("\x05\x00\x00\x00", 4));
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  EXPECT_TRUE(h.type & wire::kErrorBit);
+  client.Send(99, "");
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  EXPECT_TRUE(h.type & wire::kErrorBit);
+  // A good request on the same connection still works.
+  client.Send(wire::kBatch, ReadOp(region->id, 0, 16));
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
+  EXPECT_EQ(reply.size(), 16u);
+
+  std::string logged = warnings.text();
+  EXPECT_NE(logged.find("outside region"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("unknown region 999"), std::string::npos) << logged;
+  EXPECT_EQ(node.served().bytes_read,
+            16u);  // only the good READ touched memory
+
+  // A bad magic or an oversized frame drops that connection, not the server.
+  RawClient bad((*server)->port());
+  bad.Send(wire::kBatch, "", 0x12345678);
+  EXPECT_FALSE(bad.Receive(&h, &reply));
+  RawClient again((*server)->port());
+  again.Send(wire::kBatch, ReadOp(region->id, 8, 8));
+  ASSERT_TRUE(again.Receive(&h, &reply));
+  EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
+}
+
+TEST(TcpWireTest, OversizedFrameDropsTheConnection) {
+  memory_node::MemoryNode node(0);
+  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok());
+  RawClient client((*server)->port());
+  // Header claims more than kMaxPayload: nothing is allocated, socket closed.
+  struct {
+    wire::FrameHeader h;
+  } frame{{wire::kMagic, wire::kBatch, 0, wire::kMaxPayload + 1, 1}};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((*server)->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(write(fd, &frame, sizeof(frame)), ssize_t(sizeof(frame)));
+  char c;
+  EXPECT_EQ(read(fd, &c, 1), 0);  // closed by the server
+  close(fd);
+}
+
+TEST(TcpWireTest, ShutdownRequestStopsTheServer) {
+  memory_node::MemoryNode node(0);
+  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok());
+  RawClient client((*server)->port());
+  client.Send(wire::kShutdown, "");
+  wire::FrameHeader h;
+  std::string reply;
+  ASSERT_TRUE(client.Receive(&h, &reply));
+  (*server)->Wait();  // returns: the shutdown was taken
+  (*server)->Stop();
+}
+
+}  // namespace
+}  // namespace dmg
