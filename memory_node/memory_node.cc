@@ -90,7 +90,8 @@ uint64_t MemoryNode::bytes_in_use() const {
 absl::StatusOr<std::byte*> MemoryNode::Locate(uint32_t region, uint64_t offset,
                                               uint64_t length,
                                               size_t alignment) {
-  std::shared_lock lock(mu_);
+  // The caller holds mu_ (shared) for the whole operation, so the region
+  // cannot be freed or replaced while its bytes are being copied.
   if (region >= regions_.size() || regions_[region] == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("memory node %d: unknown region %d", id_, region));
@@ -112,6 +113,7 @@ absl::StatusOr<std::byte*> MemoryNode::Locate(uint32_t region, uint64_t offset,
 
 absl::Status MemoryNode::ServeRead(uint32_t region, uint64_t offset, void* dst,
                                    uint64_t length) {
+  std::shared_lock lock(mu_);
   absl::StatusOr<std::byte*> p = Locate(region, offset, length, 1);
   if (!p.ok()) return p.status();
   if (options_.guard_memory) {
@@ -129,6 +131,7 @@ absl::Status MemoryNode::ServeRead(uint32_t region, uint64_t offset, void* dst,
 
 absl::Status MemoryNode::ServeWrite(uint32_t region, uint64_t offset,
                                     const void* src, uint64_t length) {
+  std::shared_lock lock(mu_);
   absl::StatusOr<std::byte*> p = Locate(region, offset, length, 1);
   if (!p.ok()) return p.status();
   if (options_.guard_memory) {
@@ -148,6 +151,7 @@ absl::StatusOr<uint64_t> MemoryNode::ServeCompareAndSwap(uint32_t region,
                                                          uint64_t offset,
                                                          uint64_t expected,
                                                          uint64_t desired) {
+  std::shared_lock lock(mu_);
   absl::StatusOr<std::byte*> p = Locate(region, offset, 8, 8);
   if (!p.ok()) return p.status();
   std::unique_lock<std::mutex> g;
@@ -167,6 +171,7 @@ absl::StatusOr<uint64_t> MemoryNode::ServeCompareAndSwap(uint32_t region,
 absl::StatusOr<uint64_t> MemoryNode::ServeFetchAndAdd(uint32_t region,
                                                       uint64_t offset,
                                                       uint64_t add) {
+  std::shared_lock lock(mu_);
   absl::StatusOr<std::byte*> p = Locate(region, offset, 8, 8);
   if (!p.ok()) return p.status();
   std::unique_lock<std::mutex> g;

@@ -81,6 +81,7 @@ class MemoryNode : public transport::MemoryTarget {
     std::string name;
   };
   // Looks up a region and checks [offset, offset+length) lies inside it.
+  // Requires mu_ held (shared) until the caller is done with the bytes.
   absl::StatusOr<std::byte*> Locate(uint32_t region, uint64_t offset,
                                     uint64_t length, size_t alignment);
   void Guard(const Region& r, bool open);
