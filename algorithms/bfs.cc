@@ -1,9 +1,8 @@
 // Breadth-first search, push (top-down): depth of every vertex from the
 // source, -1 when unreachable. Each superstep READs the out-blocks holding
 // the frontier's adjacency and claims unvisited neighbours with a
-// compare-and-swap on the local depth copy; claimed vertices form the next
-// frontier and their pages of the depth array go back to the memory node.
-// (Bottom-up steps arrive with the update coordinator.)
+// compare-and-swap on the depth array; claimed vertices form the next
+// frontier. (Bottom-up steps arrive with the update coordinator.)
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
 
@@ -11,18 +10,12 @@ namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source) {
   const uint64_t n = engine.num_vertices();
-  if (source >= n) {
-    return absl::InvalidArgumentError("--source " + std::to_string(source) +
-                                      " is out of range: the graph has " +
-                                      std::to_string(n) + " vertices");
-  }
+  if (absl::Status s = CheckSource(source, n); !s.ok()) return s;
   auto depth_or = engine.NewState<int32_t>("bfs.depth", -1);
   if (!depth_or.ok()) return depth_or.status();
   compute::StateArray<int32_t>& depth = **depth_or;
   compute::Frontier frontier(n, engine.threads()), next(n, engine.threads());
-  engine.AddLocalStateBytes(2 * (n + 7) / 8);
-  depth[source] = 0;
-  depth.MarkDirty(source);
+  depth.Set(0, source, 0);
   frontier.Add(0, source);
   frontier.Seal();
 
@@ -32,12 +25,9 @@ absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source) {
         store::Direction::kOut, frontier,
         [&](int w, VertexId, std::span<const VertexId> out, auto) {
           for (VertexId v : out) {
-            int32_t unvisited = -1;
-            if (AtomicLoad(depth[v]) == -1 &&
-                std::atomic_ref<int32_t>(depth[v]).compare_exchange_strong(
-                    unvisited, level + 1)) {
+            if (depth.Get(w, v) == -1 &&
+                depth.CompareExchange(w, v, -1, level + 1)) {
               next.Add(w, v);
-              depth.MarkDirty(v);
             }
           }
         });
@@ -47,7 +37,7 @@ absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source) {
     frontier.Clear();
     std::swap(frontier, next);
   }
-  return ReadBack(engine, depth);
+  return depth.ReadResult(engine.superstep());
 }
 
 }  // namespace dmg::algorithms

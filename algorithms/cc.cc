@@ -14,25 +14,20 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
   if (!label_or.ok()) return label_or.status();
   compute::StateArray<VertexId>& label = **label_or;
   compute::Frontier frontier(n, engine.threads()), next(n, engine.threads());
-  engine.AddLocalStateBytes(2 * (n + 7) / 8);
   engine.ParallelFor(n, [&](int w, uint64_t b, uint64_t e) {
     for (uint64_t v = b; v < e; ++v) {
-      label[v] = static_cast<VertexId>(v);
+      label.Set(w, static_cast<VertexId>(v), static_cast<VertexId>(v));
       frontier.Add(w, static_cast<VertexId>(v));
     }
   });
-  label.MarkAllDirty();
   frontier.Seal();
 
   while (!frontier.empty()) {
     engine.BeginSuperstep("push", frontier.size());
     auto push = [&](int w, VertexId u, std::span<const VertexId> nbrs, auto) {
-      VertexId mine = AtomicLoad(label[u]);
+      VertexId mine = label.Get(w, u);
       for (VertexId v : nbrs) {
-        if (AtomicMin(label[v], mine)) {
-          next.Add(w, v);
-          label.MarkDirty(v);
-        }
+        if (label.Min(w, v, mine)) next.Add(w, v);
       }
     };
     for (store::Direction d : {store::Direction::kOut, store::Direction::kIn}) {
@@ -46,7 +41,7 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
     frontier.Clear();
     std::swap(frontier, next);
   }
-  return ReadBack(engine, label);
+  return label.ReadResult(engine.superstep());
 }
 
 }  // namespace dmg::algorithms

@@ -3,11 +3,14 @@
 // with d = 0.85, start 1/N, dangling mass not redistributed, until the L1
 // change is below the tolerance or max_iters iterations ran.
 //
-// Each iteration is one dense superstep: contributions score(u)/outdeg(u)
-// are computed locally from the owned scores, every vertex's in-blocks are
-// READ and summed in block order (the same order as a CSR loop, so sums are
-// bit-identical whatever the thread count), and the new scores become the
-// next version of the state array on the memory node.
+// State on the memory node: contributions score(u)/outdeg(u), scores and
+// out-degrees (read once from block headers). Each iteration is one dense
+// superstep: every vertex's in-blocks are READ and its in-neighbours'
+// contributions summed in block order (the order of a CSR loop, so sums are
+// bit-identical whatever the threads or the cache); the vertex's new score is
+// set as soon as its last piece is summed; then the new contributions are
+// written. The contributions are created first, so under a tight cache they
+// are the array that stays whole and local: they are read once per edge.
 #include <cmath>
 
 #include "algorithms/algorithms.h"
@@ -18,52 +21,82 @@ namespace dmg::algorithms {
 absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
                                         double tolerance) {
   const uint64_t n = engine.num_vertices();
-  absl::StatusOr<std::vector<uint32_t>> outdeg =
-      engine.Degrees(store::Direction::kOut);
-  if (!outdeg.ok()) return outdeg.status();
-  auto score = engine.NewState<double>("pagerank.score", 1.0 / n);
-  if (!score.ok()) return score.status();
-  compute::StateArray<double>& s = **score;
-  // Explicit local working arrays.
-  std::vector<double> contrib(n), sum(n);
-  engine.AddLocalStateBytes(2 * n * sizeof(double) + n * sizeof(uint32_t));
-  std::vector<double> l1_part(engine.threads());
-  const double base = (1.0 - kDamping) / n;
+  auto contrib_or = engine.NewState<double>("pagerank.contrib", 0.0);
+  if (!contrib_or.ok()) return contrib_or.status();
+  auto score_or = engine.NewState<double>("pagerank.score", 1.0 / n);
+  if (!score_or.ok()) return score_or.status();
+  auto outdeg_or = engine.NewState<uint32_t>("pagerank.outdeg", 0);
+  if (!outdeg_or.ok()) return outdeg_or.status();
+  compute::StateArray<double>& contrib = **contrib_or;
+  compute::StateArray<double>& score = **score_or;
+  compute::StateArray<uint32_t>& outdeg = **outdeg_or;
 
+  // Out-degrees from block headers (pieces of a split vertex arrive on one
+  // worker, so read-add-write needs no atomics), then the first
+  // contributions.
+  absl::Status st = engine.ForEachDegree(
+      store::Direction::kOut, [&](int w, VertexId v, uint32_t d) {
+        if (d != 0) outdeg.Set(w, v, outdeg.Get(w, v) + d);
+      });
+  if (!st.ok()) return st;
+  auto update_contributions = [&] {
+    engine.ParallelFor(n, [&](int w, uint64_t b, uint64_t e) {
+      for (uint64_t v = b; v < e; ++v) {
+        uint32_t d = outdeg.Get(w, v);
+        contrib.Set(w, v, d ? score.Get(w, v) / d : 0.0);
+      }
+    });
+  };
+  update_contributions();
+
+  const double base = (1.0 - kDamping) / n;
+  const int threads = engine.threads();
+  // A vertex being summed by one worker (its pieces arrive in order).
+  struct Pending {
+    bool open = false;
+    VertexId v = 0;
+    uint32_t unit = 0;
+    double acc = 0;
+  };
+  // L1 change per work unit, added in unit order: the same for any thread
+  // count.
+  std::vector<double> l1(engine.num_units(store::Direction::kIn));
   PageRankResult result;
   while (result.iterations < max_iters) {
     engine.BeginSuperstep("pull", n);
-    engine.ParallelFor(n, [&](int, uint64_t b, uint64_t e) {
-      for (uint64_t u = b; u < e; ++u) {
-        contrib[u] = (*outdeg)[u] ? s[u] / (*outdeg)[u] : 0.0;
-        sum[u] = 0.0;
-      }
-    });
-    absl::Status st = engine.ForEachVertex(
+    std::vector<Pending> pending(threads);
+    std::fill(l1.begin(), l1.end(), 0.0);
+    auto finish = [&](int w) {
+      Pending& p = pending[w];
+      if (!p.open) return;
+      double next = base + kDamping * p.acc;
+      l1[p.unit] += std::fabs(next - score.Get(w, p.v));
+      score.Set(w, p.v, next);
+      p.open = false;
+    };
+    st = engine.ForEachVertex(
         store::Direction::kIn,
-        [&](int, VertexId v, std::span<const VertexId> in, auto) {
-          double acc = sum[v];
-          for (VertexId u : in) acc += contrib[u];
-          sum[v] = acc;
+        [&](int w, VertexId v, std::span<const VertexId> in, auto) {
+          Pending& p = pending[w];
+          if (!p.open || p.v != v) {
+            finish(w);
+            p = {true, v, engine.current_unit(w), 0.0};
+          }
+          double acc = p.acc;
+          for (VertexId u : in) acc += contrib.Get(w, u);
+          p.acc = acc;
         });
     if (!st.ok()) return st;
-    engine.ParallelFor(n, [&](int w, uint64_t b, uint64_t e) {
-      double l1 = 0;
-      for (uint64_t v = b; v < e; ++v) {
-        double next = base + kDamping * sum[v];
-        l1 += std::fabs(next - s[v]);
-        s[v] = next;
-      }
-      l1_part[w] = l1;
-    });
-    s.MarkAllDirty();
+    for (int w = 0; w < threads; ++w) finish(w);
+    update_contributions();
     if (absl::Status e = engine.EndSuperstep(); !e.ok()) return e;
     result.last_l1 = 0;
-    for (double x : l1_part) result.last_l1 += x;
+    for (double x : l1) result.last_l1 += x;
     ++result.iterations;
     if (result.last_l1 < tolerance) break;
   }
-  absl::StatusOr<std::vector<double>> out = ReadBack(engine, s);
+  absl::StatusOr<std::vector<double>> out =
+      score.ReadResult(engine.superstep());
   if (!out.ok()) return out.status();
   result.scores = *std::move(out);
   return result;

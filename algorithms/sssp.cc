@@ -11,11 +11,7 @@ namespace dmg::algorithms {
 absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
                                           bool unit_weights) {
   const uint64_t n = engine.num_vertices();
-  if (source >= n) {
-    return absl::InvalidArgumentError("--source " + std::to_string(source) +
-                                      " is out of range: the graph has " +
-                                      std::to_string(n) + " vertices");
-  }
+  if (absl::Status s = CheckSource(source, n); !s.ok()) return s;
   if (!engine.weighted() && !unit_weights) {
     return absl::InvalidArgumentError(
         "SSSP needs a weighted graph (.wel, DIMACS .gr, weighted .mtx) or "
@@ -30,9 +26,7 @@ absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
   if (!dist_or.ok()) return dist_or.status();
   compute::StateArray<int64_t>& dist = **dist_or;
   compute::Frontier frontier(n, engine.threads()), next(n, engine.threads());
-  engine.AddLocalStateBytes(2 * (n + 7) / 8);
-  dist[source] = 0;
-  dist.MarkDirty(source);
+  dist.Set(0, source, 0);
   frontier.Add(0, source);
   frontier.Seal();
 
@@ -42,13 +36,10 @@ absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
         store::Direction::kOut, frontier,
         [&](int w, VertexId u, std::span<const VertexId> out,
             std::span<const store::Weight> weight) {
-          const int64_t du = AtomicLoad(dist[u]);
+          const int64_t du = dist.Get(w, u);
           for (size_t k = 0; k < out.size(); ++k) {
             int64_t nd = du + (unit_weights ? 1 : weight[k]);
-            if (AtomicMin(dist[out[k]], nd)) {
-              next.Add(w, out[k]);
-              dist.MarkDirty(out[k]);
-            }
+            if (dist.Min(w, out[k], nd)) next.Add(w, out[k]);
           }
         });
     if (!s.ok()) return s;
@@ -57,7 +48,7 @@ absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
     frontier.Clear();
     std::swap(frontier, next);
   }
-  return ReadBack(engine, dist);
+  return dist.ReadResult(engine.superstep());
 }
 
 }  // namespace dmg::algorithms

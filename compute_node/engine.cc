@@ -10,6 +10,34 @@ namespace dmg::compute {
 
 using transport::OpStats;
 
+namespace {
+
+// One memory node's store region seen as pages (page_lru reads blocks
+// through these). Read-only.
+class StorePageSource : public PageSource {
+ public:
+  StorePageSource(WorkerPool& pool, uint32_t node, uint64_t bytes)
+      : pool_(pool), node_(node), bytes_(bytes) {}
+  absl::Status FetchPage(int worker, uint64_t page, std::byte* dst) override {
+    uint64_t at = page * PageCache::kPageBytes;
+    transport::Endpoint& ep = pool_.endpoint(worker);
+    ep.Read(
+        node_, transport::kStoreRegion, at, dst,
+        static_cast<uint32_t>(std::min(PageCache::kPageBytes, bytes_ - at)));
+    return ep.Flush();
+  }
+  absl::Status WriteBackPage(int, uint64_t, const std::byte*) override {
+    return absl::InternalError("store pages are never written");
+  }
+
+ private:
+  WorkerPool& pool_;
+  uint32_t node_;
+  uint64_t bytes_;
+};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     transport::Transport& transport, const EngineOptions& options) {
   if (options.threads < 1) {
@@ -25,9 +53,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<RemoteGraph> graph = RemoteGraph::Open(*endpoints[0]);
   if (!graph.ok()) return graph.status();
+  EngineOptions resolved = options;
+  if (options.cache_fraction > 0) {
+    resolved.cache_bytes = static_cast<uint64_t>(
+        options.cache_fraction * static_cast<double>(graph->image_bytes()));
+  }
   auto engine = std::unique_ptr<Engine>(
       new Engine(transport, *std::move(graph),
-                 std::make_unique<WorkerPool>(std::move(endpoints)), options));
+                 std::make_unique<WorkerPool>(std::move(endpoints)), resolved));
   engine->start_ = start;
   if (absl::Status s = engine->Init(); !s.ok()) return s;
   return engine;
@@ -39,7 +72,9 @@ Engine::Engine(transport::Transport& transport, RemoteGraph graph,
       graph_(std::move(graph)),
       pool_(std::move(pool)),
       options_(options),
-      buffers_(pool_->size()) {}
+      buffers_(pool_->size()),
+      current_unit_(pool_->size(), 0),
+      budget_(options.cache_bytes) {}
 
 Engine::~Engine() {
   if (barrier_.length > 0 && healthy()) {
@@ -49,12 +84,53 @@ Engine::~Engine() {
 }
 
 absl::Status Engine::Init() {
+  // Worker buffers come out of the budget first: a batch of blocks each
+  // (graph-aware; at least one block), or one block each (page_lru, which
+  // copies blocks out of cached pages).
+  const uint64_t block = graph_.block_size();
+  uint64_t per_worker = block;
+  if (options_.cache_policy == CachePolicy::kGraphAware) {
+    // An eighth of what the page minimum leaves, split over the workers:
+    // the rest is for vertex state (PageRank's contributions first).
+    uint64_t spare = budget_.capacity() > MinimumCacheBytes()
+                         ? budget_.capacity() - MinimumCacheBytes()
+                         : 0;
+    per_worker = budget_.unlimited()
+                     ? options_.batch_bytes
+                     : std::clamp<uint64_t>(spare / 8 / threads(), block,
+                                            options_.batch_bytes);
+    options_.batch_bytes = per_worker;
+  } else {
+    options_.batch_bytes = block;
+  }
+  buffer_reservation_ = per_worker * threads();
+  const uint64_t minimum = buffer_reservation_ + MinimumCacheBytes();
+  if (!budget_.unlimited() && budget_.capacity() < minimum) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a cache of %d bytes is below this job's minimum of %d bytes (%d "
+        "threads x (a %d-byte block + %d bytes of pages)); raise "
+        "--cache_mb/--cache_fraction or lower --threads",
+        budget_.capacity(), minimum, threads(), block,
+        MinimumCacheBytes() / threads()));
+  }
+  CHECK(budget_.TryReserve(buffer_reservation_));
+  for (auto& b : buffers_) b.reserve(per_worker / 8);
+
   for (int d = 0; d < 2; ++d) {
     auto dir = static_cast<Direction>(d);
     std::vector<uint32_t> all(graph_.directory(dir).size());
     for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
     all_units_[d] = MakeUnits(dir, all);
     touched_[d].assign(all.size(), 0);
+  }
+  if (options_.cache_policy == CachePolicy::kPageLru) {
+    for (uint32_t k = 0; k < graph_.num_memory_nodes(); ++k) {
+      store_pages_.push_back(
+          std::make_unique<StorePageSource>(*pool_, k, graph_.store_bytes(k)));
+    }
+    if (EnsurePageCache() == nullptr) {
+      return absl::InvalidArgumentError("cache too small for any pages");
+    }
   }
   absl::StatusOr<transport::RegionInfo> barrier =
       transport_.AllocateRegion(0, 64, "barrier");
@@ -65,13 +141,34 @@ absl::Status Engine::Init() {
   stats_.vertices = num_vertices();
   stats_.arcs = num_arcs();
   stats_.directory_bytes = graph_.directory_bytes();
+  stats_.cache_policy = options_.cache_policy == CachePolicy::kGraphAware
+                            ? "graph_aware"
+                            : "page_lru";
+  stats_.cache_capacity_bytes = budget_.unlimited() ? 0 : budget_.capacity();
   return absl::OkStatus();
 }
 
-void Engine::AddLocalStateBytes(int64_t bytes) {
-  local_state_bytes_ += bytes;
-  stats_.local_state_bytes =
-      std::max<uint64_t>(stats_.local_state_bytes, local_state_bytes_);
+uint64_t Engine::MinimumCacheBytes() const {
+  return static_cast<uint64_t>(threads()) * 16 * PageCache::kPageBytes;
+}
+
+PageCache* Engine::EnsurePageCache() {
+  if (page_cache_ != nullptr) return page_cache_.get();
+  uint64_t bytes = budget_.available();
+  if (budget_.unlimited()) {
+    // No bound: room for the whole store and generous state.
+    bytes = graph_.image_bytes() + num_vertices() * 32 + (64 << 20);
+  }
+  uint64_t frames = bytes / PageCache::kPageBytes;
+  if (frames < static_cast<uint64_t>(threads()) * 4) return nullptr;
+  page_cache_reservation_ = frames * PageCache::kPageBytes;
+  if (!budget_.TryReserve(page_cache_reservation_)) return nullptr;
+  page_cache_ = std::make_unique<PageCache>(frames);
+  return page_cache_.get();
+}
+
+CacheCounters Engine::CacheTotals() {
+  return page_cache_ ? page_cache_->counters() : CacheCounters();
 }
 
 void Engine::Register(StateArrayBase* array) { arrays_.push_back(array); }
@@ -131,108 +228,140 @@ std::vector<Engine::Unit> Engine::FrontierUnits(Direction d,
   return MakeUnits(d, entries);
 }
 
+absl::Status Engine::FetchBlocks(
+    int w, Direction d, const Unit& unit, bool headers_only,
+    const std::function<absl::Status(uint32_t, const std::byte*, uint32_t)>&
+        per_block) {
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::vector<uint64_t>& buffer = buffers_[w];
+  const uint64_t capacity = options_.batch_bytes;  // reserved in the budget
+  if (buffer.size() * 8 < capacity) buffer.resize(capacity / 8);
+  auto* base = reinterpret_cast<std::byte*>(buffer.data());
+  auto length = [&](uint32_t i) -> uint32_t {
+    return headers_only ? static_cast<uint32_t>(sizeof(store::BlockHeader) +
+                                                4 * (dir[i].vertex_count + 1))
+                        : dir[i].length;
+  };
+  transport::Endpoint& ep = pool_->endpoint(w);
+  std::vector<uint64_t> at;
+  for (uint32_t first = unit.first; first < unit.last;) {
+    // As many blocks as fit in the buffer (at least one), in one batch.
+    uint32_t last = first;
+    uint64_t total = 0;
+    at.clear();
+    while (last < unit.last &&
+           (last == first || total + (length(last) + 7) / 8 * 8 <= capacity)) {
+      at.push_back(total);
+      total += (length(last) + 7) / 8 * 8;
+      ++last;
+    }
+    for (uint32_t i = first; i < last; ++i) {
+      RemoteGraph::Location loc = graph_.Locate(d, dir[i]);
+      std::byte* dst = base + at[i - first];
+      if (options_.cache_policy == CachePolicy::kPageLru) {
+        // Page by page through the cache: no batching, no bypass.
+        PageSource* src = store_pages_[loc.node].get();
+        for (uint64_t off = loc.offset, end = loc.offset + length(i);
+             off < end;) {
+          uint64_t page = off / PageCache::kPageBytes;
+          uint64_t in_page = off % PageCache::kPageBytes;
+          uint64_t n = std::min(PageCache::kPageBytes - in_page, end - off);
+          absl::StatusOr<std::byte*> p = page_cache_->Pin(w, src, page);
+          if (!p.ok()) return p.status();
+          std::memcpy(dst, *p + in_page, n);
+          page_cache_->Unpin(src, page, false);
+          dst += n;
+          off += n;
+        }
+      } else {
+        ep.Read(loc.node, loc.region, loc.offset, dst, length(i));
+      }
+    }
+    if (absl::Status s = ep.Flush(); !s.ok()) return s;
+    for (uint32_t i = first; i < last; ++i) {
+      if (absl::Status s = per_block(i, base + at[i - first], length(i));
+          !s.ok()) {
+        return s;
+      }
+    }
+    first = last;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::ScanUnits(
     Direction d, std::span<const Unit> units,
     const std::function<void(int, const BlockView&)>& per_block) {
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   std::atomic<size_t> next{0};
   return pool_->Run([&](int w) -> absl::Status {
-    transport::Endpoint& ep = pool_->endpoint(w);
-    std::vector<uint64_t>& buffer = buffers_[w];
-    std::vector<uint64_t> at;  // byte offset of each block in buffer
     for (size_t u = next.fetch_add(1); u < units.size();
          u = next.fetch_add(1)) {
-      const Unit& unit = units[u];
-      uint64_t total = 0;
-      at.clear();
-      for (uint32_t i = unit.first; i < unit.last; ++i) {
-        at.push_back(total);
-        total += dir[i].length;  // lengths are multiples of 8
-      }
-      if (buffer.size() * 8 < total) buffer.resize(total / 8);
-      auto* base = reinterpret_cast<std::byte*>(buffer.data());
-      for (uint32_t i = unit.first; i < unit.last; ++i) {
-        RemoteGraph::Location loc = graph_.Locate(d, dir[i]);
-        ep.Read(loc.node, loc.region, loc.offset, base + at[i - unit.first],
-                dir[i].length);
-      }
-      if (absl::Status s = ep.Flush(); !s.ok()) return s;
-      for (uint32_t i = unit.first; i < unit.last; ++i) {
-        absl::StatusOr<BlockView> block =
-            BlockView::Parse({base + at[i - unit.first], dir[i].length});
-        if (!block.ok()) return block.status();
-        if (block->first_vertex() != dir[i].first_vertex ||
-            block->vertex_count() != dir[i].vertex_count) {
-          return absl::DataLossError(absl::StrFormat(
-              "block %d read from memory node %d disagrees with the "
-              "directory",
-              i, dir[i].memory_node));
-        }
-        per_block(w, *block);
-      }
+      current_unit_[w] = static_cast<uint32_t>(u);
+      absl::Status s = FetchBlocks(
+          w, d, units[u], /*headers_only=*/false,
+          [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+            absl::StatusOr<BlockView> block = BlockView::Parse({p, len});
+            if (!block.ok()) return block.status();
+            if (block->first_vertex() != dir[i].first_vertex ||
+                block->vertex_count() != dir[i].vertex_count) {
+              return absl::DataLossError(absl::StrFormat(
+                  "block %d read from memory node %d disagrees with the "
+                  "directory",
+                  i, dir[i].memory_node));
+            }
+            per_block(w, *block);
+            return absl::OkStatus();
+          });
+      if (!s.ok()) return s;
     }
     return absl::OkStatus();
   });
 }
 
-absl::StatusOr<std::vector<uint32_t>> Engine::Degrees(Direction d) {
+absl::Status Engine::ScanHeaders(
+    Direction d,
+    const std::function<void(int, VertexId, uint32_t, const uint32_t*)>&
+        per_block) {
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  std::vector<uint32_t> degree(num_vertices(), 0);
   std::span<const Unit> units = all_units_[static_cast<int>(d)];
   std::atomic<size_t> next{0};
-  absl::Status s = pool_->Run([&](int w) -> absl::Status {
-    transport::Endpoint& ep = pool_->endpoint(w);
-    std::vector<uint64_t> buffer;
-    std::vector<uint64_t> at;
+  return pool_->Run([&](int w) -> absl::Status {
     for (size_t u = next.fetch_add(1); u < units.size();
          u = next.fetch_add(1)) {
-      const Unit& unit = units[u];
-      // Only the header and the offsets: 32 + 4 (k + 1) bytes per block.
-      uint64_t total = 0;
-      at.clear();
-      for (uint32_t i = unit.first; i < unit.last; ++i) {
-        at.push_back(total);
-        total +=
-            (sizeof(store::BlockHeader) + 4 * (dir[i].vertex_count + 1) + 7) /
-            8 * 8;
-      }
-      buffer.resize(total / 8);
-      auto* base = reinterpret_cast<std::byte*>(buffer.data());
-      for (uint32_t i = unit.first; i < unit.last; ++i) {
-        RemoteGraph::Location loc = graph_.Locate(d, dir[i]);
-        ep.Read(loc.node, loc.region, loc.offset, base + at[i - unit.first],
-                sizeof(store::BlockHeader) + 4 * (dir[i].vertex_count + 1));
-      }
-      if (absl::Status st = ep.Flush(); !st.ok()) return st;
-      for (uint32_t i = unit.first; i < unit.last; ++i) {
-        const std::byte* p = base + at[i - unit.first];
-        store::BlockHeader h;
-        std::memcpy(&h, p, sizeof(h));
-        if (h.magic != store::kBlockMagic ||
-            h.first_vertex != dir[i].first_vertex ||
-            h.vertex_count != dir[i].vertex_count) {
-          return absl::DataLossError("block header disagrees with directory");
-        }
-        const auto* off =
-            reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
-        for (uint32_t k = 0; k < h.vertex_count; ++k) {
-          // Split pieces of one vertex are on one worker: no race.
-          degree[h.first_vertex + k] += off[k + 1] - off[k];
-        }
-      }
+      absl::Status s = FetchBlocks(
+          w, d, units[u], /*headers_only=*/true,
+          [&](uint32_t i, const std::byte* p, uint32_t) -> absl::Status {
+            store::BlockHeader h;
+            std::memcpy(&h, p, sizeof(h));
+            if (h.magic != store::kBlockMagic ||
+                h.first_vertex != dir[i].first_vertex ||
+                h.vertex_count != dir[i].vertex_count) {
+              return absl::DataLossError(
+                  "block header disagrees with directory");
+            }
+            const auto* off = reinterpret_cast<const uint32_t*>(
+                p + sizeof(store::BlockHeader));
+            if (off[0] != 0 || off[h.vertex_count] != h.edge_count) {
+              return absl::DataLossError("block offsets are malformed");
+            }
+            per_block(w, h.first_vertex, h.vertex_count, off);
+            return absl::OkStatus();
+          });
+      if (!s.ok()) return s;
     }
     return absl::OkStatus();
   });
-  if (!s.ok()) return s;
-  return degree;
 }
 
 void Engine::BeginSuperstep(const char* direction, uint64_t frontier_size) {
   if (superstep_ == 0 && stats_.supersteps.empty()) {
     stats_.setup = pool_->TotalStats();
+    stats_.setup_cache = CacheTotals();
   }
   step_start_ = std::chrono::steady_clock::now();
   step_base_ = pool_->TotalStats();
+  step_cache_base_ = CacheTotals();
   SuperstepStats s;
   s.index = superstep_ + 1;
   s.direction = direction;
@@ -241,10 +370,13 @@ void Engine::BeginSuperstep(const char* direction, uint64_t frontier_size) {
 }
 
 absl::Status Engine::EndSuperstep() {
-  ++superstep_;
   for (StateArrayBase* a : arrays_) {
-    if (absl::Status s = a->Commit(superstep_); !s.ok()) return s;
+    if (absl::Status s = a->Commit(superstep_ + 1); !s.ok()) {
+      failed_ = true;
+      return s;
+    }
   }
+  ++superstep_;
   // Barrier: count in, then wait until every compute node has (one today).
   constexpr uint64_t kComputeNodes = 1;
   transport::Endpoint& ep = pool_->endpoint(0);
@@ -268,11 +400,14 @@ absl::Status Engine::EndSuperstep() {
                                             step_start_)
                   .count();
   s.ops = pool_->TotalStats() - step_base_;
+  s.cache = CacheTotals() - step_cache_base_;
   return absl::OkStatus();
 }
 
 void Engine::Finish() {
   stats_.total = pool_->TotalStats();
+  stats_.total_cache = CacheTotals();
+  stats_.cache_peak_bytes = budget_.peak();
   if (stats_.supersteps.empty()) stats_.setup = stats_.total;
   stats_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)

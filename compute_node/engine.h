@@ -32,6 +32,8 @@
 
 #include "absl/status/statusor.h"
 #include "compute_node/frontier.h"
+#include "compute_node/memory_budget.h"
+#include "compute_node/page_cache.h"
 #include "compute_node/remote_graph.h"
 #include "compute_node/run_stats.h"
 #include "compute_node/worker_pool.h"
@@ -43,10 +45,26 @@ namespace dmg::compute {
 using store::BlockView;
 using store::Weight;
 
+enum class CachePolicy {
+  // Graph-aware: scans stream blocks through per-worker batch buffers
+  // (bypassing the cache); state arrays stay whole and local when they fit,
+  // else are paged; the bound is never exceeded.
+  kGraphAware,
+  // Baseline: every remote byte (blocks and state) through one LRU cache of
+  // 4 KiB pages, no bypass, no prefetch beyond the page — how OS paging of
+  // far memory (Fastswap-style) and naive DM caches behave. For comparison.
+  kPageLru,
+};
+
 struct EngineOptions {
   int threads = 1;
-  // Bytes of blocks READ in one batch (one round trip) by a worker.
+  // Most bytes of blocks READ in one batch (one round trip) by a worker.
   uint64_t batch_bytes = 256 * 1024;
+  // The compute node's cache bound (MemoryBudget::kUnlimited: none), or, if
+  // cache_fraction > 0, that fraction of the store image's bytes.
+  uint64_t cache_bytes = MemoryBudget::kUnlimited;
+  double cache_fraction = 0;
+  CachePolicy cache_policy = CachePolicy::kGraphAware;
 };
 
 class StateArrayBase;
@@ -68,14 +86,30 @@ class Engine {
   bool healthy() const { return !pool_->failed() && !failed_; }
   const RemoteGraph& graph() const { return graph_; }
 
-  // Degree of every vertex in direction d, from block headers only (a READ of
-  // each block's header and offsets, not its edges).
-  absl::StatusOr<std::vector<uint32_t>> Degrees(Direction d);
+  // Calls fn(worker, v, degree) with each vertex's degree in direction d (a
+  // vertex split over several blocks gets one call per piece, on one
+  // worker), from block headers only: a READ of each block's header and
+  // offsets, never its edges.
+  template <typename Fn>
+  absl::Status ForEachDegree(Direction d, Fn&& fn) {
+    return ScanHeaders(
+        d, [&](int w, VertexId first, uint32_t count, const uint32_t* offsets) {
+          for (uint32_t k = 0; k < count; ++k) {
+            fn(w, first + k, offsets[k + 1] - offsets[k]);
+          }
+        });
+  }
 
-  // A vertex-property array on memory node 0, both versions set to initial.
+  // A vertex-property array on memory node 0, both versions set to initial;
+  // resident or paged as the budget allows (see state_array.h).
   template <typename T>
   absl::StatusOr<std::unique_ptr<StateArray<T>>> NewState(
       const std::string& name, T initial);
+
+  MemoryBudget& budget() { return budget_; }
+  // Bytes of the cache a resident array may not take (kept for the page
+  // cache and its minimum).
+  uint64_t MinimumCacheBytes() const;
 
   void BeginSuperstep(const char* direction, uint64_t frontier_size);
   // Ends the superstep: commits every live state array (its new version goes
@@ -108,6 +142,14 @@ class Engine {
     });
   }
 
+  // The work unit worker w is scanning (valid inside ForEachVertex), and how
+  // many units a dense scan of direction d has: per-unit partial sums,
+  // added in unit order, are independent of thread count and timing.
+  uint32_t current_unit(int w) const { return current_unit_[w]; }
+  size_t num_units(Direction d) const {
+    return all_units_[static_cast<int>(d)].size();
+  }
+
   // fn(worker, begin, end) over a static split of [0, n).
   template <typename Fn>
   void ParallelFor(uint64_t n, Fn&& fn) {
@@ -126,7 +168,6 @@ class Engine {
   // For StateArray: bulk remote transfers split over the workers.
   WorkerPool& pool() { return *pool_; }
   transport::Transport& transport() { return transport_; }
-  void AddLocalStateBytes(int64_t bytes);
   void Register(StateArrayBase* array);
   void Unregister(StateArrayBase* array);
 
@@ -147,6 +188,20 @@ class Engine {
   absl::Status ScanUnits(
       Direction d, std::span<const Unit> units,
       const std::function<void(int, const BlockView&)>& per_block);
+  absl::Status ScanHeaders(
+      Direction d,
+      const std::function<void(int, VertexId, uint32_t, const uint32_t*)>&
+          per_block);
+  // Reads a unit's blocks (or only their headers and offsets) into worker
+  // w's buffer, as many at a time as fit in it (batched READs, or page by
+  // page through the cache under page_lru), calling per_block(entry, bytes,
+  // length) for each, in order.
+  absl::Status FetchBlocks(
+      int w, Direction d, const Unit& unit, bool headers_only,
+      const std::function<absl::Status(uint32_t, const std::byte*, uint32_t)>&
+          per_block);
+  PageCache* EnsurePageCache();
+  CacheCounters CacheTotals();
 
   transport::Transport& transport_;
   RemoteGraph graph_;
@@ -155,12 +210,19 @@ class Engine {
   std::vector<Unit> all_units_[2];
   std::vector<uint8_t> touched_[2];             // scratch for FrontierUnits
   std::vector<std::vector<uint64_t>> buffers_;  // per worker, 8-aligned
+  std::vector<uint32_t> current_unit_;          // per worker
+  MemoryBudget budget_;
+  uint64_t buffer_reservation_ = 0;
+  std::unique_ptr<PageCache> page_cache_;
+  uint64_t page_cache_reservation_ = 0;
+  // page_lru: the store region of each memory node as a page source.
+  std::vector<std::unique_ptr<PageSource>> store_pages_;
+  CacheCounters step_cache_base_;
   transport::RegionInfo barrier_;
   int superstep_ = 0;
   std::chrono::steady_clock::time_point start_, step_start_;
   transport::OpStats step_base_;
   RunStats stats_;
-  int64_t local_state_bytes_ = 0;
   std::vector<StateArrayBase*> arrays_;
   bool failed_ = false;
 };
@@ -174,9 +236,22 @@ namespace dmg::compute {
 template <typename T>
 absl::StatusOr<std::unique_ptr<StateArray<T>>> Engine::NewState(
     const std::string& name, T initial) {
+  const uint64_t bytes = num_vertices() * sizeof(T);
+  // Resident when the whole array fits beside the cache's minimum; paged
+  // (through the page cache) otherwise, and always under page_lru.
+  bool resident = options_.cache_policy == CachePolicy::kGraphAware &&
+                  page_cache_ == nullptr &&
+                  budget_.available() >= bytes + MinimumCacheBytes() &&
+                  budget_.TryReserve(bytes);
+  PageCache* cache = resident ? nullptr : EnsurePageCache();
+  if (!resident && cache == nullptr) {
+    return absl::ResourceExhaustedError(
+        "no room left in the cache for vertex state; raise --cache_mb");
+  }
   auto array = std::unique_ptr<StateArray<T>>(
-      new StateArray<T>(this, name, num_vertices(), initial));
-  if (absl::Status s = array->Allocate(); !s.ok()) return s;
+      new StateArray<T>(this, name, num_vertices(), cache));
+  array->reserved_ = resident ? bytes : 0;
+  if (absl::Status s = array->Allocate(&initial); !s.ok()) return s;
   return array;
 }
 

@@ -45,6 +45,13 @@ class RemoteGraph {
     return {e.memory_node, transport::kStoreRegion,
             block_base_[static_cast<int>(d)][e.memory_node] + e.offset};
   }
+  // Bytes of memory node `node`'s store region.
+  uint64_t store_bytes(uint32_t node) const {
+    auto [begin, end] = store::NodeSlice(sb_, node);
+    return end - begin;
+  }
+  // Bytes of the whole store image (what --cache_fraction is a fraction of).
+  uint64_t image_bytes() const { return sb_.image_size; }
   // Bytes of directory held locally (reported separately from the cache).
   uint64_t directory_bytes() const {
     return (dir_[0].size() + dir_[1].size()) * sizeof(DirectoryEntry);

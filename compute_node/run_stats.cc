@@ -15,27 +15,39 @@ std::string OpsJson(const transport::OpStats& o) {
       o.bytes_written, o.round_trips);
 }
 
+std::string CacheJson(const CacheCounters& c) {
+  return absl::StrFormat(
+      "{\"hits\": %d, \"misses\": %d, \"evictions\": %d, \"writebacks\": "
+      "%d, \"bytes_fetched\": %d, \"bytes_saved\": %d}",
+      c.hits, c.misses, c.evictions, c.writebacks, c.bytes_fetched,
+      c.bytes_saved);
+}
+
 }  // namespace
 
 std::string ToJson(const RunStats& s) {
   std::string out = absl::StrFormat(
       "{\n  \"algorithm\": \"%s\",\n  \"transport\": \"%s\",\n  \"threads\": "
       "%d,\n  \"vertices\": %d,\n  \"arcs\": %d,\n  \"seconds\": %.6f,\n  "
-      "\"directory_bytes\": %d,\n  \"local_state_bytes\": %d,\n  \"setup\": "
-      "%s,\n  \"supersteps\": [",
+      "\"directory_bytes\": %d,\n  \"cache_policy\": \"%s\",\n  "
+      "\"cache_capacity_bytes\": %d,\n  \"cache_peak_bytes\": %d,\n  "
+      "\"setup\": %s,\n  \"supersteps\": [",
       s.algorithm, s.transport, s.threads, s.vertices, s.arcs, s.seconds,
-      s.directory_bytes, s.local_state_bytes, OpsJson(s.setup));
+      s.directory_bytes, s.cache_policy, s.cache_capacity_bytes,
+      s.cache_peak_bytes, OpsJson(s.setup));
   for (size_t i = 0; i < s.supersteps.size(); ++i) {
     const SuperstepStats& t = s.supersteps[i];
     absl::StrAppendFormat(
         &out,
         "%s\n    {\"index\": %d, \"direction\": \"%s\", \"frontier\": %d, "
-        "\"seconds\": %.6f, \"ops\": %s}",
+        "\"seconds\": %.6f, \"ops\": %s, \"cache\": %s}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
-        OpsJson(t.ops));
+        OpsJson(t.ops), CacheJson(t.cache));
   }
-  absl::StrAppendFormat(&out, "\n  ],\n  \"totals\": %s\n}\n",
-                        OpsJson(s.total));
+  absl::StrAppendFormat(&out,
+                        "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "
+                        "%s\n}\n",
+                        OpsJson(s.total), CacheJson(s.total_cache));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "compute_node/page_cache.h"
 #include "transport/transport.h"
 
 namespace dmg::compute {
@@ -16,6 +17,7 @@ struct SuperstepStats {
   uint64_t frontier = 0;  // active vertices at the start of the superstep
   double seconds = 0;
   transport::OpStats ops;
+  CacheCounters cache;
 };
 
 struct RunStats {
@@ -26,10 +28,14 @@ struct RunStats {
   uint64_t arcs = 0;
   transport::OpStats setup;  // bootstrap, degree reads, state allocation
   std::vector<SuperstepStats> supersteps;
-  transport::OpStats total;        // setup + supersteps + result read-back
-  double seconds = 0;              // whole run on the compute node
-  uint64_t directory_bytes = 0;    // graph index held by the compute node
-  uint64_t local_state_bytes = 0;  // explicit local copies of vertex state
+  transport::OpStats total;      // setup + supersteps + result read-back
+  double seconds = 0;            // whole run on the compute node
+  uint64_t directory_bytes = 0;  // graph index held by the compute node
+  std::string cache_policy;
+  uint64_t cache_capacity_bytes = 0;  // 0: unbounded
+  uint64_t cache_peak_bytes = 0;      // most bytes ever held under the bound
+  CacheCounters setup_cache;
+  CacheCounters total_cache;
 };
 
 std::string ToJson(const RunStats& stats);

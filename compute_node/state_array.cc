@@ -1,7 +1,9 @@
 #include "compute_node/state_array.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "compute_node/engine.h"
 #include "glog/logging.h"
 
@@ -11,23 +13,28 @@ constexpr uint64_t kMaxOp = 4 << 20;  // bytes per WRITE/READ
 }
 
 StateArrayBase::StateArrayBase(Engine* engine, std::string name, uint64_t n,
-                               size_t elem_size)
+                               size_t elem_size, PageCache* cache)
     : engine_(engine),
       name_(std::move(name)),
       n_(n),
       elem_(elem_size),
       bytes_(n * elem_size),
       pages_((bytes_ + kPageBytes - 1) / kPageBytes),
-      local_(bytes_),
+      cache_(cache),
+      local_(cache ? 0 : bytes_),
       dirty_((pages_ + 63) / 64, 0),
-      prev_dirty_((pages_ + 63) / 64, 0) {
-  engine_->AddLocalStateBytes(static_cast<int64_t>(bytes_));
+      prev_dirty_((pages_ + 63) / 64, 0),
+      handles_(engine->threads()) {
   engine_->Register(this);
 }
 
 StateArrayBase::~StateArrayBase() {
-  engine_->AddLocalStateBytes(-static_cast<int64_t>(bytes_));
   engine_->Unregister(this);
+  engine_->budget().Release(reserved_);
+  if (cache_ != nullptr) {
+    ReleasePins();
+    cache_->Drop(this);
+  }
   for (const transport::RegionInfo& r : regions_) {
     if (r.length == 0 || !engine_->healthy()) continue;
     absl::Status s = engine_->transport().FreeRegion(r.node, r.id);
@@ -35,7 +42,7 @@ StateArrayBase::~StateArrayBase() {
   }
 }
 
-absl::Status StateArrayBase::Allocate() {
+absl::Status StateArrayBase::Allocate(const void* initial) {
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<transport::RegionInfo> r =
         engine_->transport().AllocateRegion(0, std::max<uint64_t>(bytes_, 8),
@@ -43,19 +50,41 @@ absl::Status StateArrayBase::Allocate() {
     if (!r.ok()) return r.status();
     regions_[b] = *r;
   }
-  // Both versions start as the initial state (version "-1" and 0).
+  // Both versions start as the initial state: written from the local copy,
+  // or (paged) from one page of the initial value repeated.
+  std::vector<std::byte> pattern;
+  if (cache_ != nullptr) {
+    pattern.resize(std::min<uint64_t>(kMaxOp, bytes_));
+    for (size_t at = 0; at < pattern.size(); at += elem_) {
+      std::memcpy(pattern.data() + at, initial, elem_);
+    }
+  } else {
+    for (uint64_t at = 0; at < bytes_; at += elem_) {
+      std::memcpy(local_.data() + at, initial, elem_);
+    }
+  }
   WorkerPool& pool = engine_->pool();
   return pool.Run([&](int w) {
-    uint64_t first = pages_ * w / pool.size(),
-             last = pages_ * (w + 1) / pool.size();
-    QueueWrite(w, 0, first, last);
-    QueueWrite(w, 1, first, last);
-    return pool.endpoint(w).Flush();
+    uint64_t first = pages_ * w / pool.size();
+    uint64_t last = pages_ * (w + 1) / pool.size();
+    if (cache_ == nullptr) {
+      QueueWrite(w, 0, first, last);
+      QueueWrite(w, 1, first, last);
+      return pool.endpoint(w).Flush();
+    }
+    uint64_t begin = first * kPageBytes,
+             end = std::min(last * kPageBytes, bytes_);
+    for (uint64_t at = begin; at < end; at += pattern.size()) {
+      uint32_t len =
+          static_cast<uint32_t>(std::min<uint64_t>(pattern.size(), end - at));
+      for (int b = 0; b < 2; ++b) {
+        pool.endpoint(w).Write(regions_[b].node, regions_[b].id, at,
+                               pattern.data(), len);
+      }
+      if (absl::Status s = pool.endpoint(w).Flush(); !s.ok()) return s;
+    }
+    return absl::OkStatus();
   });
-}
-
-void StateArrayBase::MarkAllDirty() {
-  std::fill(dirty_.begin(), dirty_.end(), ~uint64_t{0});
 }
 
 void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
@@ -70,34 +99,111 @@ void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
   }
 }
 
+std::byte* StateArrayBase::PinSlow(int worker, uint64_t at) {
+  Handle& h = handles_[worker];
+  if (h.base != nullptr) {
+    cache_->Unpin(this, h.page, h.dirty);
+    h = Handle();
+  }
+  absl::StatusOr<std::byte*> page = cache_->Pin(worker, this, at / kPageBytes);
+  if (!page.ok()) {
+    std::lock_guard lock(error_mu_);
+    if (error_.ok()) error_ = page.status();
+    return nullptr;
+  }
+  h = {at / kPageBytes, *page, false};
+  return *page + at % kPageBytes;
+}
+
+void StateArrayBase::ReleasePins() {
+  if (cache_ == nullptr) return;
+  for (Handle& h : handles_) {
+    if (h.base != nullptr) cache_->Unpin(this, h.page, h.dirty);
+    h = Handle();
+  }
+}
+
+absl::Status StateArrayBase::error() {
+  std::lock_guard lock(error_mu_);
+  return error_;
+}
+
+absl::Status StateArrayBase::FetchPage(int worker, uint64_t page,
+                                       std::byte* dst) {
+  // Written back during this superstep: the newest copy is in its buffer;
+  // otherwise the previous version has it.
+  const int s = engine_->superstep() + 1;
+  const int buffer = Bit(dirty_, page) ? s % 2 : (s + 1) % 2;
+  transport::Endpoint& ep = engine_->pool().endpoint(worker);
+  ep.Read(regions_[buffer].node, regions_[buffer].id, page * kPageBytes, dst,
+          static_cast<uint32_t>(PageLength(page)));
+  return ep.Flush();
+}
+
+absl::Status StateArrayBase::WriteBackPage(int worker, uint64_t page,
+                                           const std::byte* src) {
+  const int buffer = (engine_->superstep() + 1) % 2;
+  transport::Endpoint& ep = engine_->pool().endpoint(worker);
+  ep.Write(regions_[buffer].node, regions_[buffer].id, page * kPageBytes, src,
+           static_cast<uint32_t>(PageLength(page)));
+  return ep.Flush();
+}
+
 absl::Status StateArrayBase::Commit(int superstep) {
   const int buffer = superstep % 2;
+  if (absl::Status s = error(); !s.ok()) return s;
   WorkerPool& pool = engine_->pool();
-  std::vector<uint64_t> written(pool.size(), 0);
-  absl::Status s = pool.Run([&](int w) {
-    uint64_t first = pages_ * w / pool.size();
-    uint64_t last = pages_ * (w + 1) / pool.size();
-    auto needed = [&](uint64_t p) {
-      return ((dirty_[p >> 6] | prev_dirty_[p >> 6]) >> (p & 63)) & 1;
-    };
-    // Coalesce runs of pages that need writing into single WRITEs.
-    for (uint64_t p = first; p < last;) {
-      if (!needed(p)) {
-        ++p;
-        continue;
+  absl::Status status;
+  if (cache_ == nullptr) {
+    status = pool.Run([&](int w) {
+      uint64_t first = pages_ * w / pool.size();
+      uint64_t last = pages_ * (w + 1) / pool.size();
+      auto needed = [&](uint64_t p) {
+        return Bit(dirty_, p) || Bit(prev_dirty_, p);
+      };
+      // Coalesce runs of pages that need writing into single WRITEs.
+      for (uint64_t p = first; p < last;) {
+        if (!needed(p)) {
+          ++p;
+          continue;
+        }
+        uint64_t q = p;
+        while (q < last && needed(q)) ++q;
+        QueueWrite(w, buffer, p, q);
+        p = q;
       }
-      uint64_t q = p;
-      while (q < last && needed(q)) ++q;
-      QueueWrite(w, buffer, p, q);
-      written[w] += q - p;
-      p = q;
+      return pool.endpoint(w).Flush();
+    });
+  } else {
+    // Dirty cached pages go to this superstep's buffer...
+    ReleasePins();
+    status = cache_->FlushDirty(this, [](uint64_t) {});
+    // ...and pages changed last superstep but not in this one are copied
+    // over from the previous buffer (through the cache when it holds them).
+    if (status.ok()) {
+      std::vector<std::byte> bounce(kPageBytes);
+      transport::Endpoint& ep = pool.endpoint(0);
+      const transport::RegionInfo& from = regions_[(superstep + 1) % 2];
+      const transport::RegionInfo& to = regions_[buffer];
+      for (uint64_t p = 0; p < pages_ && status.ok(); ++p) {
+        if (!Bit(prev_dirty_, p) || Bit(dirty_, p)) continue;
+        uint32_t len = static_cast<uint32_t>(PageLength(p));
+        const std::byte* cached = cache_->Peek(this, p);
+        if (cached == nullptr) {
+          ep.Read(from.node, from.id, p * kPageBytes, bounce.data(), len);
+          status = ep.Flush();
+          cached = bounce.data();
+        }
+        if (status.ok()) {
+          ep.Write(to.node, to.id, p * kPageBytes, cached, len);
+          status = ep.Flush();
+        }
+      }
     }
-    return pool.endpoint(w).Flush();
-  });
-  for (uint64_t x : written) pages_written_ += x;
+  }
   prev_dirty_.swap(dirty_);
   std::fill(dirty_.begin(), dirty_.end(), 0);
-  return s;
+  return status;
 }
 
 absl::Status StateArrayBase::ReadVersion(int superstep, uint64_t begin,

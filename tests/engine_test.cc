@@ -41,9 +41,15 @@ TestGraph Generated(store::GeneratorParams::Kind kind, int scale) {
               scale)};
 }
 
+struct CacheConfig {
+  uint64_t bytes = compute::MemoryBudget::kUnlimited;
+  compute::CachePolicy policy = compute::CachePolicy::kGraphAware;
+};
+
 std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, int threads,
                                        uint32_t block_size = 4096,
-                                       bool guard = false) {
+                                       bool guard = false,
+                                       CacheConfig cache = {}) {
   store::LayoutOptions layout;
   layout.block_size = block_size;
   absl::StatusOr<store::StoreImage> image = store::BuildStoreImage(g, layout);
@@ -51,6 +57,8 @@ std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, int threads,
   compute::EngineOptions eo;
   eo.threads = threads;
   eo.batch_bytes = 64 * 1024;
+  eo.cache_bytes = cache.bytes;
+  eo.cache_policy = cache.policy;
   memory_node::MemoryNode::Options mo;
   mo.guard_memory = guard;
   auto c = EmbeddedCluster::Start(*std::move(image), eo, mo);
@@ -68,12 +76,13 @@ struct Results {
 };
 
 Results RunAllAndCheck(const store::Graph& g, int threads,
-                       uint32_t block_size = 4096, bool guard = false) {
+                       uint32_t block_size = 4096, bool guard = false,
+                       CacheConfig cache = {}) {
   Results out;
   store::VertexId source = 0;
   while (source + 1 < g.num_vertices() && g.out.degree(source) == 0) ++source;
   {
-    auto c = Start(g, threads, block_size, guard);
+    auto c = Start(g, threads, block_size, guard, cache);
     auto pr = algorithms::PageRank(c->engine(), 1000, 1e-10);
     EXPECT_TRUE(pr.ok()) << pr.status();
     auto ref = reference::PageRank(g, 1000, 1e-10);
@@ -82,7 +91,7 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
     out.pr = pr->scores;
   }
   {
-    auto c = Start(g, threads, block_size, guard);
+    auto c = Start(g, threads, block_size, guard, cache);
     auto bfs = algorithms::Bfs(c->engine(), source);
     EXPECT_TRUE(bfs.ok()) << bfs.status();
     auto m = reference::CompareExact(*reference::Bfs(g, source), *bfs);
@@ -90,7 +99,7 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
     out.bfs = *bfs;
   }
   {
-    auto c = Start(g, threads, block_size, guard);
+    auto c = Start(g, threads, block_size, guard, cache);
     auto cc = algorithms::ConnectedComponents(c->engine());
     EXPECT_TRUE(cc.ok()) << cc.status();
     auto m = reference::CompareExact(reference::ConnectedComponents(g), *cc);
@@ -98,7 +107,7 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
     out.cc = *cc;
   }
   {
-    auto c = Start(g, threads, block_size, guard);
+    auto c = Start(g, threads, block_size, guard, cache);
     bool unit = !g.weighted();
     auto sssp = algorithms::Sssp(c->engine(), source, unit);
     EXPECT_TRUE(sssp.ok()) << sssp.status();
@@ -196,28 +205,92 @@ TEST(EngineTest, CountedBytesEqualServedBytes) {
   }
 }
 
-TEST(EngineTest, StateVersionsAreConsistentCheckpoints) {
-  // After each BFS superstep s, buffer s % 2 holds exactly the depths known
-  // after s supersteps: read it back and compare with the local copy.
-  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 11);
-  auto c = Start(t.graph, 2);
+// After each superstep s, buffer s % 2 holds exactly the state after s:
+// read it back and compare with what the algorithm set, resident and paged.
+void CheckCheckpoints(CacheConfig cache) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 13);
+  auto c = Start(t.graph, 2, 4096, false, cache);
   compute::Engine& e = c->engine();
   auto depth = e.NewState<int32_t>("test.depth", -1);
   ASSERT_TRUE(depth.ok());
   compute::StateArray<int32_t>& d = **depth;
+  std::vector<int32_t> expect(d.size(), -1);
   for (int step = 1; step <= 6; ++step) {
     e.BeginSuperstep("push", 1);
-    for (int v = step * 100; v < step * 100 + 50; ++v) {
-      d[v] = step;
-      d.MarkDirty(v);
+    // Scattered writes, some pages touched again in later steps.
+    for (uint32_t k = 0; k < 300; ++k) {
+      uint32_t v = (k * 7919u * step + step * 131u) % d.size();
+      d.Set(0, v, step);
+      expect[v] = step;
     }
     ASSERT_TRUE(e.EndSuperstep().ok());
     std::vector<int32_t> remote(d.size());
     ASSERT_TRUE(d.ReadVersion(e.superstep(), 0, d.size(), remote.data()).ok());
-    for (size_t v = 0; v < d.size(); ++v) {
-      ASSERT_EQ(remote[v], d[v]) << "vertex " << v << " after step " << step;
+    ASSERT_EQ(remote, expect) << "after step " << step;
+    for (uint32_t v = 0; v < d.size(); v += 97) {
+      ASSERT_EQ(d.Get(1, v), expect[v]);
     }
   }
+}
+
+TEST(EngineTest, StateVersionsAreConsistentCheckpoints) {
+  CheckCheckpoints({});  // resident
+  // 2 threads x 4 KiB blocks + 16 pages each of cache: the 32 KiB array
+  // cannot be resident, and only a few of its pages fit at once.
+  CheckCheckpoints(
+      {2 * 4096 + 2 * 16 * 4096 + 8 * 4096, compute::CachePolicy::kGraphAware});
+  CheckCheckpoints({200 * 4096, compute::CachePolicy::kPageLru});
+}
+
+// Answers must not depend on the cache size or policy: from the smallest
+// cache the job accepts to an unbounded one, graph-aware and page_lru.
+TEST(EngineTest, EveryCacheSizeAndPolicyGivesTheSameAnswers) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 11);
+  store::LayoutOptions layout;
+  layout.block_size = 4096;
+  uint64_t store_bytes =
+      store::BuildStoreImage(t.graph, layout)->bytes().size();
+  Results reference = RunAllAndCheck(t.graph, 2);
+  for (auto policy :
+       {compute::CachePolicy::kGraphAware, compute::CachePolicy::kPageLru}) {
+    const uint64_t minimum = 2 * 4096 + 2 * 16 * 4096 + 4096;
+    for (uint64_t bytes :
+         {minimum, std::max(minimum, store_bytes / 20), store_bytes}) {
+      SCOPED_TRACE(::testing::Message()
+                   << (policy == compute::CachePolicy::kPageLru ? "page_lru"
+                                                                : "graph_aware")
+                   << " cache " << bytes);
+      Results r = RunAllAndCheck(t.graph, 2, 4096, false, {bytes, policy});
+      EXPECT_LE(reference::L1Distance(reference.pr, r.pr), 1e-12);
+      EXPECT_EQ(reference.bfs, r.bfs);
+      EXPECT_EQ(reference.cc, r.cc);
+      EXPECT_EQ(reference.sssp, r.sssp);
+    }
+  }
+}
+
+TEST(EngineTest, TheCacheBoundHolds) {
+  // kron:14's PageRank state (~320 KB) does not fit a 300 KB cache.
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 14);
+  for (auto policy :
+       {compute::CachePolicy::kGraphAware, compute::CachePolicy::kPageLru}) {
+    const uint64_t bound = 300 * 1024;
+    auto c = Start(t.graph, 2, 4096, false, {bound, policy});
+    ASSERT_TRUE(algorithms::PageRank(c->engine(), 3, 0).ok());
+    ASSERT_TRUE(algorithms::Bfs(c->engine(), 0).ok());
+    c->engine().Finish();
+    EXPECT_LE(c->engine().stats().cache_peak_bytes, bound);
+    EXPECT_GT(c->engine().stats().cache_peak_bytes, bound / 2);
+  }
+  // Below the job's minimum: one clear error, not a crash.
+  store::LayoutOptions layout;
+  auto image = store::BuildStoreImage(t.graph, layout);
+  compute::EngineOptions eo;
+  eo.threads = 2;
+  eo.cache_bytes = 10000;
+  auto c = EmbeddedCluster::Start(*std::move(image), eo);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("minimum"), std::string::npos);
 }
 
 TEST(EngineTest, BadSourceAndSsspPreconditions) {

@@ -33,6 +33,14 @@ DEFINE_bool(verify, false,
 DEFINE_string(transport, "local",
               "local (embedded cluster), tcp or rdma (with --memory_nodes)");
 DEFINE_int32(top, 0, "print the N vertices with the largest values");
+DEFINE_double(cache_mb, 0,
+              "compute-node cache bound in MiB (graph data and vertex state; "
+              "0: unbounded)");
+DEFINE_double(cache_fraction, 0,
+              "compute-node cache bound as a fraction of the store image");
+DEFINE_string(cache_policy, "graph_aware",
+              "graph_aware | page_lru (4 KiB LRU pages for everything: the "
+              "baseline to compare against)");
 DECLARE_string(memory_nodes);
 
 namespace dmg::cli {
@@ -159,10 +167,11 @@ void PrintTop(const Values& values) {
 }  // namespace
 
 std::vector<std::string> RunFlagNames() {
-  std::vector<std::string> names = {"algo",       "source",       "max_iters",
-                                    "tolerance",  "unit_weights", "output",
-                                    "stats_json", "verify",       "transport",
-                                    "top",        "memory_nodes"};
+  std::vector<std::string> names = {
+      "algo",           "source",      "max_iters",    "tolerance",
+      "unit_weights",   "output",      "stats_json",   "verify",
+      "transport",      "top",         "memory_nodes", "cache_mb",
+      "cache_fraction", "cache_policy"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -196,6 +205,22 @@ int RunCommand() {
   if (options->threads == 0) options->threads = DefaultThreads();
   compute::EngineOptions engine_options;
   engine_options.threads = options->threads;
+  if (FLAGS_cache_mb < 0 || FLAGS_cache_fraction < 0 ||
+      (FLAGS_cache_mb > 0 && FLAGS_cache_fraction > 0)) {
+    return ReportError(absl::InvalidArgumentError(
+        "give at most one of --cache_mb and --cache_fraction, positive"));
+  }
+  if (FLAGS_cache_mb > 0) {
+    engine_options.cache_bytes =
+        static_cast<uint64_t>(FLAGS_cache_mb * 1024 * 1024);
+  }
+  engine_options.cache_fraction = FLAGS_cache_fraction;
+  if (FLAGS_cache_policy == "page_lru") {
+    engine_options.cache_policy = compute::CachePolicy::kPageLru;
+  } else if (FLAGS_cache_policy != "graph_aware") {
+    return ReportError(absl::InvalidArgumentError(
+        "--cache_policy must be graph_aware or page_lru"));
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<EmbeddedCluster> cluster;
@@ -237,6 +262,14 @@ int RunCommand() {
       engine.num_vertices(), engine.num_arcs(), stats.supersteps.size(),
       stats.seconds, load_seconds, t.bytes_read / 1e6, t.bytes_written / 1e6,
       t.round_trips, detail);
+  if (stats.cache_capacity_bytes > 0 || stats.cache_policy == "page_lru") {
+    absl::PrintF(
+        "cache: %s, bound %.1f MB, peak %.1f MB; pages: %d hits, %d misses, "
+        "%.1f MB fetched\n",
+        stats.cache_policy, stats.cache_capacity_bytes / 1e6,
+        stats.cache_peak_bytes / 1e6, stats.total_cache.hits,
+        stats.total_cache.misses, stats.total_cache.bytes_fetched / 1e6);
+  }
   if (FLAGS_top > 0) PrintTop(*values);
 
   if (!FLAGS_stats_json.empty()) {
