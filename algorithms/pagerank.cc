@@ -40,23 +40,33 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
       });
   if (!st.ok()) return st;
   auto update_contributions = [&] {
+    double* c = contrib.MutableResidentData();
+    const double* sc = score.ResidentData();
+    const uint32_t* deg = outdeg.ResidentData();
     engine.ParallelFor(n, [&](int w, uint64_t b, uint64_t e) {
+      if (c != nullptr && sc != nullptr && deg != nullptr) {
+        for (uint64_t v = b; v < e; ++v) c[v] = deg[v] ? sc[v] / deg[v] : 0.0;
+        return;
+      }
       for (uint64_t v = b; v < e; ++v) {
         uint32_t d = outdeg.Get(w, v);
         contrib.Set(w, v, d ? score.Get(w, v) / d : 0.0);
       }
     });
+    if (c != nullptr) contrib.MarkAllDirty();
   };
   update_contributions();
 
   const double base = (1.0 - kDamping) / n;
   const int threads = engine.threads();
-  // A vertex being summed by one worker (its pieces arrive in order).
-  struct Pending {
+  // A vertex being summed by one worker (its pieces arrive in order), and
+  // the L1 change of the worker's current unit. One cache line per worker.
+  struct alignas(64) Pending {
     bool open = false;
     VertexId v = 0;
-    uint32_t unit = 0;
     double acc = 0;
+    uint32_t unit = 0;
+    double unit_l1 = 0;
   };
   // L1 change per work unit, added in unit order: the same for any thread
   // count.
@@ -66,13 +76,27 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
     engine.BeginSuperstep("pull", n);
     std::vector<Pending> pending(threads);
     std::fill(l1.begin(), l1.end(), 0.0);
+    // Contributions are read-only during the scan.
+    const double* local_contrib = contrib.ResidentData();
+    double* local_score = score.MutableResidentData();
     auto finish = [&](int w) {
       Pending& p = pending[w];
       if (!p.open) return;
       double next = base + kDamping * p.acc;
-      l1[p.unit] += std::fabs(next - score.Get(w, p.v));
-      score.Set(w, p.v, next);
+      double old;
+      if (local_score != nullptr) {  // each vertex is finished by one worker
+        old = local_score[p.v];
+        local_score[p.v] = next;
+      } else {
+        old = score.Get(w, p.v);
+        score.Set(w, p.v, next);
+      }
+      p.unit_l1 += std::fabs(next - old);
       p.open = false;
+    };
+    auto flush_unit = [&](int w) {
+      l1[pending[w].unit] += pending[w].unit_l1;
+      pending[w].unit_l1 = 0;
     };
     st = engine.ForEachVertex(
         store::Direction::kIn,
@@ -80,14 +104,28 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
           Pending& p = pending[w];
           if (!p.open || p.v != v) {
             finish(w);
-            p = {true, v, engine.current_unit(w), 0.0};
+            if (p.unit != engine.current_unit(w)) {
+              flush_unit(w);
+              p.unit = engine.current_unit(w);
+            }
+            p.open = true;
+            p.v = v;
+            p.acc = 0.0;
           }
           double acc = p.acc;
-          for (VertexId u : in) acc += contrib.Get(w, u);
+          if (local_contrib != nullptr) {
+            for (VertexId u : in) acc += local_contrib[u];
+          } else {
+            for (VertexId u : in) acc += contrib.Get(w, u);
+          }
           p.acc = acc;
         });
     if (!st.ok()) return st;
-    for (int w = 0; w < threads; ++w) finish(w);
+    for (int w = 0; w < threads; ++w) {
+      finish(w);
+      flush_unit(w);
+    }
+    if (local_score != nullptr) score.MarkAllDirty();
     update_contributions();
     if (absl::Status e = engine.EndSuperstep(); !e.ok()) return e;
     result.last_l1 = 0;

@@ -87,6 +87,7 @@ class StateArrayBase : public PageSource {
   }
   void NoteDirty(int worker) { handles_[worker].dirty = true; }
   std::byte* local_bytes() { return local_.data(); }
+  std::vector<uint64_t>& dirty_words() { return dirty_; }
 
  private:
   friend class Engine;
@@ -146,6 +147,17 @@ class StateArray : public StateArrayBase {
       return false;
     });
   }
+  // The local copy when resident, else nullptr: for read-only hot loops
+  // (plain loads the compiler can keep in registers), valid while no worker
+  // writes the array.
+  const T* ResidentData() { return resident() ? data() : nullptr; }
+  // Resident only: direct writes for bulk loops; the caller marks what it
+  // changed (MarkAllDirty for everything).
+  T* MutableResidentData() { return resident() ? data() : nullptr; }
+  void MarkAllDirty() {
+    std::fill(dirty_words().begin(), dirty_words().end(), ~uint64_t{0});
+  }
+
   // The version after `superstep` as the memory node holds it; a resident
   // array also checks it against its local copy (a difference would mean the
   // write-back lost an update).
