@@ -1,5 +1,7 @@
 #include "compute_node/run_stats.h"
 
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -23,7 +25,21 @@ std::string CacheJson(const CacheCounters& c) {
       c.bytes_saved);
 }
 
+uint64_t StatusField(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) {
+      return std::stoull(line.substr(std::string(key).size())) * 1024;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
+
+uint64_t CurrentRssBytes() { return StatusField("VmRSS:"); }
+uint64_t PeakRssBytes() { return StatusField("VmHWM:"); }
 
 std::string ToJson(const RunStats& s) {
   std::string out = absl::StrFormat(
@@ -31,10 +47,12 @@ std::string ToJson(const RunStats& s) {
       "%d,\n  \"vertices\": %d,\n  \"arcs\": %d,\n  \"seconds\": %.6f,\n  "
       "\"directory_bytes\": %d,\n  \"cache_policy\": \"%s\",\n  "
       "\"cache_capacity_bytes\": %d,\n  \"cache_peak_bytes\": %d,\n  "
+      "\"rss_start_bytes\": %d,\n  \"rss_peak_bytes\": %d,\n  "
       "\"setup\": %s,\n  \"supersteps\": [",
       s.algorithm, s.transport, s.threads, s.vertices, s.arcs, s.seconds,
       s.directory_bytes, s.cache_policy, s.cache_capacity_bytes,
-      s.cache_peak_bytes, OpsJson(s.setup));
+      s.cache_peak_bytes, s.rss_start_bytes, s.rss_peak_bytes,
+      OpsJson(s.setup));
   for (size_t i = 0; i < s.supersteps.size(); ++i) {
     const SuperstepStats& t = s.supersteps[i];
     absl::StrAppendFormat(

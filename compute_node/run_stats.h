@@ -36,9 +36,17 @@ struct RunStats {
   uint64_t cache_peak_bytes = 0;      // most bytes ever held under the bound
   CacheCounters setup_cache;
   CacheCounters total_cache;
+  // Process memory (from /proc/self/status), when the caller measured it:
+  // resident set before the engine started, and the process's peak.
+  uint64_t rss_start_bytes = 0;
+  uint64_t rss_peak_bytes = 0;
 };
 
 std::string ToJson(const RunStats& stats);
+
+// VmRSS / VmHWM of this process in bytes (0 where /proc is unavailable).
+uint64_t CurrentRssBytes();
+uint64_t PeakRssBytes();
 
 }  // namespace dmg::compute
 

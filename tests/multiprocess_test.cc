@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -132,6 +133,51 @@ TEST(MultiProcessTest, KilledComputeNodeLeavesTheMemoryNodeServing) {
   node.Signal(SIGTERM);
   int status = node.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+uint64_t JsonField(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\": (\\d+)"))) {
+    return ~uint64_t{0};
+  }
+  return std::stoull(m[1]);
+}
+
+// The compute node's memory for graph data stays within --cache_mb: by the
+// cache's own accounting, and by the process's peak resident set (measured
+// from just before the engine starts) within the bound plus fixed overhead:
+// result vector (8 B/vertex), frontier bitmaps and lists (up to 2 x (4 B +
+// 1 bit) per vertex), directory, per-page metadata, stacks and allocator
+// slack (2 MiB). The memory node runs in another process, so nothing of the
+// store is in the compute process.
+TEST(MultiProcessTest, PeakMemoryStaysWithinTheCacheBound) {
+  TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  ASSERT_EQ(
+      RunDmg("load --graph=kron:16 --memory_nodes=" + node.address()).exit_code,
+      0);
+  const uint64_t n = 65536, bound = 1 << 20;
+  const uint64_t overhead = n * 8 + 2 * (n * 4 + n / 8) + (2 << 20);
+  for (std::string policy : {"graph_aware", "page_lru"}) {
+    for (std::string algo : {"pagerank", "bfs", "cc", "sssp --unit_weights"}) {
+      std::string stats = dir.file("s.json");
+      testing::CommandResult r =
+          RunDmg("run --algo=" + algo +
+                 " --threads=2 --cache_mb=1 --cache_policy=" + policy +
+                 " --transport=tcp --memory_nodes=" + node.address() +
+                 " --graph=kron:16 --verify --stats_json=" + stats);
+      ASSERT_EQ(r.exit_code, 0) << algo << " " << policy << ": " << r.err;
+      std::string json = Slurp(stats);
+      uint64_t peak = JsonField(json, "cache_peak_bytes");
+      uint64_t rss0 = JsonField(json, "rss_start_bytes");
+      uint64_t rss = JsonField(json, "rss_peak_bytes");
+      SCOPED_TRACE(algo + " " + policy);
+      EXPECT_LE(peak, bound);
+      EXPECT_GT(peak, 0u);
+      EXPECT_LE(rss - rss0, bound + overhead)
+          << "rss start " << rss0 << " peak " << rss;
+    }
+  }
 }
 
 TEST(MultiProcessTest, BadAddressesAreBadInput) {

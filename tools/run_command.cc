@@ -223,6 +223,7 @@ int RunCommand() {
   }
 
   auto t0 = std::chrono::steady_clock::now();
+  uint64_t rss_start = 0;
   std::unique_ptr<EmbeddedCluster> cluster;
   std::unique_ptr<transport::Transport> network;
   std::unique_ptr<compute::Engine> remote_engine;
@@ -231,6 +232,7 @@ int RunCommand() {
         ConnectTransport(FLAGS_transport, FLAGS_memory_nodes);
     if (!t.ok()) return ReportError(t.status());
     network = *std::move(t);
+    rss_start = compute::CurrentRssBytes();
     absl::StatusOr<std::unique_ptr<compute::Engine>> e =
         compute::Engine::Create(*network, engine_options);
     if (!e.ok()) return ReportError(e.status());
@@ -239,6 +241,7 @@ int RunCommand() {
     absl::StatusOr<store::StoreImage> image =
         store::LoadStore(FLAGS_graph, *options);
     if (!image.ok()) return ReportError(image.status());
+    rss_start = compute::CurrentRssBytes();
     absl::StatusOr<std::unique_ptr<EmbeddedCluster>> c =
         EmbeddedCluster::Start(*std::move(image), engine_options);
     if (!c.ok()) return ReportError(c.status());
@@ -253,6 +256,8 @@ int RunCommand() {
   engine.Finish();
   compute::RunStats& stats = engine.stats();
   stats.algorithm = a;
+  stats.rss_start_bytes = rss_start;
+  stats.rss_peak_bytes = compute::PeakRssBytes();
 
   const transport::OpStats& t = stats.total;
   absl::PrintF(
