@@ -319,6 +319,171 @@ absl::Status Engine::ScanUnits(
   });
 }
 
+bool Engine::EnsureHeaders(Direction d) {
+  const int k = static_cast<int>(d);
+  if (header_state_[k] != 0) return header_state_[k] == 1;
+  header_state_[k] = -1;
+  if (options_.cache_policy != CachePolicy::kGraphAware) return false;
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  uint64_t count = 0;  // split pieces repeat their vertex: sum per entry
+  for (const DirectoryEntry& e : dir) count += e.vertex_count + 1;
+  const uint64_t bytes = count * 4 + dir.size() * 8;
+  if (budget_.available() < bytes + MinimumCacheBytes() ||
+      !budget_.TryReserve(bytes)) {
+    return false;
+  }
+  header_reservation_ += bytes;
+  header_start_[k].resize(dir.size());
+  header_offsets_[k].resize(count);
+  uint64_t at = 0;
+  for (size_t i = 0; i < dir.size(); ++i) {
+    header_start_[k][i] = at;
+    at += dir[i].vertex_count + 1;
+  }
+  // Fill by directory entry (FetchBlocks names each block's entry).
+  std::atomic<size_t> next{0};
+  std::span<const Unit> units = all_units_[k];
+  absl::Status s = pool_->Run([&](int w) -> absl::Status {
+    for (size_t u = next.fetch_add(1); u < units.size();
+         u = next.fetch_add(1)) {
+      absl::Status st = FetchBlocks(
+          w, d, units[u], /*headers_only=*/true,
+          [&](uint32_t i, const std::byte* p, uint32_t) -> absl::Status {
+            std::memcpy(header_offsets_[k].data() + header_start_[k][i],
+                        p + sizeof(store::BlockHeader),
+                        4 * (dir[i].vertex_count + 1));
+            return absl::OkStatus();
+          });
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) {
+    budget_.Release(bytes);
+    header_reservation_ -= bytes;
+    header_offsets_[k].clear();
+    return false;
+  }
+  header_state_[k] = 1;
+  return true;
+}
+
+absl::Status Engine::ScanFrontierUnits(
+    Direction d, std::span<const Unit> units, const Frontier& frontier,
+    const std::function<void(int, VertexId, std::span<const VertexId>,
+                             std::span<const Weight>)>& fn) {
+  const bool spans = EnsureHeaders(d);
+  if (!spans) {
+    return ScanUnits(d, units, [&](int w, const BlockView& b) {
+      for (uint32_t i = 0; i < b.vertex_count(); ++i) {
+        VertexId v = b.first_vertex() + i;
+        if (frontier.Contains(v)) fn(w, v, b.targets(v), Weights(b, v));
+      }
+    });
+  }
+  const int k = static_cast<int>(d);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  const bool weighted = graph_.weighted();
+  const uint32_t edge_bytes = weighted ? 8 : 4;
+  std::atomic<size_t> next{0};
+  return pool_->Run([&](int w) -> absl::Status {
+    transport::Endpoint& ep = pool_->endpoint(w);
+    std::vector<uint64_t>& buffer = buffers_[w];
+    const uint64_t capacity = options_.batch_bytes;
+    if (buffer.size() * 8 < capacity) buffer.resize(capacity / 8);
+    auto* base = reinterpret_cast<std::byte*>(buffer.data());
+    // What the buffer holds: whole blocks, or one vertex's edge range.
+    struct Item {
+      uint32_t entry;
+      VertexId v;      // span items
+      uint64_t at;     // byte offset in the buffer
+      uint32_t edges;  // span items
+      bool whole;
+    };
+    std::vector<Item> items;
+    uint64_t used = 0;
+    auto deliver = [&]() -> absl::Status {
+      if (items.empty()) return absl::OkStatus();
+      if (absl::Status s = ep.Flush(); !s.ok()) return s;
+      for (const Item& it : items) {
+        if (it.whole) {
+          absl::StatusOr<BlockView> b =
+              BlockView::Parse({base + it.at, dir[it.entry].length});
+          if (!b.ok()) return b.status();
+          for (uint32_t i = 0; i < b->vertex_count(); ++i) {
+            VertexId v = b->first_vertex() + i;
+            if (frontier.Contains(v)) fn(w, v, b->targets(v), Weights(*b, v));
+          }
+        } else {
+          const auto* t = reinterpret_cast<const VertexId*>(base + it.at);
+          std::span<const Weight> wt;
+          if (weighted) {
+            wt = {reinterpret_cast<const Weight*>(base + it.at +
+                                                  4 * uint64_t{it.edges}),
+                  it.edges};
+          }
+          fn(w, it.v, {t, it.edges}, wt);
+        }
+      }
+      items.clear();
+      used = 0;
+      return absl::OkStatus();
+    };
+    for (size_t u = next.fetch_add(1); u < units.size();
+         u = next.fetch_add(1)) {
+      for (uint32_t i = units[u].first; i < units[u].last; ++i) {
+        const DirectoryEntry& e = dir[i];
+        const uint32_t* off = header_offsets_[k].data() + header_start_[k][i];
+        uint64_t need = 0, vertices = 0;
+        for (uint32_t j = 0; j < e.vertex_count; ++j) {
+          if (!frontier.Contains(e.first_vertex + j)) continue;
+          ++vertices;
+          need += (uint64_t{off[j + 1] - off[j]} * edge_bytes + 7) / 8 * 8;
+        }
+        if (vertices == 0) continue;
+        RemoteGraph::Location loc = graph_.Locate(d, e);
+        // Whole block when the frontier needs half of it or more, or many
+        // small pieces of it; else just the frontier's edge ranges.
+        const bool whole = need * 2 >= e.length || vertices > 32;
+        const uint64_t bytes = whole ? e.length : need;
+        if (used + bytes > capacity) {
+          if (absl::Status s = deliver(); !s.ok()) return s;
+        }
+        if (whole) {
+          ep.Read(loc.node, loc.region, loc.offset, base + used, e.length);
+          items.push_back({i, 0, used, 0, true});
+          used += e.length;
+          continue;
+        }
+        const uint64_t targets_at =
+            loc.offset + sizeof(store::BlockHeader) + 4 * (e.vertex_count + 1);
+        const uint32_t block_edges = off[e.vertex_count];
+        for (uint32_t j = 0; j < e.vertex_count; ++j) {
+          VertexId v = e.first_vertex + j;
+          if (!frontier.Contains(v)) continue;
+          uint32_t edges = off[j + 1] - off[j];
+          if (edges > 0) {
+            ep.Read(loc.node, loc.region, targets_at + 4 * uint64_t{off[j]},
+                    base + used, 4 * edges);
+            if (weighted) {
+              ep.Read(
+                  loc.node, loc.region,
+                  targets_at + 4 * uint64_t{block_edges} + 4 * uint64_t{off[j]},
+                  base + used + 4 * uint64_t{edges}, 4 * edges);
+            }
+          }
+          items.push_back({i, v, used, edges, false});
+          used += (uint64_t{edges} * edge_bytes + 7) / 8 * 8;
+        }
+      }
+      // Deliver at the end of each unit so a vertex's pieces stay in order
+      // on this worker and units do not wait on each other.
+      if (absl::Status s = deliver(); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status Engine::ScanHeaders(
     Direction d,
     const std::function<void(int, VertexId, uint32_t, const uint32_t*)>&

@@ -134,12 +134,10 @@ class Engine {
   absl::Status ForEachFrontierVertex(Direction d, const Frontier& frontier,
                                      Fn&& fn) {
     std::vector<Unit> units = FrontierUnits(d, frontier);
-    return ScanUnits(d, units, [&](int w, const BlockView& b) {
-      for (uint32_t i = 0; i < b.vertex_count(); ++i) {
-        VertexId v = b.first_vertex() + i;
-        if (frontier.Contains(v)) fn(w, v, b.targets(v), Weights(b, v));
-      }
-    });
+    return ScanFrontierUnits(
+        d, units, frontier,
+        [&](int w, VertexId v, std::span<const VertexId> targets,
+            std::span<const Weight> weights) { fn(w, v, targets, weights); });
   }
 
   // The work unit worker w is scanning (valid inside ForEachVertex), and how
@@ -188,6 +186,16 @@ class Engine {
   absl::Status ScanUnits(
       Direction d, std::span<const Unit> units,
       const std::function<void(int, const BlockView&)>& per_block);
+  // Push scans: each touched block is READ whole, or, when the block
+  // headers are cached and the frontier needs little of the block, only the
+  // frontier vertices' edge ranges ("adaptive fetch size").
+  absl::Status ScanFrontierUnits(
+      Direction d, std::span<const Unit> units, const Frontier& frontier,
+      const std::function<void(int, VertexId, std::span<const VertexId>,
+                               std::span<const Weight>)>& fn);
+  // Loads every block's offsets of direction d ("headers before payloads")
+  // if the budget has room; false if not (or under page_lru).
+  bool EnsureHeaders(Direction d);
   absl::Status ScanHeaders(
       Direction d,
       const std::function<void(int, VertexId, uint32_t, const uint32_t*)>&
@@ -211,6 +219,12 @@ class Engine {
   std::vector<uint8_t> touched_[2];             // scratch for FrontierUnits
   std::vector<std::vector<uint64_t>> buffers_;  // per worker, 8-aligned
   std::vector<uint32_t> current_unit_;          // per worker
+  // Cached block offsets per direction: offsets of block i start at
+  // header_start_[d][i] in header_offsets_[d].
+  std::vector<uint64_t> header_start_[2];
+  std::vector<uint32_t> header_offsets_[2];
+  int header_state_[2] = {0, 0};  // 0 untried, 1 loaded, -1 no room
+  uint64_t header_reservation_ = 0;
   MemoryBudget budget_;
   uint64_t buffer_reservation_ = 0;
   std::unique_ptr<PageCache> page_cache_;
