@@ -168,7 +168,10 @@ PageCache* Engine::EnsurePageCache() {
 }
 
 CacheCounters Engine::CacheTotals() {
-  return page_cache_ ? page_cache_->counters() : CacheCounters();
+  CacheCounters c = page_cache_ ? page_cache_->counters() : CacheCounters();
+  c.hits += block_hits_.load();
+  c.bytes_saved += block_bytes_saved_.load();
+  return c;
 }
 
 void Engine::Register(StateArrayBase* array) { arrays_.push_back(array); }
@@ -368,6 +371,53 @@ bool Engine::EnsureHeaders(Direction d) {
   return true;
 }
 
+Engine::BlockCache* Engine::EnsureBlockCache(Direction d) {
+  BlockCache& c = block_cache_[static_cast<int>(d)];
+  if (c.state != 0) return c.state == 1 ? &c : nullptr;
+  c.state = -1;
+  if (options_.cache_policy != CachePolicy::kGraphAware) return nullptr;
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  // Half of what is left (the other direction may want the rest), keeping
+  // the page cache's minimum.
+  uint64_t left = budget_.available();
+  left = left > MinimumCacheBytes() ? left - MinimumCacheBytes() : 0;
+  uint64_t space = budget_.unlimited() ? ~uint64_t{0} : left / 2;
+  // Hot first: blocks by average degree (edges per vertex), highest first.
+  std::vector<uint32_t> order(dir.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto edges = [&](uint32_t i) {
+    uint64_t next = i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs();
+    return next - dir[i].first_edge;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return edges(a) * dir[b].vertex_count > edges(b) * dir[a].vertex_count;
+  });
+  c.preferred.assign(dir.size(), 0);
+  uint64_t total = 0;
+  for (uint32_t i : order) {
+    if (total + dir[i].length > space) break;
+    total += dir[i].length;
+    c.preferred[i] = 1;
+  }
+  if (total == 0 || !budget_.TryReserve(total)) return nullptr;
+  c.reserved = total;
+  c.memory = AlignedBuffer(total);
+  c.slot.assign(dir.size(), -1);
+  c.state = 1;
+  return &c;
+}
+
+void Engine::MaybeAdmit(Direction d, uint32_t i, const std::byte* block) {
+  BlockCache& c = block_cache_[static_cast<int>(d)];
+  if (c.state != 1 || !c.preferred[i] || c.slot[i] >= 0) return;
+  uint32_t len = graph_.directory(d)[i].length;
+  uint64_t at = c.used.fetch_add(len);
+  if (at + len > c.memory.size()) return;  // cannot happen: sized to fit
+  std::memcpy(c.memory.data() + at, block, len);
+  std::atomic_ref<int64_t>(c.slot[i]).store(static_cast<int64_t>(at),
+                                            std::memory_order_release);
+}
+
 absl::Status Engine::ScanFrontierUnits(
     Direction d, std::span<const Unit> units, const Frontier& frontier,
     const std::function<void(int, VertexId, std::span<const VertexId>,
@@ -382,6 +432,7 @@ absl::Status Engine::ScanFrontierUnits(
     });
   }
   const int k = static_cast<int>(d);
+  EnsureBlockCache(d);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   const bool weighted = graph_.weighted();
   const uint32_t edge_bytes = weighted ? 8 : 4;
@@ -399,6 +450,7 @@ absl::Status Engine::ScanFrontierUnits(
       uint64_t at;     // byte offset in the buffer
       uint32_t edges;  // span items
       bool whole;
+      const std::byte* cached = nullptr;  // a whole block from the cache
     };
     std::vector<Item> items;
     uint64_t used = 0;
@@ -407,9 +459,11 @@ absl::Status Engine::ScanFrontierUnits(
       if (absl::Status s = ep.Flush(); !s.ok()) return s;
       for (const Item& it : items) {
         if (it.whole) {
+          const std::byte* bytes = it.cached ? it.cached : base + it.at;
           absl::StatusOr<BlockView> b =
-              BlockView::Parse({base + it.at, dir[it.entry].length});
+              BlockView::Parse({bytes, dir[it.entry].length});
           if (!b.ok()) return b.status();
+          if (!it.cached) MaybeAdmit(d, it.entry, bytes);
           for (uint32_t i = 0; i < b->vertex_count(); ++i) {
             VertexId v = b->first_vertex() + i;
             if (frontier.Contains(v)) fn(w, v, b->targets(v), Weights(*b, v));
@@ -441,6 +495,12 @@ absl::Status Engine::ScanFrontierUnits(
           need += (uint64_t{off[j + 1] - off[j]} * edge_bytes + 7) / 8 * 8;
         }
         if (vertices == 0) continue;
+        if (const std::byte* cached = CachedBlock(d, i); cached != nullptr) {
+          block_hits_.fetch_add(1, std::memory_order_relaxed);
+          block_bytes_saved_.fetch_add(e.length, std::memory_order_relaxed);
+          items.push_back({i, 0, 0, 0, true, cached});
+          continue;
+        }
         RemoteGraph::Location loc = graph_.Locate(d, e);
         // Whole block when the frontier needs half of it or more, or many
         // small pieces of it; else just the frontier's edge ranges.

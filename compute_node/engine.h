@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/aligned_buffer.h"
 #include "compute_node/frontier.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
@@ -225,6 +226,29 @@ class Engine {
   std::vector<uint32_t> header_offsets_[2];
   int header_state_[2] = {0, 0};  // 0 untried, 1 loaded, -1 no room
   uint64_t header_reservation_ = 0;
+  // Hot-block cache (graph-aware, per direction): blocks of the highest
+  // average degree, chosen once to fill the space granted, admitted when a
+  // push scan first reads them whole and kept for the job.
+  struct BlockCache {
+    int state = 0;                   // 0 untried, 1 ready, -1 none
+    std::vector<uint8_t> preferred;  // per directory entry
+    std::vector<int64_t> slot;       // byte offset in memory, -1 absent
+    AlignedBuffer memory;
+    std::atomic<uint64_t> used{0};
+    uint64_t reserved = 0;
+  };
+  BlockCache block_cache_[2];
+  std::atomic<uint64_t> block_hits_{0}, block_bytes_saved_{0};
+  BlockCache* EnsureBlockCache(Direction d);
+  // The cached copy of entry i's block, or nullptr.
+  const std::byte* CachedBlock(Direction d, uint32_t i) {
+    BlockCache& c = block_cache_[static_cast<int>(d)];
+    if (c.state != 1) return nullptr;
+    int64_t at =
+        std::atomic_ref<int64_t>(c.slot[i]).load(std::memory_order_acquire);
+    return at < 0 ? nullptr : c.memory.data() + at;
+  }
+  void MaybeAdmit(Direction d, uint32_t i, const std::byte* block);
   MemoryBudget budget_;
   uint64_t buffer_reservation_ = 0;
   std::unique_ptr<PageCache> page_cache_;

@@ -269,7 +269,7 @@ int RunCommand() {
       t.round_trips, detail);
   if (stats.cache_capacity_bytes > 0 || stats.cache_policy == "page_lru") {
     absl::PrintF(
-        "cache: %s, bound %.1f MB, peak %.1f MB; pages: %d hits, %d misses, "
+        "cache: %s, bound %.1f MB, peak %.1f MB; %d hits, %d misses, "
         "%.1f MB fetched\n",
         stats.cache_policy, stats.cache_capacity_bytes / 1e6,
         stats.cache_peak_bytes / 1e6, stats.total_cache.hits,
