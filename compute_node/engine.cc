@@ -95,26 +95,37 @@ absl::Status Engine::Init() {
     uint64_t spare = budget_.capacity() > MinimumCacheBytes()
                          ? budget_.capacity() - MinimumCacheBytes()
                          : 0;
+    options_.prefetch_window = std::max(1, options_.prefetch_window);
+    const uint64_t slots = options_.prefetch_window + 1;
     per_worker = budget_.unlimited()
                      ? options_.batch_bytes
-                     : std::clamp<uint64_t>(spare / 8 / threads(), block,
-                                            options_.batch_bytes);
+                     : std::clamp<uint64_t>(spare / 8 / threads() / slots,
+                                            block, options_.batch_bytes);
     options_.batch_bytes = per_worker;
+    // One buffer for synchronous fetches, plus the prefetch window's.
+    per_worker *= slots;
   } else {
     options_.batch_bytes = block;
+    options_.prefetch_window = 1;  // the baseline does not prefetch
   }
   buffer_reservation_ = per_worker * threads();
   const uint64_t minimum = buffer_reservation_ + MinimumCacheBytes();
   if (!budget_.unlimited() && budget_.capacity() < minimum) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a cache of %d bytes is below this job's minimum of %d bytes (%d "
-        "threads x (a %d-byte block + %d bytes of pages)); raise "
+        "threads x (%d bytes of block buffers + %d bytes of pages)); raise "
         "--cache_mb/--cache_fraction or lower --threads",
-        budget_.capacity(), minimum, threads(), block,
+        budget_.capacity(), minimum, threads(), per_worker,
         MinimumCacheBytes() / threads()));
   }
   CHECK(budget_.TryReserve(buffer_reservation_));
-  for (auto& b : buffers_) b.reserve(per_worker / 8);
+  prefetch_buffers_.resize(threads());
+  for (auto& slots : prefetch_buffers_) {
+    if (options_.prefetch_window > 1) {
+      slots.assign(options_.prefetch_window,
+                   std::vector<uint64_t>(options_.batch_bytes / 8));
+    }
+  }
 
   for (int d = 0; d < 2; ++d) {
     auto dir = static_cast<Direction>(d);
@@ -296,27 +307,98 @@ absl::Status Engine::ScanUnits(
     Direction d, std::span<const Unit> units,
     const std::function<void(int, const BlockView&)>& per_block) {
   std::span<const DirectoryEntry> dir = graph_.directory(d);
+  auto deliver = [&](int w, uint32_t i, const std::byte* p,
+                     uint32_t len) -> absl::Status {
+    absl::StatusOr<BlockView> block = BlockView::Parse({p, len});
+    if (!block.ok()) return block.status();
+    if (block->first_vertex() != dir[i].first_vertex ||
+        block->vertex_count() != dir[i].vertex_count) {
+      return absl::DataLossError(absl::StrFormat(
+          "block %d read from memory node %d disagrees with the directory", i,
+          dir[i].memory_node));
+    }
+    per_block(w, *block);
+    return absl::OkStatus();
+  };
   std::atomic<size_t> next{0};
+  const int window = options_.prefetch_window;
   return pool_->Run([&](int w) -> absl::Status {
-    for (size_t u = next.fetch_add(1); u < units.size();
-         u = next.fetch_add(1)) {
+    auto sync = [&](size_t u) {
       current_unit_[w] = static_cast<uint32_t>(u);
-      absl::Status s = FetchBlocks(
-          w, d, units[u], /*headers_only=*/false,
-          [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
-            absl::StatusOr<BlockView> block = BlockView::Parse({p, len});
-            if (!block.ok()) return block.status();
-            if (block->first_vertex() != dir[i].first_vertex ||
-                block->vertex_count() != dir[i].vertex_count) {
-              return absl::DataLossError(absl::StrFormat(
-                  "block %d read from memory node %d disagrees with the "
-                  "directory",
-                  i, dir[i].memory_node));
-            }
-            per_block(w, *block);
-            return absl::OkStatus();
-          });
-      if (!s.ok()) return s;
+      return FetchBlocks(w, d, units[u], /*headers_only=*/false,
+                         [&](uint32_t i, const std::byte* p, uint32_t len) {
+                           return deliver(w, i, p, len);
+                         });
+    };
+    if (window <= 1) {
+      for (size_t u = next.fetch_add(1); u < units.size();
+           u = next.fetch_add(1)) {
+        if (absl::Status s = sync(u); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    // Prefetch: keep up to `window` units' READs posted; compute on the
+    // oldest while the others are in flight.
+    transport::Endpoint& ep = pool_->endpoint(w);
+    std::vector<std::vector<uint64_t>>& slots = prefetch_buffers_[w];
+    const uint64_t capacity = options_.batch_bytes;
+    struct InFlight {
+      size_t unit;
+      int slot;  // -1: too big for a slot, fetched synchronously instead
+      uint64_t ticket;
+    };
+    std::vector<InFlight> queue;
+    std::vector<int> free_slots;
+    for (int k = window - 1; k >= 0; --k) free_slots.push_back(k);
+    auto post_next = [&]() -> bool {
+      size_t u = next.fetch_add(1);
+      if (u >= units.size()) return false;
+      uint64_t total = 0;
+      for (uint32_t i = units[u].first; i < units[u].last; ++i) {
+        total += dir[i].length;
+      }
+      if (total > capacity) {
+        queue.push_back({u, -1, 0});
+        return true;
+      }
+      int slot = free_slots.back();
+      free_slots.pop_back();
+      auto* base = reinterpret_cast<std::byte*>(slots[slot].data());
+      for (uint32_t i = units[u].first, at = 0; i < units[u].last; ++i) {
+        RemoteGraph::Location loc = graph_.Locate(d, dir[i]);
+        ep.Read(loc.node, loc.region, loc.offset, base + at, dir[i].length);
+        at += dir[i].length;
+      }
+      queue.push_back({u, slot, ep.Post()});
+      uint64_t depth = ep.outstanding();
+      uint64_t seen = max_outstanding_.load(std::memory_order_relaxed);
+      while (depth > seen &&
+             !max_outstanding_.compare_exchange_weak(seen, depth)) {
+      }
+      return true;
+    };
+    while (true) {
+      while (static_cast<int>(queue.size()) < window && !free_slots.empty() &&
+             post_next()) {
+      }
+      if (queue.empty()) break;
+      InFlight f = queue.front();
+      queue.erase(queue.begin());
+      if (f.slot < 0) {
+        if (absl::Status s = sync(f.unit); !s.ok()) return s;
+        continue;
+      }
+      if (absl::Status s = ep.Wait(f.ticket); !s.ok()) return s;
+      current_unit_[w] = static_cast<uint32_t>(f.unit);
+      auto* base = reinterpret_cast<const std::byte*>(slots[f.slot].data());
+      for (uint32_t i = units[f.unit].first, at = 0; i < units[f.unit].last;
+           ++i) {
+        if (absl::Status s = deliver(w, i, base + at, dir[i].length); !s.ok()) {
+          return s;
+        }
+        at += dir[i].length;
+      }
+      free_slots.push_back(f.slot);
     }
     return absl::OkStatus();
   });
@@ -587,6 +669,7 @@ void Engine::BeginSuperstep(const char* direction, uint64_t frontier_size) {
   step_start_ = std::chrono::steady_clock::now();
   step_base_ = pool_->TotalStats();
   step_cache_base_ = CacheTotals();
+  max_outstanding_ = 0;
   SuperstepStats s;
   s.index = superstep_ + 1;
   s.direction = direction;
@@ -626,6 +709,7 @@ absl::Status Engine::EndSuperstep() {
                   .count();
   s.ops = pool_->TotalStats() - step_base_;
   s.cache = CacheTotals() - step_cache_base_;
+  s.max_outstanding = max_outstanding_.load();
   return absl::OkStatus();
 }
 

@@ -61,6 +61,9 @@ struct EngineOptions {
   int threads = 1;
   // Most bytes of blocks READ in one batch (one round trip) by a worker.
   uint64_t batch_bytes = 256 * 1024;
+  // Streaming scans keep this many batches per worker posted ahead of the
+  // one being computed on (1: no prefetch). Graph-aware only.
+  int prefetch_window = 2;
   // The compute node's cache bound (MemoryBudget::kUnlimited: none), or, if
   // cache_fraction > 0, that fraction of the store image's bytes.
   uint64_t cache_bytes = MemoryBudget::kUnlimited;
@@ -220,6 +223,8 @@ class Engine {
   std::vector<uint8_t> touched_[2];             // scratch for FrontierUnits
   std::vector<std::vector<uint64_t>> buffers_;  // per worker, 8-aligned
   std::vector<uint32_t> current_unit_;          // per worker
+  std::vector<std::vector<std::vector<uint64_t>>> prefetch_buffers_;
+  std::atomic<uint64_t> max_outstanding_{0};
   // Cached block offsets per direction: offsets of block i start at
   // header_start_[d][i] in header_offsets_[d].
   std::vector<uint64_t> header_start_[2];

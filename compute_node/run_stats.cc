@@ -58,9 +58,10 @@ std::string ToJson(const RunStats& s) {
     absl::StrAppendFormat(
         &out,
         "%s\n    {\"index\": %d, \"direction\": \"%s\", \"frontier\": %d, "
-        "\"seconds\": %.6f, \"ops\": %s, \"cache\": %s}",
+        "\"seconds\": %.6f, \"max_outstanding\": %d, \"ops\": %s, "
+        "\"cache\": %s}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
-        OpsJson(t.ops), CacheJson(t.cache));
+        t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache));
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

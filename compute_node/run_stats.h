@@ -18,6 +18,7 @@ struct SuperstepStats {
   double seconds = 0;
   transport::OpStats ops;
   CacheCounters cache;
+  uint64_t max_outstanding = 0;  // most READ batches one worker had posted
 };
 
 struct RunStats {

@@ -38,6 +38,9 @@ DEFINE_double(cache_mb, 0,
               "0: unbounded)");
 DEFINE_double(cache_fraction, 0,
               "compute-node cache bound as a fraction of the store image");
+DEFINE_int32(prefetch_window, 2,
+             "streaming scans keep this many READ batches per worker in "
+             "flight ahead of the one computed on (1: no prefetch)");
 DEFINE_string(cache_policy, "graph_aware",
               "graph_aware | page_lru (4 KiB LRU pages for everything: the "
               "baseline to compare against)");
@@ -168,10 +171,10 @@ void PrintTop(const Values& values) {
 
 std::vector<std::string> RunFlagNames() {
   std::vector<std::string> names = {
-      "algo",           "source",      "max_iters",    "tolerance",
-      "unit_weights",   "output",      "stats_json",   "verify",
-      "transport",      "top",         "memory_nodes", "cache_mb",
-      "cache_fraction", "cache_policy"};
+      "algo",           "source",       "max_iters",      "tolerance",
+      "unit_weights",   "output",       "stats_json",     "verify",
+      "transport",      "top",          "memory_nodes",   "cache_mb",
+      "cache_fraction", "cache_policy", "prefetch_window"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -215,6 +218,11 @@ int RunCommand() {
         static_cast<uint64_t>(FLAGS_cache_mb * 1024 * 1024);
   }
   engine_options.cache_fraction = FLAGS_cache_fraction;
+  if (FLAGS_prefetch_window < 1 || FLAGS_prefetch_window > 64) {
+    return ReportError(
+        absl::InvalidArgumentError("--prefetch_window must be in 1..64"));
+  }
+  engine_options.prefetch_window = FLAGS_prefetch_window;
   if (FLAGS_cache_policy == "page_lru") {
     engine_options.cache_policy = compute::CachePolicy::kPageLru;
   } else if (FLAGS_cache_policy != "graph_aware") {

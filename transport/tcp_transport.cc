@@ -1,5 +1,6 @@
 #include "transport/tcp_transport.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <cstring>
 
@@ -263,23 +264,54 @@ class TcpEndpoint : public Endpoint {
       : nodes_(std::move(nodes)), options_(options), conns_(nodes_.size()) {}
 
  protected:
+  // A batch is asynchronous: Begin sends one frame per memory node (all
+  // nodes before any reply is awaited), End reads the replies. Several
+  // batches may be in flight; each connection returns replies in order.
   absl::Status Execute(std::span<const Op> ops) override {
-    absl::Status s = ExecuteFrames(ops);
-    // After any failure the request/reply streams may be out of step: drop
-    // every connection (they reconnect on next use).
-    if (!s.ok()) {
-      for (auto& c : conns_) c.reset();
-    }
+    if (absl::Status s = Begin(ops); !s.ok()) return s;
+    return End(ops);
+  }
+
+  absl::Status Begin(std::span<const Op> ops) override {
+    absl::Status s = SendFrames(ops);
+    if (!s.ok()) Reset();
     return s;
   }
 
-  absl::Status ExecuteFrames(std::span<const Op> ops) {
-    // One frame per node, bounded in op count and bytes; sent all before
-    // any reply is awaited.
-    struct Frame {
-      uint32_t node;
-      std::vector<const Op*> ops;
-    };
+  absl::Status End(std::span<const Op> ops) override {
+    auto it =
+        std::find_if(pending_.begin(), pending_.end(),
+                     [&](const Pending& p) { return p.key == ops.data(); });
+    if (it == pending_.end()) {
+      return absl::UnavailableError(
+          "batch lost: an earlier batch on this endpoint failed");
+    }
+    std::vector<Frame> frames = std::move(it->frames);
+    pending_.erase(it);
+    absl::Status s = ReceiveFrames(frames);
+    if (!s.ok()) Reset();
+    return s;
+  }
+
+ private:
+  struct Frame {
+    uint32_t node;
+    std::vector<const Op*> ops;
+  };
+  struct Pending {
+    const Op* key;  // the batch's ops (unique while it is in flight)
+    std::vector<Frame> frames;
+  };
+
+  // After any failure the request/reply streams may be out of step: drop
+  // every connection (they reconnect on next use) and every batch in flight.
+  void Reset() {
+    for (auto& c : conns_) c.reset();
+    pending_.clear();
+  }
+
+  absl::Status SendFrames(std::span<const Op> ops) {
+    // One frame per node, bounded in op count and bytes.
     std::vector<Frame> frames;
     std::vector<int> open(nodes_.size(), -1);
     std::vector<uint64_t> open_bytes(nodes_.size(), 0);
@@ -322,8 +354,17 @@ class TcpEndpoint : public Endpoint {
         return s;
       }
     }
+    pending_.push_back({ops.data(), std::move(frames)});
+    return absl::OkStatus();
+  }
+
+  absl::Status ReceiveFrames(const std::vector<Frame>& frames) {
     absl::Status first_error;
     for (const Frame& f : frames) {
+      if (!conns_[f.node]) {
+        return absl::UnavailableError("connection to memory node " +
+                                      nodes_[f.node].ToString() + " lost");
+      }
       absl::StatusOr<std::string> reply = conns_[f.node]->Receive(wire::kBatch);
       if (!reply.ok()) {
         if (first_error.ok()) first_error = reply.status();
@@ -358,6 +399,7 @@ class TcpEndpoint : public Endpoint {
   std::vector<HostPort> nodes_;
   TcpOptions options_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
+  std::vector<Pending> pending_;  // batches begun, oldest first
 };
 
 }  // namespace

@@ -25,8 +25,9 @@ OpStats OpStats::operator-(const OpStats& o) const {
   return d;
 }
 
-absl::Status Endpoint::Flush() {
-  if (ops_.empty()) return absl::OkStatus();
+uint64_t Endpoint::Post() {
+  const uint64_t ticket = next_ticket_++;
+  if (ops_.empty()) return ticket;
   for (const Op& op : ops_) {
     switch (op.kind) {
       case OpKind::kRead:
@@ -50,9 +51,22 @@ absl::Status Endpoint::Flush() {
     }
   }
   ++stats_.round_trips;
-  absl::Status s = Execute(ops_);
+  inflight_.push_back({ticket, std::move(ops_), absl::OkStatus()});
   ops_.clear();
-  return s;
+  Batch& b = inflight_.back();
+  b.status = Begin(b.ops);
+  return ticket;
+}
+
+absl::Status Endpoint::Wait(uint64_t ticket) {
+  absl::Status first;
+  while (!inflight_.empty() && inflight_.front().ticket <= ticket) {
+    Batch& b = inflight_.front();
+    absl::Status s = b.status.ok() ? End(b.ops) : b.status;
+    if (first.ok()) first = s;
+    inflight_.erase(inflight_.begin());
+  }
+  return first;
 }
 
 }  // namespace dmg::transport

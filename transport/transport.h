@@ -93,16 +93,39 @@ class Endpoint {
 
   // Posts every queued operation as one batch and waits for all of them.
   // On error the batch's effects are unspecified and the queue is cleared.
-  absl::Status Flush();
+  absl::Status Flush() { return Wait(Post()); }
+
+  // Posts the queued operations as one batch without waiting for them (the
+  // local buffers must stay valid until Wait); returns the batch's ticket.
+  // Backends that cannot overlap run the batch here.
+  uint64_t Post();
+  // Waits for batch `ticket` and every batch posted before it; returns the
+  // first error among them. Batches complete in the order they were posted.
+  absl::Status Wait(uint64_t ticket);
+  // Batches posted and not yet waited for.
+  size_t outstanding() const { return inflight_.size(); }
 
   size_t queued() const { return ops_.size(); }
   const OpStats& stats() const { return stats_; }
 
  protected:
+  // Synchronous backends implement Execute: the whole batch, then return.
   virtual absl::Status Execute(std::span<const Op> ops) = 0;
+  // Asynchronous backends override Begin (send the batch) and End (collect
+  // its completions); End is called in the order Begin was. The default
+  // Begin runs Execute and End does nothing.
+  virtual absl::Status Begin(std::span<const Op> ops) { return Execute(ops); }
+  virtual absl::Status End(std::span<const Op> ops) { return absl::OkStatus(); }
 
  private:
+  struct Batch {
+    uint64_t ticket;
+    std::vector<Op> ops;
+    absl::Status status;  // from Begin
+  };
   std::vector<Op> ops_;
+  std::vector<Batch> inflight_;  // oldest first
+  uint64_t next_ticket_ = 1;
   OpStats stats_;
 };
 
