@@ -40,17 +40,19 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
       });
   if (!st.ok()) return st;
   auto update_contributions = [&] {
+    // Whole local copies where the cache holds them, accessors elsewhere.
     double* c = contrib.MutableResidentData();
     const double* sc = score.ResidentData();
     const uint32_t* deg = outdeg.ResidentData();
     engine.ParallelFor(n, [&](int w, uint64_t b, uint64_t e) {
-      if (c != nullptr && sc != nullptr && deg != nullptr) {
-        for (uint64_t v = b; v < e; ++v) c[v] = deg[v] ? sc[v] / deg[v] : 0.0;
-        return;
-      }
       for (uint64_t v = b; v < e; ++v) {
-        uint32_t d = outdeg.Get(w, v);
-        contrib.Set(w, v, d ? score.Get(w, v) / d : 0.0);
+        uint32_t d = deg ? deg[v] : outdeg.Get(w, v);
+        double x = d ? (sc ? sc[v] : score.Get(w, v)) / d : 0.0;
+        if (c) {
+          c[v] = x;
+        } else {
+          contrib.Set(w, v, x);
+        }
       }
     });
     if (c != nullptr) contrib.MarkAllDirty();

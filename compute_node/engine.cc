@@ -174,7 +174,13 @@ PageCache* Engine::EnsurePageCache() {
   if (frames < static_cast<uint64_t>(threads()) * 4) return nullptr;
   page_cache_reservation_ = frames * PageCache::kPageBytes;
   if (!budget_.TryReserve(page_cache_reservation_)) return nullptr;
-  page_cache_ = std::make_unique<PageCache>(frames);
+  page_cache_ = std::make_unique<PageCache>(frames, threads());
+  for (auto& source : store_pages_) {
+    page_cache_->Attach(source.get(),
+                        (graph_.store_bytes(&source - store_pages_.data()) +
+                         PageCache::kPageBytes - 1) /
+                            PageCache::kPageBytes);
+  }
   return page_cache_.get();
 }
 

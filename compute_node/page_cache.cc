@@ -25,120 +25,130 @@ CacheCounters CacheCounters::operator-(const CacheCounters& o) const {
   return d;
 }
 
-PageCache::PageCache(uint64_t frames)
-    : frames_(frames), memory_(frames * kPageBytes), table_(frames) {
-  free_.reserve(frames);
-  for (uint64_t f = frames; f-- > 0;) free_.push_back(static_cast<uint32_t>(f));
-  index_.reserve(frames * 2);
+PageCache::PageCache(uint64_t frames, int workers)
+    : frames_(frames),
+      memory_(frames * kPageBytes),
+      frame_(new Frame[frames]),
+      counters_(workers + 1) {}
+
+void PageCache::Attach(PageSource* source, uint64_t pages) {
+  source->pages_ = pages;
+  source->table_.reset(new std::atomic<int32_t>[pages]);
+  for (uint64_t p = 0; p < pages; ++p) source->table_[p].store(-1);
 }
 
-absl::StatusOr<std::byte*> PageCache::Pin(int worker, PageSource* source,
-                                          uint64_t page) {
+absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
+                                              uint64_t page) {
   std::lock_guard lock(mu_);
-  Key key{source, page};
-  if (auto it = index_.find(key); it != index_.end()) {
-    Frame& f = table_[it->second];
-    ++f.pins;
-    lru_.splice(lru_.begin(), lru_, f.lru);
-    ++counters_.hits;
-    counters_.bytes_saved += kPageBytes;
-    return data(it->second);
+  WorkerCounters& c = counters_[worker];
+  // Another worker may have brought it in while we waited for the lock.
+  if (int32_t f = source->table_[page].load(std::memory_order_acquire);
+      f >= 0) {
+    frame_[f].pins.fetch_add(1, std::memory_order_acq_rel);
+    frame_[f].referenced.store(true, std::memory_order_relaxed);
+    ++c.hits;
+    return data(f);
   }
-  uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
+  int32_t victim = -1;
+  if (filled_ < frames_) {
+    victim = static_cast<int32_t>(filled_++);
   } else {
-    // Least recently used unpinned frame.
-    auto victim = lru_.end();
-    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-      if (table_[*it].pins == 0) {
-        victim = std::next(it).base();
+    // Clock: skip pinned frames; give referenced ones a second chance.
+    for (uint64_t scanned = 0; scanned < 3 * frames_ && victim < 0; ++scanned) {
+      int32_t f = static_cast<int32_t>(hand_);
+      hand_ = (hand_ + 1) % frames_;
+      Frame& fr = frame_[f];
+      if (fr.source == nullptr) {  // emptied by Drop or a failed fetch
+        victim = f;
         break;
       }
+      if (fr.pins.load(std::memory_order_acquire) > 0) continue;
+      if (fr.referenced.exchange(false, std::memory_order_relaxed)) continue;
+      // Unmap first, then make sure no hit pinned it in between.
+      fr.source->table_[fr.page].store(-1, std::memory_order_release);
+      if (fr.pins.load(std::memory_order_acquire) > 0) {
+        fr.source->table_[fr.page].store(f, std::memory_order_release);
+        continue;
+      }
+      victim = f;
     }
-    if (victim == lru_.end()) {
+    if (victim < 0) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "page cache of %d frames is fully pinned; raise --cache_mb",
           frames_));
     }
-    slot = *victim;
-    Frame& old = table_[slot];
-    if (old.dirty) {
+    Frame& old = frame_[victim];
+    if (old.source != nullptr && old.dirty.load(std::memory_order_relaxed)) {
       absl::Status s =
-          old.key.source->WriteBackPage(worker, old.key.page, data(slot));
-      if (!s.ok()) return s;
-      ++counters_.writebacks;
+          old.source->WriteBackPage(worker, old.page, data(victim));
+      if (!s.ok()) {
+        old.source->table_[old.page].store(victim, std::memory_order_release);
+        return s;
+      }
+      ++c.writebacks;
     }
-    index_.erase(old.key);
-    lru_.erase(old.lru);
-    ++counters_.evictions;
+    if (old.source != nullptr) ++c.evictions;
   }
-  absl::Status s = source->FetchPage(worker, page, data(slot));
-  if (!s.ok()) {
-    free_.push_back(slot);
+  Frame& fr = frame_[victim];
+  fr.source = nullptr;
+  fr.gen.fetch_add(1, std::memory_order_acq_rel);  // odd: being refilled
+  absl::Status s = source->FetchPage(worker, page, data(victim));
+  fr.gen.fetch_add(1, std::memory_order_acq_rel);  // even again
+  if (!s.ok()) {  // the frame stays empty (source == nullptr)
+    fr.dirty.store(false);
+    fr.pins.store(0);
     return s;
   }
-  Frame& f = table_[slot];
-  f.key = key;
-  f.pins = 1;
-  f.dirty = false;
-  lru_.push_front(slot);
-  f.lru = lru_.begin();
-  index_.emplace(key, slot);
-  ++counters_.misses;
-  counters_.bytes_fetched += kPageBytes;
-  return data(slot);
+  fr.source = source;
+  fr.page = page;
+  fr.dirty.store(false, std::memory_order_relaxed);
+  fr.referenced.store(true, std::memory_order_relaxed);
+  fr.pins.store(1, std::memory_order_release);
+  source->table_[page].store(victim, std::memory_order_release);
+  ++c.misses;
+  c.bytes_fetched += kPageBytes;
+  return data(victim);
 }
 
-void PageCache::Unpin(PageSource* source, uint64_t page, bool dirtied) {
+absl::Status PageCache::FlushDirty(PageSource* source) {
   std::lock_guard lock(mu_);
-  auto it = index_.find({source, page});
-  if (it == index_.end()) return;
-  Frame& f = table_[it->second];
-  --f.pins;
-  f.dirty |= dirtied;
-}
-
-absl::Status PageCache::FlushDirty(PageSource* source,
-                                   const std::function<void(uint64_t)>& done) {
-  std::lock_guard lock(mu_);
-  for (auto& [key, slot] : index_) {
-    Frame& f = table_[slot];
-    if (key.source != source || !f.dirty) continue;
-    absl::Status s = source->WriteBackPage(0, key.page, data(slot));
+  for (uint64_t f = 0; f < filled_; ++f) {
+    Frame& fr = frame_[f];
+    if (fr.source != source || !fr.dirty.load(std::memory_order_relaxed)) {
+      continue;
+    }
+    absl::Status s = source->WriteBackPage(0, fr.page, data(f));
     if (!s.ok()) return s;
-    f.dirty = false;
-    ++counters_.writebacks;
-    done(key.page);
+    fr.dirty.store(false, std::memory_order_relaxed);
+    ++counters_[0].writebacks;
   }
   return absl::OkStatus();
 }
 
 const std::byte* PageCache::Peek(PageSource* source, uint64_t page) {
-  std::lock_guard lock(mu_);
-  auto it = index_.find({source, page});
-  return it == index_.end() ? nullptr : data(it->second);
+  int32_t f = source->table_[page].load(std::memory_order_acquire);
+  return f < 0 ? nullptr : data(f);
 }
 
 void PageCache::Drop(PageSource* source) {
   std::lock_guard lock(mu_);
-  for (auto it = index_.begin(); it != index_.end();) {
-    if (it->first.source != source) {
-      ++it;
-      continue;
-    }
-    Frame& f = table_[it->second];
-    lru_.erase(f.lru);
-    f = Frame();
-    free_.push_back(it->second);
-    it = index_.erase(it);
+  for (uint64_t f = 0; f < filled_; ++f) {
+    Frame& fr = frame_[f];
+    if (fr.source != source) continue;
+    source->table_[fr.page].store(-1, std::memory_order_release);
+    fr.gen.fetch_add(2, std::memory_order_acq_rel);
+    fr.source = nullptr;
+    fr.dirty.store(false);
+    fr.referenced.store(false);
+    fr.pins.store(0);
   }
 }
 
 CacheCounters PageCache::counters() {
-  std::lock_guard lock(mu_);
-  return counters_;
+  CacheCounters total;
+  for (const WorkerCounters& c : counters_) total += c;
+  total.bytes_saved = total.hits * kPageBytes;
+  return total;
 }
 
 }  // namespace dmg::compute

@@ -1,28 +1,32 @@
-// A bounded cache of 4 KiB pages of remote memory, with LRU replacement and
-// write-back. Used for vertex-state arrays that do not fit the budget as
-// whole local copies, and, under --cache_policy=page_lru, for everything (the
-// baseline that behaves like OS paging of far memory: no knowledge of the
-// graph, no bypass for scans, no prefetch beyond the page).
+// A bounded cache of 4 KiB pages of remote memory with CLOCK replacement
+// (the LRU approximation operating systems use) and write-back. Used for
+// vertex-state arrays that do not fit the budget as whole local copies, and,
+// under --cache_policy=page_lru, for everything: the baseline that behaves
+// like OS paging of far memory (Fastswap-style) — no knowledge of the graph,
+// no bypass for scans, no prefetch beyond the page.
 //
-// Callers Pin a page (fetching it on a miss, evicting the least recently used
-// unpinned page and writing it back if dirty), work on its bytes, and Unpin
-// it. Pinned pages are never evicted. One lock guards the table; fetches run
-// under it (simple and serializing: a known cost of this baseline-grade
-// cache, measured by the cache statistics).
+// Like a page table, every source has a table from page to frame, so a hit
+// costs what a resident page costs an OS: a table load, a pin (one atomic
+// add) and a reference bit. Only misses take the lock: the clock hand finds
+// an unpinned, unreferenced frame, writes it back if dirty and fetches the
+// page with the calling worker's endpoint.
 #ifndef DMG_COMPUTE_NODE_PAGE_CACHE_H_
 #define DMG_COMPUTE_NODE_PAGE_CACHE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <list>
+#include <functional>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/aligned_buffer.h"
 
 namespace dmg::compute {
+
+class PageCache;
 
 // Something whose pages can be cached: fills a page from remote memory and
 // writes a dirty one back, using worker w's transport endpoint.
@@ -32,6 +36,12 @@ class PageSource {
   virtual absl::Status FetchPage(int worker, uint64_t page, std::byte* dst) = 0;
   virtual absl::Status WriteBackPage(int worker, uint64_t page,
                                      const std::byte* src) = 0;
+
+ private:
+  friend class PageCache;
+  // page -> frame, or -1 (per-page metadata, like an OS page table).
+  std::unique_ptr<std::atomic<int32_t>[]> table_;
+  uint64_t pages_ = 0;
 };
 
 struct CacheCounters {
@@ -49,17 +59,68 @@ class PageCache {
  public:
   static constexpr uint64_t kPageBytes = 4096;
 
-  // `frames` pages of memory (reserved by the caller from the budget).
-  explicit PageCache(uint64_t frames);
+  // `frames` pages of memory (reserved by the caller from the budget), used
+  // by up to `workers` workers.
+  PageCache(uint64_t frames, int workers);
   uint64_t frames() const { return frames_; }
 
-  absl::StatusOr<std::byte*> Pin(int worker, PageSource* source, uint64_t page);
-  void Unpin(PageSource* source, uint64_t page, bool dirtied);
+  // Gives `source` a page table for `pages` pages. Before its first Pin.
+  void Attach(PageSource* source, uint64_t pages);
 
-  // Writes back every dirty page of `source` (keeping it cached, clean) and
-  // calls done(page) for each page written. Uses worker 0's endpoint.
-  absl::Status FlushDirty(PageSource* source,
-                          const std::function<void(uint64_t)>& done);
+  absl::StatusOr<std::byte*> Pin(int worker, PageSource* source,
+                                 uint64_t page) {
+    int32_t f = source->table_[page].load(std::memory_order_acquire);
+    if (f >= 0) {
+      Frame& fr = frame_[f];
+      fr.pins.fetch_add(1, std::memory_order_acq_rel);
+      // Still this page? (An eviction may have raced the pin.)
+      if (source->table_[page].load(std::memory_order_acquire) == f) {
+        if (!fr.referenced.load(std::memory_order_relaxed)) {
+          fr.referenced.store(true, std::memory_order_relaxed);
+        }
+        ++counters_[worker].hits;
+        return data(f);
+      }
+      fr.pins.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return PinSlow(worker, source, page);
+  }
+  // Reads a T at `offset` of a cached page without pinning it, validated
+  // like a seqlock against the frame being evicted or refilled meanwhile;
+  // false if the page is not cached or the read raced (then Pin).
+  template <typename T>
+  bool TryRead(int worker, PageSource* source, uint64_t page, uint64_t offset,
+               T* out) {
+    int32_t f = source->table_[page].load(std::memory_order_acquire);
+    if (f < 0) return false;
+    Frame& fr = frame_[f];
+    uint32_t gen = fr.gen.load(std::memory_order_acquire);
+    if (gen & 1) return false;
+    T v = std::atomic_ref<T>(*reinterpret_cast<T*>(data(f) + offset))
+              .load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (source->table_[page].load(std::memory_order_relaxed) != f ||
+        fr.gen.load(std::memory_order_relaxed) != gen) {
+      return false;
+    }
+    if (!fr.referenced.load(std::memory_order_relaxed)) {
+      fr.referenced.store(true, std::memory_order_relaxed);
+    }
+    ++counters_[worker].hits;
+    *out = v;
+    return true;
+  }
+
+  void Unpin(PageSource* source, uint64_t page, bool dirtied) {
+    int32_t f = source->table_[page].load(std::memory_order_acquire);
+    if (f < 0) return;
+    if (dirtied) frame_[f].dirty.store(true, std::memory_order_relaxed);
+    frame_[f].pins.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  // Writes back every dirty page of `source` (keeping it cached, clean).
+  // Uses worker 0's endpoint; call when no worker holds its pages.
+  absl::Status FlushDirty(PageSource* source);
   // The cached bytes of a page, or nullptr (no pin; call between supersteps).
   const std::byte* Peek(PageSource* source, uint64_t page);
   // Forgets every page of `source` without writing it back.
@@ -68,36 +129,27 @@ class PageCache {
   CacheCounters counters();
 
  private:
-  struct Key {
-    PageSource* source;
-    uint64_t page;
-    bool operator==(const Key& o) const {
-      return source == o.source && page == o.page;
-    }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(reinterpret_cast<uintptr_t>(k.source) ^
-                                   (k.page * 0x9e3779b97f4a7c15ull));
-    }
-  };
   struct Frame {
-    Key key{nullptr, 0};
-    int pins = 0;
-    bool dirty = false;
-    bool used = false;
-    std::list<uint32_t>::iterator lru;  // position in lru_ (front = newest)
+    std::atomic<int32_t> pins{0};
+    std::atomic<bool> referenced{false};
+    std::atomic<bool> dirty{false};
+    std::atomic<uint32_t> gen{0};  // odd while the frame is being refilled
+    PageSource* source = nullptr;  // guarded by mu_
+    uint64_t page = 0;
   };
-  std::byte* data(uint32_t f) { return memory_.data() + f * kPageBytes; }
+  struct alignas(64) WorkerCounters : CacheCounters {};
+
+  std::byte* data(int32_t f) { return memory_.data() + f * kPageBytes; }
+  absl::StatusOr<std::byte*> PinSlow(int worker, PageSource* source,
+                                     uint64_t page);
 
   const uint64_t frames_;
   AlignedBuffer memory_;
-  std::mutex mu_;
-  std::vector<Frame> table_;
-  std::unordered_map<Key, uint32_t, KeyHash> index_;
-  std::list<uint32_t> lru_;
-  std::vector<uint32_t> free_;
-  CacheCounters counters_;
+  std::unique_ptr<Frame[]> frame_;
+  std::mutex mu_;                         // misses, eviction, flush, drop
+  uint64_t hand_ = 0;                     // the clock hand
+  uint64_t filled_ = 0;                   // frames ever used
+  std::vector<WorkerCounters> counters_;  // hits per worker; misses etc. too
 };
 
 }  // namespace dmg::compute

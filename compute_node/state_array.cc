@@ -25,6 +25,7 @@ StateArrayBase::StateArrayBase(Engine* engine, std::string name, uint64_t n,
       dirty_((pages_ + 63) / 64, 0),
       prev_dirty_((pages_ + 63) / 64, 0),
       handles_(engine->threads()) {
+  if (cache_ != nullptr) cache_->Attach(this, pages_);
   engine_->Register(this);
 }
 
@@ -177,7 +178,7 @@ absl::Status StateArrayBase::Commit(int superstep) {
   } else {
     // Dirty cached pages go to this superstep's buffer...
     ReleasePins();
-    status = cache_->FlushDirty(this, [](uint64_t) {});
+    status = cache_->FlushDirty(this);
     // ...and pages changed last superstep but not in this one are copied
     // over from the previous buffer (through the cache when it holds them).
     if (status.ok()) {

@@ -86,6 +86,19 @@ class StateArrayBase : public PageSource {
     return PinSlow(worker, at);
   }
   void NoteDirty(int worker) { handles_[worker].dirty = true; }
+  // Paged reads: from the worker's pinned page, else an unpinned validated
+  // read of a cached page (the page cache's hit path).
+  template <typename T>
+  bool TryReadElement(int worker, uint64_t index, T* out) {
+    uint64_t at = index * elem_;
+    const Handle& h = handles_[worker];
+    if (h.page == at / kPageBytes) {
+      *out = std::atomic_ref<T>(*reinterpret_cast<T*>(h.base + at % kPageBytes))
+                 .load(std::memory_order_relaxed);
+      return true;
+    }
+    return cache_->TryRead(worker, this, at / kPageBytes, at % kPageBytes, out);
+  }
   std::byte* local_bytes() { return local_.data(); }
   std::vector<uint64_t>& dirty_words() { return dirty_; }
 
@@ -127,6 +140,8 @@ class StateArray : public StateArrayBase {
  public:
   T Get(int w, store::VertexId v) {
     if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
+    T x;
+    if (TryReadElement(w, v, &x)) return x;
     std::byte* p = PinElement(w, v);
     if (p == nullptr) return T{};
     return std::atomic_ref<T>(*reinterpret_cast<T*>(p)).load(kRelaxed);

@@ -111,81 +111,75 @@ absl::StatusOr<std::byte*> MemoryNode::Locate(uint32_t region, uint64_t offset,
   return r.buffer.data() + offset;
 }
 
+template <typename Fn>
+absl::Status MemoryNode::Access(uint32_t region, uint64_t offset,
+                                uint64_t length, size_t alignment, Fn&& fn) {
+  std::shared_lock lock(mu_);
+  absl::StatusOr<std::byte*> p = Locate(region, offset, length, alignment);
+  if (!p.ok()) return p.status();
+  if (!options_.guard_memory) {
+    fn(*p);
+    return absl::OkStatus();
+  }
+  std::lock_guard g(guard_mu_);
+  Guard(*regions_[region], true);
+  fn(*p);
+  Guard(*regions_[region], false);
+  return absl::OkStatus();
+}
+
 absl::Status MemoryNode::ServeRead(uint32_t region, uint64_t offset, void* dst,
                                    uint64_t length) {
-  std::shared_lock lock(mu_);
-  absl::StatusOr<std::byte*> p = Locate(region, offset, length, 1);
-  if (!p.ok()) return p.status();
-  if (options_.guard_memory) {
-    std::lock_guard g(guard_mu_);
-    Guard(*regions_[region], true);
-    std::memcpy(dst, *p, length);
-    Guard(*regions_[region], false);
-  } else {
-    std::memcpy(dst, *p, length);
-  }
+  absl::Status s = Access(region, offset, length, 1,
+                          [&](std::byte* p) { std::memcpy(dst, p, length); });
+  if (!s.ok()) return s;
   reads_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(length, std::memory_order_relaxed);
-  return absl::OkStatus();
+  return s;
 }
 
 absl::Status MemoryNode::ServeWrite(uint32_t region, uint64_t offset,
                                     const void* src, uint64_t length) {
-  std::shared_lock lock(mu_);
-  absl::StatusOr<std::byte*> p = Locate(region, offset, length, 1);
-  if (!p.ok()) return p.status();
-  if (options_.guard_memory) {
-    std::lock_guard g(guard_mu_);
-    Guard(*regions_[region], true);
-    std::memcpy(*p, src, length);
-    Guard(*regions_[region], false);
-  } else {
-    std::memcpy(*p, src, length);
-  }
+  absl::Status s = Access(region, offset, length, 1,
+                          [&](std::byte* p) { std::memcpy(p, src, length); });
+  if (!s.ok()) return s;
   writes_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(length, std::memory_order_relaxed);
-  return absl::OkStatus();
+  return s;
 }
 
 absl::StatusOr<uint64_t> MemoryNode::ServeCompareAndSwap(uint32_t region,
                                                          uint64_t offset,
                                                          uint64_t expected,
                                                          uint64_t desired) {
-  std::shared_lock lock(mu_);
-  absl::StatusOr<std::byte*> p = Locate(region, offset, 8, 8);
-  if (!p.ok()) return p.status();
-  std::unique_lock<std::mutex> g;
-  if (options_.guard_memory) {
-    g = std::unique_lock(guard_mu_);
-    Guard(*regions_[region], true);
-  }
-  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(*p));
-  word.compare_exchange_strong(expected, desired);
-  if (options_.guard_memory) Guard(*regions_[region], false);
-  atomics_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(8, std::memory_order_relaxed);
-  bytes_written_.fetch_add(8, std::memory_order_relaxed);
-  return expected;  // the prior value, as RDMA CAS returns it
+  absl::Status s = Access(region, offset, 8, 8, [&](std::byte* p) {
+    // On failure `expected` receives the prior value; on success it already
+    // is the prior value: either way it is what RDMA CAS returns.
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p))
+        .compare_exchange_strong(expected, desired);
+  });
+  if (!s.ok()) return s;
+  CountAtomic();
+  return expected;
 }
 
 absl::StatusOr<uint64_t> MemoryNode::ServeFetchAndAdd(uint32_t region,
                                                       uint64_t offset,
                                                       uint64_t add) {
-  std::shared_lock lock(mu_);
-  absl::StatusOr<std::byte*> p = Locate(region, offset, 8, 8);
-  if (!p.ok()) return p.status();
-  std::unique_lock<std::mutex> g;
-  if (options_.guard_memory) {
-    g = std::unique_lock(guard_mu_);
-    Guard(*regions_[region], true);
-  }
-  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(*p));
-  uint64_t old = word.fetch_add(add);
-  if (options_.guard_memory) Guard(*regions_[region], false);
+  uint64_t old = 0;
+  absl::Status s = Access(region, offset, 8, 8, [&](std::byte* p) {
+    old = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p))
+              .fetch_add(add);
+  });
+  if (!s.ok()) return s;
+  CountAtomic();
+  return old;
+}
+
+void MemoryNode::CountAtomic() {
   atomics_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(8, std::memory_order_relaxed);
   bytes_written_.fetch_add(8, std::memory_order_relaxed);
-  return old;
 }
 
 absl::StatusOr<RegionInfo> MemoryNode::ServeAllocate(uint64_t bytes,

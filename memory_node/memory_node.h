@@ -85,6 +85,12 @@ class MemoryNode : public transport::MemoryTarget {
   absl::StatusOr<std::byte*> Locate(uint32_t region, uint64_t offset,
                                     uint64_t length, size_t alignment);
   void Guard(const Region& r, bool open);
+  // Runs fn(address) on a located, bounds-checked range with the region
+  // table locked (and, in guard mode, the region opened) for its duration.
+  template <typename Fn>
+  absl::Status Access(uint32_t region, uint64_t offset, uint64_t length,
+                      size_t alignment, Fn&& fn);
+  void CountAtomic();
 
   const uint32_t id_;
   const Options options_;

@@ -44,6 +44,19 @@ class RdmaServiceImpl : public RdmaService {
 };
 #endif
 
+// Each memory node must hold the slice of the store its position implies.
+absl::Status CheckNodeOrder(transport::TcpControl& control) {
+  for (uint32_t i = 0; i < control.num_nodes(); ++i) {
+    if (control.reported_id(i) != i) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "memory node %s holds node %d of the store but is listed at "
+          "position %d: list --memory_nodes in the order `dmg load` used",
+          control.node(i).ToString(), control.reported_id(i), i));
+    }
+  }
+  return absl::OkStatus();
+}
+
 constexpr char kNoRdmaBuild[] =
     "--transport=rdma: this dmg was built without libibverbs-dev/"
     "librdmacm-dev; use --transport=tcp or rebuild with them installed";
@@ -66,14 +79,7 @@ absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
     absl::StatusOr<std::unique_ptr<transport::TcpTransport>> t =
         transport::TcpTransport::Connect(*nodes, tcp);
     if (!t.ok()) return t.status();
-    for (uint32_t i = 0; i < (*t)->control().num_nodes(); ++i) {
-      if ((*t)->control().reported_id(i) != i) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "memory node %s holds node %d of the store but is listed at "
-            "position %d: list --memory_nodes in the order `dmg load` used",
-            (*nodes)[i].ToString(), (*t)->control().reported_id(i), i));
-      }
-    }
+    if (absl::Status s = CheckNodeOrder((*t)->control()); !s.ok()) return s;
     return std::unique_ptr<transport::Transport>(std::move(*t));
   }
   if (kind == "rdma") {
@@ -81,14 +87,7 @@ absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
     absl::StatusOr<std::unique_ptr<transport::rdma::RdmaTransport>> t =
         transport::rdma::RdmaTransport::Connect(*nodes, RdmaOptionsFromFlags());
     if (!t.ok()) return t.status();
-    for (uint32_t i = 0; i < (*t)->control().num_nodes(); ++i) {
-      if ((*t)->control().reported_id(i) != i) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "memory node %s holds node %d of the store but is listed at "
-            "position %d: list --memory_nodes in the order `dmg load` used",
-            (*nodes)[i].ToString(), (*t)->control().reported_id(i), i));
-      }
-    }
+    if (absl::Status s = CheckNodeOrder((*t)->control()); !s.ok()) return s;
     return std::unique_ptr<transport::Transport>(std::move(*t));
 #else
     return absl::FailedPreconditionError(kNoRdmaBuild);

@@ -414,21 +414,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
 }
 
 absl::StatusOr<std::unique_ptr<Endpoint>> TcpTransport::NewEndpoint() {
-  return std::make_unique<TcpEndpoint>(nodes_, options_);
-}
-
-absl::StatusOr<RegionInfo> TcpTransport::AllocateRegion(
-    uint32_t node, uint64_t bytes, const std::string& name) {
-  return control_->Allocate(node, bytes, name);
-}
-
-absl::Status TcpTransport::FreeRegion(uint32_t node, uint32_t region) {
-  return control_->Free(node, region);
-}
-
-absl::StatusOr<std::vector<RegionInfo>> TcpTransport::ListRegions(
-    uint32_t node) {
-  return control_->List(node);
+  return std::make_unique<TcpEndpoint>(nodes(), options_);
 }
 
 }  // namespace dmg::transport

@@ -86,29 +86,48 @@ class TcpControl {
   std::mutex mu_;  // one request at a time per control connection
 };
 
-class TcpTransport : public Transport {
+// A transport whose control plane is TcpControl (tcp and rdma): regions are
+// allocated, freed and listed over the control connections.
+class ControlPlaneTransport : public Transport {
+ public:
+  uint32_t num_memory_nodes() const override { return nodes_.size(); }
+  absl::StatusOr<RegionInfo> AllocateRegion(uint32_t node, uint64_t bytes,
+                                            const std::string& name) override {
+    return control_->Allocate(node, bytes, name);
+  }
+  absl::Status FreeRegion(uint32_t node, uint32_t region) override {
+    return control_->Free(node, region);
+  }
+  absl::StatusOr<std::vector<RegionInfo>> ListRegions(uint32_t node) override {
+    return control_->List(node);
+  }
+  TcpControl& control() { return *control_; }
+
+ protected:
+  ControlPlaneTransport(std::vector<HostPort> nodes,
+                        std::unique_ptr<TcpControl> control)
+      : nodes_(std::move(nodes)), control_(std::move(control)) {}
+  const std::vector<HostPort>& nodes() const { return nodes_; }
+
+ private:
+  std::vector<HostPort> nodes_;
+  std::unique_ptr<TcpControl> control_;
+};
+
+class TcpTransport : public ControlPlaneTransport {
  public:
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(
       const std::vector<HostPort>& nodes, const TcpOptions& options);
 
   std::string name() const override { return "tcp"; }
-  uint32_t num_memory_nodes() const override { return nodes_.size(); }
   absl::StatusOr<std::unique_ptr<Endpoint>> NewEndpoint() override;
-  absl::StatusOr<RegionInfo> AllocateRegion(uint32_t node, uint64_t bytes,
-                                            const std::string& name) override;
-  absl::Status FreeRegion(uint32_t node, uint32_t region) override;
-  absl::StatusOr<std::vector<RegionInfo>> ListRegions(uint32_t node) override;
-  TcpControl& control() { return *control_; }
 
  private:
   TcpTransport(std::vector<HostPort> nodes, TcpOptions options,
                std::unique_ptr<TcpControl> control)
-      : nodes_(std::move(nodes)),
-        options_(options),
-        control_(std::move(control)) {}
-  std::vector<HostPort> nodes_;
+      : ControlPlaneTransport(std::move(nodes), std::move(control)),
+        options_(options) {}
   TcpOptions options_;
-  std::unique_ptr<TcpControl> control_;
 };
 
 }  // namespace dmg::transport

@@ -54,7 +54,18 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--out", default=os.path.join(REPO, "build/cache_sweep"))
+    ap.add_argument("--replot", metavar="CSV",
+                    help="only re-make the summary and plot from a CSV")
     args = ap.parse_args()
+    if args.replot:
+        rows = load_csv(args.replot)
+        os.makedirs(args.out, exist_ok=True)
+        summary = summarize(rows)
+        print(summary)
+        with open(os.path.join(args.out, "summary.txt"), "w") as f:
+            f.write(summary)
+        plot(rows, os.path.join(args.out, "cache_sweep.png"))
+        return
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="dmg-sweep-")
     rows = []
@@ -127,7 +138,8 @@ def main():
                                 bytes_written=tot["bytes_written"],
                                 round_trips=tot["round_trips"],
                                 hits=c["hits"], misses=c["misses"],
-                                bytes_fetched_pages=c["bytes_fetched"])
+                                bytes_fetched_pages=c["bytes_fetched"],
+                                vertices=s["vertices"], arcs=s["arcs"])
                         rows.append(row)
                         print(json.dumps(row), flush=True)
             if daemon:
@@ -136,47 +148,81 @@ def main():
     fields = ["graph", "transport", "algo", "policy", "fraction", "status",
               "seconds", "supersteps", "cache_bytes", "cache_peak",
               "bytes_read", "bytes_written", "round_trips", "hits", "misses",
-              "bytes_fetched_pages"]
+              "bytes_fetched_pages", "vertices", "arcs"]
     with open(os.path.join(args.out, "cache_sweep.csv"), "w") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for r in rows:
             w.writerow(r)
-    summarize(rows)
+    summary = summarize(rows)
+    print(summary)
+    with open(os.path.join(args.out, "summary.txt"), "w") as f:
+        f.write(summary)
     plot(rows, os.path.join(args.out, "cache_sweep.png"))
 
 
+def load_csv(path):
+    rows = []
+    for r in csv.DictReader(open(path)):
+        for k in ("fraction", "seconds"):
+            r[k] = float(r[k]) if r[k] else None
+        for k in ("supersteps", "bytes_read", "vertices", "arcs"):
+            r[k] = int(r[k]) if r.get(k) else None
+        rows.append(r)
+    return rows
+
+
 def summarize(rows):
-    def t(g, tr, a, p, f):
+    """The issue's figures, one line per (graph, transport, algorithm)."""
+    def find(g, tr, a, p, f):
         for r in rows:
             if (r["graph"], r["transport"], r["algo"], r["policy"],
-                    r["fraction"]) == (g, tr, a, p, f) and r["status"] in (
-                        "ok", "timeout"):
-                return r["seconds"], r["status"] == "timeout"
-        return None, False
-    keys = sorted({(r["graph"], r["transport"], r["algo"]) for r in rows})
-    print("\ngraph transport algo: ga5/ga100  lru5/ga5  demand(ga) demand(lru)")
-    for g, tr, a in keys:
-        ga100, _ = t(g, tr, a, "graph_aware", 1.0)
-        ga5, _ = t(g, tr, a, "graph_aware", 0.05)
-        lru100, lru100_to = t(g, tr, a, "page_lru", 1.0)
-        lru5, lru5_to = t(g, tr, a, "page_lru", 0.05)
+                    r["fraction"]) == (g, tr, a, p, f):
+                return r
+        return None
 
-        def demand(policy, base):
-            if base is None:
-                return None
-            fr = sorted({r["fraction"] for r in rows})
-            for f in fr:
-                s, to = t(g, tr, a, policy, f)
-                if s is not None and not to and s <= 1.2 * base:
-                    return f
+    def secs(r):
+        if r is None or r["status"] not in ("ok", "timeout"):
+            return None, False
+        return r["seconds"], r["status"] == "timeout"
+
+    def demand(g, tr, a, policy):
+        base, to = secs(find(g, tr, a, policy, 1.0))
+        if base is None or to:
             return None
-        fmt = lambda x: "-" if x is None else f"{x:.3g}"
-        print(f"{g} {tr} {a}: "
-              f"{fmt(ga5 / ga100 if ga5 and ga100 else None)}  "
-              f"{('>' if lru5_to else '') + fmt(lru5 / ga5 if lru5 and ga5 else None)}  "
-              f"{fmt(demand('graph_aware', ga100))}  "
-              f"{fmt(demand('page_lru', None if lru100_to else lru100))}")
+        for f in sorted({r["fraction"] for r in rows}):
+            s, t = secs(find(g, tr, a, policy, f))
+            if s is not None and not t and s <= 1.2 * base:
+                return f
+        return None
+
+    fmt = lambda x, d=3: "-" if x is None else f"{x:.{d}g}"
+    out = ["graph transport algo | graph_aware 5%/100% time | "
+           "page_lru/graph_aware at 5% | demand graph_aware | demand page_lru "
+           "| demand ratio | PR bytes/iter at 5% / (4m+8n)"]
+    for g, tr, a in sorted({(r["graph"], r["transport"], r["algo"])
+                            for r in rows}):
+        ga100, _ = secs(find(g, tr, a, "graph_aware", 1.0))
+        ga5, _ = secs(find(g, tr, a, "graph_aware", 0.05))
+        lru5, lru5_to = secs(find(g, tr, a, "page_lru", 0.05))
+        d_ga, d_lru = demand(g, tr, a, "graph_aware"), demand(g, tr, a, "page_lru")
+        ratio = None
+        if d_ga and d_lru:
+            ratio = d_lru / d_ga
+        lru_ratio = (lru5 / ga5) if lru5 and ga5 else None
+        bytes_ratio = None
+        r5 = find(g, tr, a, "graph_aware", 0.05)
+        if (a == "pagerank" and r5 and r5["status"] == "ok"
+                and r5.get("vertices")):
+            must = 4 * r5["arcs"] + 8 * r5["vertices"]
+            bytes_ratio = r5["bytes_read"] / r5["supersteps"] / must
+        out.append(
+            f"{g} {tr} {a} | {fmt(ga5 / ga100 if ga5 and ga100 else None)} | "
+            f"{('>' if lru5_to else '') + fmt(lru_ratio)} | "
+            f"{fmt(d_ga)} | {fmt(d_lru) if d_lru else '>1 or n/a'} | "
+            f"{fmt(ratio)} | "
+            f"{fmt(bytes_ratio)}")
+    return "\n".join(out) + "\n"
 
 
 def plot(rows, path):

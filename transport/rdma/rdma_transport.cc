@@ -20,8 +20,8 @@ absl::StatusOr<std::unique_ptr<RdmaTransport>> RdmaTransport::Connect(
 
 absl::StatusOr<std::unique_ptr<Endpoint>> RdmaTransport::NewEndpoint() {
   std::vector<NodeAddress> addresses;
-  for (const HostPort& n : nodes_) addresses.push_back({n.host, n.port});
-  TcpControl* control = control_.get();
+  for (const HostPort& n : nodes()) addresses.push_back({n.host, n.port});
+  TcpControl* control = &this->control();
   RegionResolver resolver =
       [control](uint32_t node, uint32_t region) -> absl::StatusOr<RegionKey> {
     absl::StatusOr<std::vector<RegionInfo>> regions = control->List(node);
@@ -33,20 +33,6 @@ absl::StatusOr<std::unique_ptr<Endpoint>> RdmaTransport::NewEndpoint() {
         absl::StrFormat("memory node %d: unknown region %d", node, region));
   };
   return ConnectEndpoint(options_, addresses, std::move(resolver));
-}
-
-absl::StatusOr<RegionInfo> RdmaTransport::AllocateRegion(
-    uint32_t node, uint64_t bytes, const std::string& name) {
-  return control_->Allocate(node, bytes, name);
-}
-
-absl::Status RdmaTransport::FreeRegion(uint32_t node, uint32_t region) {
-  return control_->Free(node, region);
-}
-
-absl::StatusOr<std::vector<RegionInfo>> RdmaTransport::ListRegions(
-    uint32_t node) {
-  return control_->List(node);
 }
 
 absl::StatusOr<std::unique_ptr<RdmaMemoryService>> RdmaMemoryService::Start(

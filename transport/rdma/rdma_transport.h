@@ -19,7 +19,7 @@
 
 namespace dmg::transport::rdma {
 
-class RdmaTransport : public Transport {
+class RdmaTransport : public ControlPlaneTransport {
  public:
   // nodes[i] is memory node i; its control port and rdma_cm port are the
   // same number.
@@ -27,23 +27,14 @@ class RdmaTransport : public Transport {
       const std::vector<HostPort>& nodes, const RdmaOptions& options);
 
   std::string name() const override { return "rdma"; }
-  uint32_t num_memory_nodes() const override { return nodes_.size(); }
   absl::StatusOr<std::unique_ptr<Endpoint>> NewEndpoint() override;
-  absl::StatusOr<RegionInfo> AllocateRegion(uint32_t node, uint64_t bytes,
-                                            const std::string& name) override;
-  absl::Status FreeRegion(uint32_t node, uint32_t region) override;
-  absl::StatusOr<std::vector<RegionInfo>> ListRegions(uint32_t node) override;
-  TcpControl& control() { return *control_; }
 
  private:
   RdmaTransport(std::vector<HostPort> nodes, RdmaOptions options,
                 std::unique_ptr<TcpControl> control)
-      : nodes_(std::move(nodes)),
-        options_(options),
-        control_(std::move(control)) {}
-  std::vector<HostPort> nodes_;
+      : ControlPlaneTransport(std::move(nodes), std::move(control)),
+        options_(options) {}
   RdmaOptions options_;
-  std::unique_ptr<TcpControl> control_;
 };
 
 // Starts the RDMA server of a memory node on listen (same port as its TCP
