@@ -21,7 +21,8 @@ class AlignedBuffer {
   static constexpr size_t kHugeThreshold = 4 << 20;
 
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t size) : size_(size) {
+  enum class Init { kZero, kUninitialized };
+  explicit AlignedBuffer(size_t size, Init init = Init::kZero) : size_(size) {
     if (size == 0) return;
     // Large buffers (store images, state arrays) are 2 MiB aligned and
     // advised to use transparent hugepages: fewer TLB misses for the memory
@@ -31,7 +32,8 @@ class AlignedBuffer {
     void* p = std::aligned_alloc(align, rounded);
     if (p == nullptr) throw std::bad_alloc();
     if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
-    std::memset(p, 0, rounded);
+    // Caches are filled before they are read: skip touching every page.
+    if (init == Init::kZero) std::memset(p, 0, rounded);
     data_.reset(static_cast<std::byte*>(p));
   }
 

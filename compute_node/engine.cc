@@ -489,7 +489,7 @@ Engine::BlockCache* Engine::EnsureBlockCache(Direction d) {
   }
   if (total == 0 || !budget_.TryReserve(total)) return nullptr;
   c.reserved = total;
-  c.memory = AlignedBuffer(total);
+  c.memory = AlignedBuffer(total, AlignedBuffer::Init::kUninitialized);
   c.slot.assign(dir.size(), -1);
   c.state = 1;
   return &c;

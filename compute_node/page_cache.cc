@@ -27,7 +27,7 @@ CacheCounters CacheCounters::operator-(const CacheCounters& o) const {
 
 PageCache::PageCache(uint64_t frames, int workers)
     : frames_(frames),
-      memory_(frames * kPageBytes),
+      memory_(frames * kPageBytes, AlignedBuffer::Init::kUninitialized),
       frame_(new Frame[frames]),
       counters_(workers + 1) {}
 
