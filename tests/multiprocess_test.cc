@@ -20,12 +20,8 @@ namespace {
 
 using testing::Daemon;
 using testing::RunDmg;
+using testing::Slurp;
 using testing::TempDir;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 // Loads `graph` into two memory nodes, runs every algorithm over tcp and on
 // the embedded cluster, and requires byte-identical outputs.

@@ -15,12 +15,8 @@ namespace {
 
 using testing::ErrorLines;
 using testing::RunDmg;
+using testing::Slurp;
 using testing::TempDir;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 TEST(RunCliTest, AllAlgorithmsVerifyOnGeneratedGraphs) {
   for (std::string graph : {"kron:12", "urand:12"}) {

@@ -39,6 +39,12 @@ class TempDir {
   std::string path_;
 };
 
+// The whole content of a file ("" if unreadable).
+inline std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 struct CommandResult {
   int exit_code = -1;
   std::string out;  // stdout
@@ -52,12 +58,8 @@ inline CommandResult RunCommand(const std::string& command) {
   int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  r.out = slurp(dir.file("out"));
-  r.err = slurp(dir.file("err"));
+  r.out = Slurp(dir.file("out"));
+  r.err = Slurp(dir.file("err"));
   return r;
 }
 
