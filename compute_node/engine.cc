@@ -174,7 +174,10 @@ PageCache* Engine::EnsurePageCache() {
   if (frames < static_cast<uint64_t>(threads()) * 4) return nullptr;
   page_cache_reservation_ = frames * PageCache::kPageBytes;
   if (!budget_.TryReserve(page_cache_reservation_)) return nullptr;
-  page_cache_ = std::make_unique<PageCache>(frames, threads());
+  // Graph-aware reads ahead on sequential misses; the baseline does not.
+  page_cache_ = std::make_unique<PageCache>(
+      frames, threads(),
+      options_.cache_policy == CachePolicy::kGraphAware ? 16 : 1);
   for (auto& source : store_pages_) {
     page_cache_->Attach(source.get(),
                         (graph_.store_bytes(&source - store_pages_.data()) +

@@ -36,6 +36,17 @@ class PageSource {
   virtual absl::Status FetchPage(int worker, uint64_t page, std::byte* dst) = 0;
   virtual absl::Status WriteBackPage(int worker, uint64_t page,
                                      const std::byte* src) = 0;
+  // Fills pages [first, first + count) into dst[k]; sources that can batch
+  // (one round trip) override it.
+  virtual absl::Status FetchPages(int worker, uint64_t first, uint64_t count,
+                                  std::byte* const* dst) {
+    for (uint64_t k = 0; k < count; ++k) {
+      if (absl::Status s = FetchPage(worker, first + k, dst[k]); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
 
  private:
   friend class PageCache;
@@ -60,8 +71,10 @@ class PageCache {
   static constexpr uint64_t kPageBytes = 4096;
 
   // `frames` pages of memory (reserved by the caller from the budget), used
-  // by up to `workers` workers.
-  PageCache(uint64_t frames, int workers);
+  // by up to `workers` workers. A worker whose misses on one source are
+  // consecutive pages gets up to `read_ahead` pages per miss, in one batch
+  // (1: none, as the page_lru baseline).
+  PageCache(uint64_t frames, int workers, uint64_t read_ahead = 1);
   uint64_t frames() const { return frames_; }
 
   // Gives `source` a page table for `pages` pages. Before its first Pin.
@@ -137,13 +150,20 @@ class PageCache {
     PageSource* source = nullptr;  // guarded by mu_
     uint64_t page = 0;
   };
-  struct alignas(64) WorkerCounters : CacheCounters {};
+  struct alignas(64) WorkerCounters : CacheCounters {
+    PageSource* last_source = nullptr;  // for read-ahead
+    uint64_t last_page = 0;
+  };
 
   std::byte* data(int32_t f) { return memory_.data() + f * kPageBytes; }
   absl::StatusOr<std::byte*> PinSlow(int worker, PageSource* source,
                                      uint64_t page);
+  // A frame to refill (empty, or evicted by the clock and written back);
+  // requires mu_.
+  absl::StatusOr<int32_t> TakeFrame(int worker);
 
   const uint64_t frames_;
+  const uint64_t read_ahead_;
   AlignedBuffer memory_;
   std::unique_ptr<Frame[]> frame_;
   std::mutex mu_;                         // misses, eviction, flush, drop

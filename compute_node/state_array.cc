@@ -131,13 +131,21 @@ absl::Status StateArrayBase::error() {
 
 absl::Status StateArrayBase::FetchPage(int worker, uint64_t page,
                                        std::byte* dst) {
+  return FetchPages(worker, page, 1, &dst);
+}
+
+absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
+                                        uint64_t count, std::byte* const* dst) {
   // Written back during this superstep: the newest copy is in its buffer;
-  // otherwise the previous version has it.
+  // otherwise the previous version has it. One batch for all the pages.
   const int s = engine_->superstep() + 1;
-  const int buffer = Bit(dirty_, page) ? s % 2 : (s + 1) % 2;
   transport::Endpoint& ep = engine_->pool().endpoint(worker);
-  ep.Read(regions_[buffer].node, regions_[buffer].id, page * kPageBytes, dst,
-          static_cast<uint32_t>(PageLength(page)));
+  for (uint64_t k = 0; k < count; ++k) {
+    uint64_t page = first + k;
+    const int buffer = Bit(dirty_, page) ? s % 2 : (s + 1) % 2;
+    ep.Read(regions_[buffer].node, regions_[buffer].id, page * kPageBytes,
+            dst[k], static_cast<uint32_t>(PageLength(page)));
+  }
   return ep.Flush();
 }
 
