@@ -56,6 +56,8 @@ class StateArrayBase : public PageSource {
                            void* dst);
   // First error a paged access hit (accessors cannot return one).
   absl::Status error();
+  // Marks every page changed (for bulk writes through MutableResidentData).
+  void MarkAllDirty() { std::fill(dirty_.begin(), dirty_.end(), ~uint64_t{0}); }
   // Paged mode: unpins the page each worker keeps pinned between accesses.
   // Called before a commit and whenever workers stop touching the array.
   void ReleasePins();
@@ -102,7 +104,6 @@ class StateArrayBase : public PageSource {
     return cache_->TryRead(worker, this, at / kPageBytes, at % kPageBytes, out);
   }
   std::byte* local_bytes() { return local_.data(); }
-  std::vector<uint64_t>& dirty_words() { return dirty_; }
 
  private:
   friend class Engine;
@@ -171,9 +172,6 @@ class StateArray : public StateArrayBase {
   // Resident only: direct writes for bulk loops; the caller marks what it
   // changed (MarkAllDirty for everything).
   T* MutableResidentData() { return resident() ? data() : nullptr; }
-  void MarkAllDirty() {
-    std::fill(dirty_words().begin(), dirty_words().end(), ~uint64_t{0});
-  }
 
   // The version after `superstep` as the memory node holds it; a resident
   // array also checks it against its local copy (a difference would mean the
