@@ -18,15 +18,18 @@ class StorePageSource : public PageSource {
  public:
   StorePageSource(WorkerPool& pool, uint32_t node, uint64_t bytes)
       : pool_(pool), node_(node), bytes_(bytes) {}
-  absl::Status FetchPage(int worker, uint64_t page, std::byte* dst) override {
-    uint64_t at = page * PageCache::kPageBytes;
+  absl::Status FetchPages(int worker, uint64_t first, uint64_t count,
+                          std::byte* const* dst) override {
     transport::Endpoint& ep = pool_.endpoint(worker);
-    ep.Read(
-        node_, transport::kStoreRegion, at, dst,
-        static_cast<uint32_t>(std::min(PageCache::kPageBytes, bytes_ - at)));
+    for (uint64_t k = 0; k < count; ++k) {
+      uint64_t at = (first + k) * PageCache::kPageBytes;
+      ep.Read(
+          node_, transport::kStoreRegion, at, dst[k],
+          static_cast<uint32_t>(std::min(PageCache::kPageBytes, bytes_ - at)));
+    }
     return ep.Flush();
   }
-  absl::Status WriteBackPage(int, uint64_t, const std::byte*) override {
+  absl::Status WriteBackPages(int, std::span<const DirtyPage>) override {
     return absl::InternalError("store pages are never written");
   }
 
@@ -177,7 +180,7 @@ PageCache* Engine::EnsurePageCache() {
   // Graph-aware reads ahead on sequential misses; the baseline does not.
   page_cache_ = std::make_unique<PageCache>(
       frames, threads(),
-      options_.cache_policy == CachePolicy::kGraphAware ? 16 : 1);
+      options_.cache_policy == CachePolicy::kGraphAware ? 64 : 1);
   for (auto& source : store_pages_) {
     page_cache_->Attach(source.get(),
                         (graph_.store_bytes(&source - store_pages_.data()) +
@@ -329,14 +332,51 @@ absl::Status Engine::ScanUnits(
     per_block(w, *block);
     return absl::OkStatus();
   };
+  // Graph-aware: blocks the hot-block cache holds are not fetched again,
+  // and fetched blocks it prefers are admitted, so a scan the cache can
+  // hold (in part) is served from it (in that part) in later supersteps.
+  BlockCache* cache = EnsureBlockCache(d);
+  auto cached = [&](uint32_t i) -> const std::byte* {
+    const std::byte* p = cache ? CachedBlock(d, i) : nullptr;
+    if (p != nullptr) {
+      block_hits_.fetch_add(1, std::memory_order_relaxed);
+      block_bytes_saved_.fetch_add(dir[i].length, std::memory_order_relaxed);
+    }
+    return p;
+  };
+  auto deliver_fetched = [&](int w, uint32_t i, const std::byte* p,
+                             uint32_t len) -> absl::Status {
+    if (absl::Status s = deliver(w, i, p, len); !s.ok()) return s;
+    if (cache != nullptr) MaybeAdmit(d, i, p);
+    return absl::OkStatus();
+  };
+  // Whole units only: a unit is served from the cache when it holds every
+  // block of it.
+  auto all_cached = [&](size_t u) {
+    if (cache == nullptr) return false;
+    for (uint32_t i = units[u].first; i < units[u].last; ++i) {
+      if (CachedBlock(d, i) == nullptr) return false;
+    }
+    return true;
+  };
+  auto deliver_cached = [&](int w, size_t u) -> absl::Status {
+    current_unit_[w] = static_cast<uint32_t>(u);
+    for (uint32_t i = units[u].first; i < units[u].last; ++i) {
+      if (absl::Status s = deliver(w, i, cached(i), dir[i].length); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  };
   std::atomic<size_t> next{0};
   const int window = options_.prefetch_window;
   return pool_->Run([&](int w) -> absl::Status {
     auto sync = [&](size_t u) {
+      if (all_cached(u)) return deliver_cached(w, u);
       current_unit_[w] = static_cast<uint32_t>(u);
       return FetchBlocks(w, d, units[u], /*headers_only=*/false,
                          [&](uint32_t i, const std::byte* p, uint32_t len) {
-                           return deliver(w, i, p, len);
+                           return deliver_fetched(w, i, p, len);
                          });
     };
     if (window <= 1) {
@@ -366,14 +406,16 @@ absl::Status Engine::ScanUnits(
       for (uint32_t i = units[u].first; i < units[u].last; ++i) {
         total += dir[i].length;
       }
-      if (total > capacity) {
+      if (total > capacity || all_cached(u)) {  // sync() handles both
         queue.push_back({u, -1, 0});
         return true;
       }
       int slot = free_slots.back();
       free_slots.pop_back();
       auto* base = reinterpret_cast<std::byte*>(slots[slot].data());
+      // Only the blocks the cache does not hold.
       for (uint32_t i = units[u].first, at = 0; i < units[u].last; ++i) {
+        if (cache != nullptr && CachedBlock(d, i) != nullptr) continue;
         RemoteGraph::Location loc = graph_.Locate(d, dir[i]);
         ep.Read(loc.node, loc.region, loc.offset, base + at, dir[i].length);
         at += dir[i].length;
@@ -402,7 +444,15 @@ absl::Status Engine::ScanUnits(
       auto* base = reinterpret_cast<const std::byte*>(slots[f.slot].data());
       for (uint32_t i = units[f.unit].first, at = 0; i < units[f.unit].last;
            ++i) {
-        if (absl::Status s = deliver(w, i, base + at, dir[i].length); !s.ok()) {
+        // Cached when posted: slots are never evicted, so still cached.
+        if (const std::byte* p = cached(i); p != nullptr) {
+          if (absl::Status s = deliver(w, i, p, dir[i].length); !s.ok()) {
+            return s;
+          }
+          continue;
+        }
+        if (absl::Status s = deliver_fetched(w, i, base + at, dir[i].length);
+            !s.ok()) {
           return s;
         }
         at += dir[i].length;
@@ -468,11 +518,14 @@ Engine::BlockCache* Engine::EnsureBlockCache(Direction d) {
   c.state = -1;
   if (options_.cache_policy != CachePolicy::kGraphAware) return nullptr;
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  // Half of what is left (the other direction may want the rest), keeping
-  // the page cache's minimum.
+  // All of this direction's blocks if what is left holds them, else half
+  // of it (the other direction may want the rest); keeping the page
+  // cache's minimum.
   uint64_t left = budget_.available();
   left = left > MinimumCacheBytes() ? left - MinimumCacheBytes() : 0;
-  uint64_t space = budget_.unlimited() ? ~uint64_t{0} : left / 2;
+  uint64_t all = 0;
+  for (const DirectoryEntry& e : dir) all += e.length;
+  uint64_t space = budget_.unlimited() || all <= left ? all : left / 2;
   // Hot first: blocks by average degree (edges per vertex), highest first.
   std::vector<uint32_t> order(dir.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -232,8 +232,11 @@ class Engine {
   int header_state_[2] = {0, 0};  // 0 untried, 1 loaded, -1 no room
   uint64_t header_reservation_ = 0;
   // Hot-block cache (graph-aware, per direction): blocks of the highest
-  // average degree, chosen once to fill the space granted, admitted when a
-  // push scan first reads them whole and kept for the job.
+  // average degree, chosen once to fill the space granted (all the
+  // direction's blocks when what is left of the budget holds them),
+  // admitted when a scan first reads them whole and kept for the job. A
+  // fixed set rather than LRU: a cyclic scan larger than an LRU cache hits
+  // nothing; a fixed subset hits in proportion to its size.
   struct BlockCache {
     int state = 0;                   // 0 untried, 1 ready, -1 none
     std::vector<uint8_t> preferred;  // per directory entry

@@ -1,6 +1,7 @@
 #include "compute_node/page_cache.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -41,7 +42,8 @@ void PageCache::Attach(PageSource* source, uint64_t pages) {
   for (uint64_t p = 0; p < pages; ++p) source->table_[p].store(-1);
 }
 
-absl::StatusOr<int32_t> PageCache::TakeFrame(int worker) {
+absl::StatusOr<int32_t> PageCache::TakeFrame(int worker,
+                                             std::vector<Victim>* dirty) {
   // A taken frame is pinned (so a second TakeFrame cannot pick it) until
   // the caller maps it.
   if (filled_ < frames_) {
@@ -49,7 +51,6 @@ absl::StatusOr<int32_t> PageCache::TakeFrame(int worker) {
     frame_[f].pins.store(1, std::memory_order_release);
     return f;
   }
-  WorkerCounters& c = counters_[worker];
   int32_t victim = -1;
   // Clock: skip pinned frames; give referenced ones a second chance.
   for (uint64_t scanned = 0; scanned < 3 * frames_ && victim < 0; ++scanned) {
@@ -75,19 +76,49 @@ absl::StatusOr<int32_t> PageCache::TakeFrame(int worker) {
         "page cache of %d frames is fully pinned; raise --cache_mb", frames_));
   }
   Frame& old = frame_[victim];
+  ++counters_[worker].evictions;
   if (old.dirty.load(std::memory_order_relaxed)) {
-    absl::Status s = old.source->WriteBackPage(worker, old.page, data(victim));
-    if (!s.ok()) {
-      old.source->table_[old.page].store(victim, std::memory_order_release);
-      return s;
-    }
-    ++c.writebacks;
+    dirty->push_back({old.source, old.page, victim});
   }
-  ++c.evictions;
   old.source = nullptr;
   old.dirty.store(false, std::memory_order_relaxed);
   old.pins.store(1, std::memory_order_release);
   return victim;
+}
+
+absl::Status PageCache::WriteBack(int worker, std::vector<Victim>& victims) {
+  // Group by source (stable: a source's pages keep the clock's order).
+  std::stable_sort(victims.begin(), victims.end(),
+                   [](const Victim& a, const Victim& b) {
+                     return std::less<PageSource*>()(a.source, b.source);
+                   });
+  absl::Status status;
+  std::vector<DirtyPage> batch;
+  for (size_t i = 0; i < victims.size() && status.ok();) {
+    size_t j = i;
+    batch.clear();
+    while (j < victims.size() && victims[j].source == victims[i].source &&
+           batch.size() < kWriteBatchPages) {
+      batch.push_back({victims[j].page, data(victims[j].frame)});
+      ++j;
+    }
+    status = victims[i].source->WriteBackPages(worker, batch);
+    if (status.ok()) counters_[worker].writebacks += batch.size();
+    i = j;
+  }
+  if (!status.ok()) {
+    // Nothing is lost: the victims go back into their tables, dirty (a page
+    // written twice is harmless; a page lost is not).
+    for (const Victim& v : victims) {
+      Frame& fr = frame_[v.frame];
+      fr.source = v.source;
+      fr.page = v.page;
+      fr.dirty.store(true, std::memory_order_relaxed);
+      fr.pins.store(0, std::memory_order_release);
+      v.source->table_[v.page].store(v.frame, std::memory_order_release);
+    }
+  }
+  return status;
 }
 
 absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
@@ -102,18 +133,25 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
     ++c.hits;
     return data(f);
   }
-  // A miss right after the previous page's: read ahead (pages not cached).
-  uint64_t count = 1;
-  if (read_ahead_ > 1 && c.last_source == source && c.last_page + 1 == page) {
-    while (count < read_ahead_ && page + count < source->pages_ &&
-           source->table_[page + count].load(std::memory_order_relaxed) < 0) {
-      ++count;
+  // A miss where the source's previous miss run ended: read ahead, twice
+  // as far as last time (pages not cached).
+  uint64_t want = 1;
+  if (read_ahead_ > 1) {
+    if (page == source->run_end_ ||
+        (c.run_source == source && page == c.run_end)) {
+      want = read_ahead_;
     }
+  }
+  uint64_t count = 1;
+  while (count < want && page + count < source->pages_ &&
+         source->table_[page + count].load(std::memory_order_relaxed) < 0) {
+    ++count;
   }
   std::vector<int32_t> frames;
   std::vector<std::byte*> dst;
+  std::vector<Victim> dirty;
   for (uint64_t k = 0; k < count; ++k) {
-    absl::StatusOr<int32_t> f = TakeFrame(worker);
+    absl::StatusOr<int32_t> f = TakeFrame(worker, &dirty);
     if (!f.ok()) {
       if (k == 0) return f.status();
       break;
@@ -122,6 +160,13 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
     dst.push_back(data(*f));
   }
   count = frames.size();
+  // The victims' bytes go out before the frames are refilled.
+  if (absl::Status s = WriteBack(worker, dirty); !s.ok()) {
+    for (int32_t f : frames) {
+      if (frame_[f].source == nullptr) frame_[f].pins.store(0);
+    }
+    return s;
+  }
   for (int32_t f : frames)
     frame_[f].gen.fetch_add(1, std::memory_order_acq_rel);
   absl::Status s = source->FetchPages(worker, page, count, dst.data());
@@ -142,24 +187,39 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
   }
   ++c.misses;
   c.bytes_fetched += count * kPageBytes;
-  c.last_source = source;
-  c.last_page = page + count - 1;
+  source->run_end_ = c.run_end = page + count;
+  source->run_pages_ = c.run_pages = count;
+  c.run_source = source;
   return data(frames[0]);
 }
 
 absl::Status PageCache::FlushDirty(PageSource* source) {
   std::lock_guard lock(mu_);
+  std::vector<DirtyPage> batch;
+  std::vector<uint64_t> batch_frames;
+  auto write = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    if (absl::Status s = source->WriteBackPages(0, batch); !s.ok()) return s;
+    for (uint64_t f : batch_frames) {
+      frame_[f].dirty.store(false, std::memory_order_relaxed);
+    }
+    counters_[0].writebacks += batch.size();
+    batch.clear();
+    batch_frames.clear();
+    return absl::OkStatus();
+  };
   for (uint64_t f = 0; f < filled_; ++f) {
     Frame& fr = frame_[f];
     if (fr.source != source || !fr.dirty.load(std::memory_order_relaxed)) {
       continue;
     }
-    absl::Status s = source->WriteBackPage(0, fr.page, data(f));
-    if (!s.ok()) return s;
-    fr.dirty.store(false, std::memory_order_relaxed);
-    ++counters_[0].writebacks;
+    batch.push_back({fr.page, data(f)});
+    batch_frames.push_back(f);
+    if (batch.size() == kWriteBatchPages) {
+      if (absl::Status s = write(); !s.ok()) return s;
+    }
   }
-  return absl::OkStatus();
+  return write();
 }
 
 const std::byte* PageCache::Peek(PageSource* source, uint64_t page) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,31 +29,33 @@ namespace dmg::compute {
 
 class PageCache;
 
-// Something whose pages can be cached: fills a page from remote memory and
-// writes a dirty one back, using worker w's transport endpoint.
+// A page on its way back to remote memory.
+struct DirtyPage {
+  uint64_t page;
+  const std::byte* data;
+};
+
+// Something whose pages can be cached: fills pages from remote memory and
+// writes dirty ones back, using worker w's transport endpoint. Both take
+// many pages so that a source can move them in one batch (one round trip).
 class PageSource {
  public:
   virtual ~PageSource() = default;
-  virtual absl::Status FetchPage(int worker, uint64_t page, std::byte* dst) = 0;
-  virtual absl::Status WriteBackPage(int worker, uint64_t page,
-                                     const std::byte* src) = 0;
-  // Fills pages [first, first + count) into dst[k]; sources that can batch
-  // (one round trip) override it.
+  // Fills pages [first, first + count) into dst[k].
   virtual absl::Status FetchPages(int worker, uint64_t first, uint64_t count,
-                                  std::byte* const* dst) {
-    for (uint64_t k = 0; k < count; ++k) {
-      if (absl::Status s = FetchPage(worker, first + k, dst[k]); !s.ok()) {
-        return s;
-      }
-    }
-    return absl::OkStatus();
-  }
+                                  std::byte* const* dst) = 0;
+  virtual absl::Status WriteBackPages(int worker,
+                                      std::span<const DirtyPage> pages) = 0;
 
  private:
   friend class PageCache;
   // page -> frame, or -1 (per-page metadata, like an OS page table).
   std::unique_ptr<std::atomic<int32_t>[]> table_;
   uint64_t pages_ = 0;
+  // Read-ahead state (under the cache's lock): where the last miss run
+  // ended, and its length.
+  uint64_t run_end_ = ~uint64_t{0};
+  uint64_t run_pages_ = 0;
 };
 
 struct CacheCounters {
@@ -69,11 +72,16 @@ struct CacheCounters {
 class PageCache {
  public:
   static constexpr uint64_t kPageBytes = 4096;
+  // Most pages written back in one batch (one round trip): 1 MiB.
+  static constexpr size_t kWriteBatchPages = 256;
 
   // `frames` pages of memory (reserved by the caller from the budget), used
-  // by up to `workers` workers. A worker whose misses on one source are
-  // consecutive pages gets up to `read_ahead` pages per miss, in one batch
-  // (1: none, as the page_lru baseline).
+  // by up to `workers` workers. Read-ahead, as an OS does it for files: a
+  // miss on the page right after the previous miss run of its source (by
+  // any worker: workers of a dense scan take turns along the array), or of
+  // the worker's own previous run, fetches twice that run, up to `read_ahead`
+  // pages, in one batch; any other miss fetches one page. read_ahead = 1: none
+  // (the page_lru baseline).
   PageCache(uint64_t frames, int workers, uint64_t read_ahead = 1);
   uint64_t frames() const { return frames_; }
 
@@ -131,8 +139,9 @@ class PageCache {
     frame_[f].pins.fetch_sub(1, std::memory_order_acq_rel);
   }
 
-  // Writes back every dirty page of `source` (keeping it cached, clean).
-  // Uses worker 0's endpoint; call when no worker holds its pages.
+  // Writes back every dirty page of `source` (keeping it cached, clean), in
+  // batches of up to kWriteBatchPages. Uses worker 0's endpoint; call when
+  // no worker holds its pages.
   absl::Status FlushDirty(PageSource* source);
   // The cached bytes of a page, or nullptr (no pin; call between supersteps).
   const std::byte* Peek(PageSource* source, uint64_t page);
@@ -151,16 +160,30 @@ class PageCache {
     uint64_t page = 0;
   };
   struct alignas(64) WorkerCounters : CacheCounters {
-    PageSource* last_source = nullptr;  // for read-ahead
-    uint64_t last_page = 0;
+    // The worker's own last miss run (its misses on one source may be
+    // sequential while the source's, interleaved with others', are not).
+    PageSource* run_source = nullptr;
+    uint64_t run_end = 0;
+    uint64_t run_pages = 0;
   };
 
   std::byte* data(int32_t f) { return memory_.data() + f * kPageBytes; }
   absl::StatusOr<std::byte*> PinSlow(int worker, PageSource* source,
                                      uint64_t page);
-  // A frame to refill (empty, or evicted by the clock and written back);
-  // requires mu_.
-  absl::StatusOr<int32_t> TakeFrame(int worker);
+  // A dirty frame the clock evicted: unmapped and pinned, its bytes intact
+  // until written back.
+  struct Victim {
+    PageSource* source;
+    uint64_t page;
+    int32_t frame;
+  };
+  // A frame to refill (empty, or evicted by the clock), pinned; a dirty
+  // victim is appended to `dirty` for the caller to write back (all of a
+  // miss's victims in one batch per source). Requires mu_.
+  absl::StatusOr<int32_t> TakeFrame(int worker, std::vector<Victim>* dirty);
+  // Writes the victims back, one batch per source (in chunks of at most
+  // kWriteBatchPages). On failure every victim is mapped again, still dirty.
+  absl::Status WriteBack(int worker, std::vector<Victim>& victims);
 
   const uint64_t frames_;
   const uint64_t read_ahead_;

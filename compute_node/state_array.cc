@@ -10,7 +10,10 @@
 namespace dmg::compute {
 namespace {
 constexpr uint64_t kMaxOp = 4 << 20;  // bytes per WRITE/READ
-}
+// Pages per batch when commit copies pages unchanged in this superstep
+// from the previous buffer (a 64 KiB bounce buffer per worker).
+constexpr size_t kCopyBatch = 16;
+}  // namespace
 
 StateArrayBase::StateArrayBase(Engine* engine, std::string name, uint64_t n,
                                size_t elem_size, PageCache* cache)
@@ -129,11 +132,6 @@ absl::Status StateArrayBase::error() {
   return error_;
 }
 
-absl::Status StateArrayBase::FetchPage(int worker, uint64_t page,
-                                       std::byte* dst) {
-  return FetchPages(worker, page, 1, &dst);
-}
-
 absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
                                         uint64_t count, std::byte* const* dst) {
   // Written back during this superstep: the newest copy is in its buffer;
@@ -149,12 +147,14 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
   return ep.Flush();
 }
 
-absl::Status StateArrayBase::WriteBackPage(int worker, uint64_t page,
-                                           const std::byte* src) {
+absl::Status StateArrayBase::WriteBackPages(int worker,
+                                            std::span<const DirtyPage> pages) {
   const int buffer = (engine_->superstep() + 1) % 2;
   transport::Endpoint& ep = engine_->pool().endpoint(worker);
-  ep.Write(regions_[buffer].node, regions_[buffer].id, page * kPageBytes, src,
-           static_cast<uint32_t>(PageLength(page)));
+  for (const DirtyPage& p : pages) {
+    ep.Write(regions_[buffer].node, regions_[buffer].id, p.page * kPageBytes,
+             p.data, static_cast<uint32_t>(PageLength(p.page)));
+  }
   return ep.Flush();
 }
 
@@ -189,25 +189,43 @@ absl::Status StateArrayBase::Commit(int superstep) {
     status = cache_->FlushDirty(this);
     // ...and pages changed last superstep but not in this one are copied
     // over from the previous buffer (through the cache when it holds them).
+    // Each worker copies its share in batches of kCopyBatch pages: one
+    // round trip READs the uncached ones into a bounce buffer, a second
+    // WRITEs them all.
     if (status.ok()) {
-      std::vector<std::byte> bounce(kPageBytes);
-      transport::Endpoint& ep = pool.endpoint(0);
       const transport::RegionInfo& from = regions_[(superstep + 1) % 2];
       const transport::RegionInfo& to = regions_[buffer];
-      for (uint64_t p = 0; p < pages_ && status.ok(); ++p) {
-        if (!Bit(prev_dirty_, p) || Bit(dirty_, p)) continue;
-        uint32_t len = static_cast<uint32_t>(PageLength(p));
-        const std::byte* cached = cache_->Peek(this, p);
-        if (cached == nullptr) {
-          ep.Read(from.node, from.id, p * kPageBytes, bounce.data(), len);
-          status = ep.Flush();
-          cached = bounce.data();
+      status = pool.Run([&](int w) {
+        transport::Endpoint& ep = pool.endpoint(w);
+        std::vector<std::byte> bounce(kCopyBatch * kPageBytes);
+        std::vector<DirtyPage> batch;
+        auto copy = [&]() -> absl::Status {
+          if (absl::Status s = ep.Flush(); !s.ok()) return s;  // the READs
+          for (const DirtyPage& p : batch) {
+            ep.Write(to.node, to.id, p.page * kPageBytes, p.data,
+                     static_cast<uint32_t>(PageLength(p.page)));
+          }
+          batch.clear();
+          return ep.Flush();
+        };
+        uint64_t first = pages_ * w / pool.size();
+        uint64_t last = pages_ * (w + 1) / pool.size();
+        for (uint64_t p = first; p < last; ++p) {
+          if (!Bit(prev_dirty_, p) || Bit(dirty_, p)) continue;
+          const std::byte* cached = cache_->Peek(this, p);
+          if (cached == nullptr) {
+            std::byte* slot = bounce.data() + batch.size() * kPageBytes;
+            ep.Read(from.node, from.id, p * kPageBytes, slot,
+                    static_cast<uint32_t>(PageLength(p)));
+            cached = slot;
+          }
+          batch.push_back({p, cached});
+          if (batch.size() == kCopyBatch) {
+            if (absl::Status s = copy(); !s.ok()) return s;
+          }
         }
-        if (status.ok()) {
-          ep.Write(to.node, to.id, p * kPageBytes, cached, len);
-          status = ep.Flush();
-        }
-      }
+        return batch.empty() ? absl::OkStatus() : copy();
+      });
     }
   }
   prev_dirty_.swap(dirty_);

@@ -63,11 +63,10 @@ class StateArrayBase : public PageSource {
   void ReleasePins();
 
   // PageSource (paged mode).
-  absl::Status FetchPage(int worker, uint64_t page, std::byte* dst) override;
-  absl::Status WriteBackPage(int worker, uint64_t page,
-                             const std::byte* src) override;
   absl::Status FetchPages(int worker, uint64_t first, uint64_t count,
                           std::byte* const* dst) override;
+  absl::Status WriteBackPages(int worker,
+                              std::span<const DirtyPage> pages) override;
 
  protected:
   StateArrayBase(Engine* engine, std::string name, uint64_t n, size_t elem_size,
