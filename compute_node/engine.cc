@@ -554,6 +554,14 @@ Engine::BlockCache* Engine::EnsureBlockCache(Direction d) {
 void Engine::MaybeAdmit(Direction d, uint32_t i, const std::byte* block) {
   BlockCache& c = block_cache_[static_cast<int>(d)];
   if (c.state != 1 || !c.preferred[i] || c.slot[i] >= 0) return;
+  // Second touch: a block read once may never be read again (one pass of a
+  // traversal); copying it in would cost a copy and fresh memory for
+  // nothing. Admit it when it is read again.
+  // (preferred: 1 = not yet read, 2 = read once.)
+  if (std::atomic_ref<uint8_t>(c.preferred[i])
+          .exchange(2, std::memory_order_relaxed) == 1) {
+    return;
+  }
   uint32_t len = graph_.directory(d)[i].length;
   uint64_t at = c.used.fetch_add(len);
   if (at + len > c.memory.size()) return;  // cannot happen: sized to fit

@@ -234,12 +234,13 @@ class Engine {
   // Hot-block cache (graph-aware, per direction): blocks of the highest
   // average degree, chosen once to fill the space granted (all the
   // direction's blocks when what is left of the budget holds them),
-  // admitted when a scan first reads them whole and kept for the job. A
+  // admitted when a scan reads them whole for the second time (a one-pass
+  // traversal copies nothing in) and kept for the job. A
   // fixed set rather than LRU: a cyclic scan larger than an LRU cache hits
   // nothing; a fixed subset hits in proportion to its size.
   struct BlockCache {
     int state = 0;                   // 0 untried, 1 ready, -1 none
-    std::vector<uint8_t> preferred;  // per directory entry
+    std::vector<uint8_t> preferred;  // per entry: 0 no, 1 yes, 2 read once
     std::vector<int64_t> slot;       // byte offset in memory, -1 absent
     AlignedBuffer memory;
     std::atomic<uint64_t> used{0};

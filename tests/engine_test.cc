@@ -192,11 +192,12 @@ TEST(EngineTest, CountedBytesEqualServedBytes) {
   for (const compute::SuperstepStats& step : s.supersteps) sum += step.ops;
   EXPECT_LE(sum.bytes_read, s.total.bytes_read);
   EXPECT_GT(s.supersteps.size(), 5u);  // 5 PageRank + the BFS levels
-  // The first PageRank superstep READs every in-edge; with no cache bound
-  // the blocks it read are kept, so later supersteps READ no edges again.
-  EXPECT_GE(s.supersteps[0].ops.bytes_read, 4 * t.graph.num_arcs());
+  // The first two PageRank supersteps READ every in-edge; with no cache
+  // bound the blocks read twice are kept, so later supersteps READ no edges.
   for (int i = 0; i < 5; ++i) {
-    if (i > 0) {
+    if (i < 2) {
+      EXPECT_GE(s.supersteps[i].ops.bytes_read, 4 * t.graph.num_arcs());
+    } else {
       EXPECT_LT(s.supersteps[i].ops.bytes_read, t.graph.num_arcs());
     }
     EXPECT_GE(s.supersteps[i].ops.round_trips, 1u);
@@ -232,9 +233,10 @@ TEST(EngineTest, ScansStreamWhatTheCacheCannotHold) {
     c->engine().Finish();
     const compute::RunStats& s = c->engine().stats();
     EXPECT_GE(s.supersteps[0].ops.bytes_read, edges);
+    // Blocks are admitted when read the second time (superstep 2).
     for (int i = 1; i < 4; ++i) {
       uint64_t read = s.supersteps[i].ops.bytes_read;
-      if (bytes < fixed) {
+      if (bytes < fixed || i == 1) {
         EXPECT_GE(read, edges);
       } else {
         EXPECT_LT(read, edges * 9 / 10);

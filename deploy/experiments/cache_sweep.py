@@ -231,6 +231,20 @@ def plot(rows, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        # Debian's python3-matplotlib serves /usr/bin/python3; another
+        # python3 first on PATH (pyenv, a venv) does not see it.
+        system = "/usr/bin/python3"
+        if os.path.realpath(sys.executable) != os.path.realpath(system) and \
+                os.path.exists(system):
+            csv_path = os.path.join(os.path.dirname(path), "cache_sweep.csv")
+            if subprocess.run([system, "-c", "import matplotlib"],
+                              capture_output=True).returncode == 0 and \
+                    os.path.exists(csv_path):
+                subprocess.run([system, os.path.abspath(__file__), "--replot",
+                                csv_path, "--out", os.path.dirname(path)],
+                               stdout=subprocess.DEVNULL)
+                print("plot made with " + system + ": " + path)
+                return
         print("matplotlib missing (apt-get install python3-matplotlib): no plot")
         return
     panels = sorted({(r["graph"], r["algo"]) for r in rows})
