@@ -133,8 +133,8 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
     ++c.hits;
     return data(f);
   }
-  // A miss where the source's previous miss run ended: read ahead, twice
-  // as far as last time (pages not cached).
+  // A miss where the source's or this worker's previous miss run ended:
+  // read ahead (the pages not cached, up to read_ahead_).
   uint64_t want = 1;
   if (read_ahead_ > 1) {
     if (page == source->run_end_ ||
@@ -188,7 +188,6 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
   ++c.misses;
   c.bytes_fetched += count * kPageBytes;
   source->run_end_ = c.run_end = page + count;
-  source->run_pages_ = c.run_pages = count;
   c.run_source = source;
   return data(frames[0]);
 }

@@ -53,9 +53,8 @@ class PageSource {
   std::unique_ptr<std::atomic<int32_t>[]> table_;
   uint64_t pages_ = 0;
   // Read-ahead state (under the cache's lock): where the last miss run
-  // ended, and its length.
+  // ended.
   uint64_t run_end_ = ~uint64_t{0};
-  uint64_t run_pages_ = 0;
 };
 
 struct CacheCounters {
@@ -79,9 +78,9 @@ class PageCache {
   // by up to `workers` workers. Read-ahead, as an OS does it for files: a
   // miss on the page right after the previous miss run of its source (by
   // any worker: workers of a dense scan take turns along the array), or of
-  // the worker's own previous run, fetches twice that run, up to `read_ahead`
-  // pages, in one batch; any other miss fetches one page. read_ahead = 1: none
-  // (the page_lru baseline).
+  // the worker's own previous run, fetches up to `read_ahead` pages (those
+  // not cached) in one batch; any other miss fetches one page. read_ahead =
+  // 1: none (the page_lru baseline).
   PageCache(uint64_t frames, int workers, uint64_t read_ahead = 1);
   uint64_t frames() const { return frames_; }
 
@@ -164,7 +163,6 @@ class PageCache {
     // sequential while the source's, interleaved with others', are not).
     PageSource* run_source = nullptr;
     uint64_t run_end = 0;
-    uint64_t run_pages = 0;
   };
 
   std::byte* data(int32_t f) { return memory_.data() + f * kPageBytes; }
