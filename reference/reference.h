@@ -1,4 +1,4 @@
-// Independent in-memory reference implementations of the four algorithms.
+// Independent in-memory reference implementations of the algorithms.
 // Every DMG engine result is checked against these (dmg run --verify, the
 // tests, the benchmarks), so they work on the plain in-memory Graph and share
 // no code with the engines.
@@ -16,6 +16,12 @@
 //             vertex gets the smallest vertex id of its component.
 //   SSSP      non-negative int32 weights, int64 distance from the source along
 //             out-arcs; unreachable kInfDistance (printed "inf").
+//   BC        as GAPBS bc.cc: Brandes over out-arcs (unweighted) from each
+//             given source; every vertex reached, the source included, adds
+//             its dependency delta to its score; summed over the sources, then
+//             divided by the largest score (all zeros stay zeros). Double
+//             precision (GAPBS keeps scores in float).
+//   TC        triangles of an undirected graph, each counted once.
 //
 // Two families: the plain functions (simple.cc) are sequential and written to
 // be obviously right; fast:: (fast.cc) are parallel and optimized for the
@@ -27,6 +33,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +89,25 @@ std::vector<VertexId> ConnectedComponents(const store::Graph& graph);
 // and !unit_weights, if a weight is negative, or if source is out of range.
 absl::StatusOr<std::vector<int64_t>> Sssp(const store::Graph& graph,
                                           uint64_t source, bool unit_weights);
+
+// Betweenness centrality as GAPBS bc.cc computes it. From each source s (in
+// order, repeats counted again): a BFS along out-arcs gives depth d and the
+// number of shortest paths sigma; then, deepest vertex first,
+//   delta(v) = sum over out-neighbours w with d(w) = d(v)+1 of
+//              sigma(v)/sigma(w) * (1 + delta(w))
+// and score(v) += delta(v) for every vertex reached, the source too (its delta
+// is the number of other vertices it reaches; textbook Brandes leaves the
+// source out). Finally every score is divided by the largest; if that is 0
+// (no source reaches anything) the scores stay 0, where GAPBS would divide
+// 0/0. InvalidArgument if sources is empty or a source is out of range.
+absl::StatusOr<std::vector<double>> Bc(const store::Graph& graph,
+                                       std::span<const VertexId> sources);
+
+// Number of triangles {a, b, c}, each counted once (as GAPBS tc.cc). The
+// graph must be undirected, every arc u->v matched by v->u, and have no
+// parallel arcs (the store removes them); InvalidArgument if an arc has no
+// reverse, saying to load the graph with --symmetrize.
+absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph);
 
 // ---- Parallel, optimized (fast.cc) ----
 // threads <= 0 means all cores. Same preconditions and results as above.

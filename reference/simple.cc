@@ -13,10 +13,15 @@
 //             its component.
 //   SSSP      Dijkstra along out-arcs with non-negative int32 weights (or 1 per
 //             arc with unit_weights); unreachable kInfDistance.
+//   BC        GAPBS bc.cc: Brandes over out-arcs from each source, the source's
+//             own dependency included, summed, divided by the largest score.
+//   TC        undirected graphs only; each triangle counted once.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <queue>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -169,6 +174,89 @@ absl::StatusOr<std::vector<int64_t>> Sssp(const store::Graph& graph,
     }
   }
   return dist;
+}
+
+absl::StatusOr<std::vector<double>> Bc(const store::Graph& graph,
+                                       std::span<const VertexId> sources) {
+  if (sources.empty()) {
+    return absl::InvalidArgumentError("BC needs at least one source");
+  }
+  for (VertexId source : sources) {
+    if (absl::Status s = CheckSource(graph, source); !s.ok()) return s;
+  }
+  const uint64_t n = graph.num_vertices();
+  std::vector<double> scores(n, 0.0);
+  for (VertexId source : sources) {
+    // BFS: depth, sigma (number of shortest paths from the source) and the
+    // vertices in the order reached, so by non-decreasing depth. A vertex's
+    // sigma is complete before it is dequeued: all its predecessors are one
+    // level shallower and were dequeued first.
+    std::vector<int32_t> depth(n, kUnreached);
+    std::vector<double> sigma(n, 0.0);
+    std::vector<VertexId> order = {source};
+    depth[source] = 0;
+    sigma[source] = 1.0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      VertexId u = order[i];
+      for (VertexId v : graph.out.neighbors(u)) {
+        if (depth[v] == kUnreached) {
+          depth[v] = depth[u] + 1;
+          order.push_back(v);
+        }
+        if (depth[v] == depth[u] + 1) sigma[v] += sigma[u];
+      }
+    }
+    // Dependencies in reverse BFS order: every successor w of v (depth one
+    // more) comes later in `order`, so delta[w] is final when v is reached.
+    std::vector<double> delta(n, 0.0);
+    for (size_t i = order.size(); i-- > 0;) {
+      VertexId v = order[i];
+      for (VertexId w : graph.out.neighbors(v)) {
+        if (depth[w] == depth[v] + 1) {
+          delta[v] += sigma[v] / sigma[w] * (1.0 + delta[w]);
+        }
+      }
+      scores[v] += delta[v];  // the source too, as in GAPBS
+    }
+  }
+  const double largest = *std::max_element(scores.begin(), scores.end());
+  if (largest > 0.0) {
+    for (double& score : scores) score /= largest;
+  }
+  return scores;
+}
+
+// Every triangle a > b > c is found exactly once: from a, through its
+// neighbour b < a, to b's neighbour c < b that is also a neighbour of a.
+// Adjacency lists are sorted (store::Csr), so membership is a binary search.
+absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph) {
+  const store::Csr& out = graph.out;
+  for (uint64_t u = 0; u < out.num_vertices; ++u) {
+    for (VertexId v : out.neighbors(u)) {
+      std::span<const VertexId> back = out.neighbors(v);
+      if (!std::binary_search(back.begin(), back.end(), u)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "triangle counting needs an undirected graph, but arc ", u, " -> ",
+            v,
+            " has no reverse (the graph is directed); load it with "
+            "--symmetrize"));
+      }
+    }
+  }
+  uint64_t triangles = 0;
+  for (uint64_t a = 0; a < out.num_vertices; ++a) {
+    std::span<const VertexId> a_neighbors = out.neighbors(a);
+    for (VertexId b : a_neighbors) {
+      if (b >= a) continue;
+      for (VertexId c : out.neighbors(b)) {
+        if (c >= b) continue;
+        if (std::binary_search(a_neighbors.begin(), a_neighbors.end(), c)) {
+          ++triangles;
+        }
+      }
+    }
+  }
+  return triangles;
 }
 
 }  // namespace dmg::reference

@@ -1,7 +1,8 @@
 // The reference implementations (reference/): hand-computed results on tiny
 // graphs for the plain versions, the parallel versions against the plain ones
 // on generated and (with DMG_GRAPHS_DIR) real graphs at several thread counts,
-// the precondition errors, and the comparison helpers.
+// the precondition errors, and the comparison helpers. BC and TC against
+// brute force on tiny and small generated graphs.
 #include "reference/reference.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -266,6 +268,288 @@ TEST(ReferenceSssp, Errors) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("source 3"), absl::string_view::npos)
       << s.message();
+}
+
+// ------------------------------------------------------------- BC and TC
+
+// Arcs both ways for every edge {u, v}.
+Graph Undirected(uint64_t n,
+                 const std::vector<std::pair<VertexId, VertexId>>& edges) {
+  std::vector<Arc> arcs;
+  for (const auto& [u, v] : edges) {
+    arcs.emplace_back(u, v, 0);
+    arcs.emplace_back(v, u, 0);
+  }
+  return FromArcs(n, arcs);
+}
+
+// Brute-force BC, independent of Brandes: hop distances by Floyd-Warshall,
+// path counts sigma[a][b] from the in-arcs (sum of sigma[a][p] over arcs
+// p->b with dist[a][p] + 1 == dist[a][b]; sigma[a][a] = 1), then for every
+// source s, vertex v and target t != v (all reachable from s)
+//   score(v) += sigma[s][v] * sigma[v][t] / sigma[s][t]
+//               when dist[s][v] + dist[v][t] == dist[s][t].
+// That is the textbook pair dependency, except that v = s is not excluded:
+// each t the source reaches adds 1 to the source, as in GAPBS. Then divided
+// by the largest score (unless it is 0).
+std::vector<double> BruteForceBc(const Graph& g,
+                                 const std::vector<VertexId>& sources) {
+  const uint64_t n = g.num_vertices();
+  const int64_t inf = kInfDistance;
+  std::vector<std::vector<int64_t>> dist(n, std::vector<int64_t>(n, inf));
+  for (VertexId u = 0; u < n; ++u) {
+    dist[u][u] = 0;
+    for (VertexId v : g.out.neighbors(u)) {
+      if (v != u) dist[u][v] = 1;
+    }
+  }
+  for (uint64_t k = 0; k < n; ++k) {
+    for (uint64_t i = 0; i < n; ++i) {
+      for (uint64_t j = 0; j < n; ++j) {
+        if (dist[i][k] != inf && dist[k][j] != inf) {
+          dist[i][j] = std::min(dist[i][j], dist[i][k] + dist[k][j]);
+        }
+      }
+    }
+  }
+  std::vector<std::vector<double>> sigma(n, std::vector<double>(n, 0.0));
+  for (VertexId a = 0; a < n; ++a) {
+    std::vector<VertexId> by_distance;
+    for (VertexId b = 0; b < n; ++b) {
+      if (dist[a][b] != inf) by_distance.push_back(b);
+    }
+    std::stable_sort(
+        by_distance.begin(), by_distance.end(),
+        [&](VertexId x, VertexId y) { return dist[a][x] < dist[a][y]; });
+    sigma[a][a] = 1.0;
+    for (VertexId b : by_distance) {
+      if (b == a) continue;
+      for (VertexId p : g.in.neighbors(b)) {
+        if (dist[a][p] != inf && dist[a][p] + 1 == dist[a][b]) {
+          sigma[a][b] += sigma[a][p];
+        }
+      }
+    }
+  }
+  std::vector<double> scores(n, 0.0);
+  for (VertexId s : sources) {
+    for (VertexId v = 0; v < n; ++v) {
+      for (VertexId t = 0; t < n; ++t) {
+        if (t == v || dist[s][v] == inf || dist[v][t] == inf ||
+            dist[s][t] == inf) {
+          continue;
+        }
+        if (dist[s][v] + dist[v][t] == dist[s][t]) {
+          scores[v] += sigma[s][v] * sigma[v][t] / sigma[s][t];
+        }
+      }
+    }
+  }
+  const double largest = *std::max_element(scores.begin(), scores.end());
+  if (largest > 0) {
+    for (double& score : scores) score /= largest;
+  }
+  return scores;
+}
+
+void ExpectBcMatchesBruteForce(const Graph& g,
+                               const std::vector<VertexId>& sources,
+                               const std::string& name) {
+  SCOPED_TRACE(name);
+  const std::vector<double> want = BruteForceBc(g, sources);
+  absl::StatusOr<std::vector<double>> got = Bc(g, sources);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want.size());
+  for (size_t v = 0; v < want.size(); ++v) {
+    if (want[v] == 0.0) {
+      EXPECT_EQ((*got)[v], 0.0) << "vertex " << v;
+    } else {
+      EXPECT_NEAR((*got)[v], want[v], 1e-12 * want[v]) << "vertex " << v;
+    }
+  }
+}
+
+// Every single source, all vertices at once, and a list with a repeat.
+void ExpectBcMatchesBruteForceAllSources(const Graph& g,
+                                         const std::string& name) {
+  const uint64_t n = g.num_vertices();
+  std::vector<VertexId> all(n);
+  std::iota(all.begin(), all.end(), VertexId{0});
+  for (VertexId s : all) {
+    ExpectBcMatchesBruteForce(g, {s}, name + " from " + std::to_string(s));
+  }
+  ExpectBcMatchesBruteForce(g, all, name + " from all");
+  ExpectBcMatchesBruteForce(g, {0, static_cast<VertexId>(n - 1), 0},
+                            name + " from 0, n-1, 0");
+}
+
+// 0->1, 0->2, 1->3, 2->3, 3->4: two shortest paths from 0 to 3 and to 4.
+Graph Diamond() {
+  return FromArcs(5, {{0, 1, 0}, {0, 2, 0}, {1, 3, 0}, {2, 3, 0}, {3, 4, 0}});
+}
+
+TEST(ReferenceBc, DiamondByHand) {
+  // From 0: depths 0 | 1, 2 | 3 | 4; sigma = 1, 1, 1, 2, 2. Deepest first:
+  //   delta4 = 0
+  //   delta3 = sigma3/sigma4 * (1 + delta4) = 2/2 * 1       = 1
+  //   delta1 = delta2 = sigma1/sigma3 * (1 + delta3) = 1/2 * 2 = 1
+  //   delta0 = 1/1 * (1 + 1) + 1/1 * (1 + 1)             = 4
+  // (the source's delta counts the 4 vertices it reaches). Scores 4,1,1,1,0
+  // divided by the largest, 4:
+  absl::StatusOr<std::vector<double>> from0 =
+      Bc(Diamond(), std::vector<VertexId>{0});
+  ASSERT_TRUE(from0.ok()) << from0.status();
+  EXPECT_EQ(*from0, (std::vector<double>{1, 0.25, 0.25, 0.25, 0}));
+  // From 3 only 4 is reached: delta3 = 1, the rest 0. With 0: 4,1,1,2,0.
+  EXPECT_EQ(*Bc(Diamond(), std::vector<VertexId>{0, 3}),
+            (std::vector<double>{1, 0.25, 0.25, 0.5, 0}));
+  // A repeated source counts twice; normalising removes the factor.
+  EXPECT_EQ(*Bc(Diamond(), std::vector<VertexId>{0, 0}), *from0);
+  // From 4 nothing is reached: every score is 0 and stays 0 (no 0/0).
+  EXPECT_EQ(*Bc(Diamond(), std::vector<VertexId>{4}),
+            (std::vector<double>(5, 0.0)));
+}
+
+TEST(ReferenceBc, TinyGraphsMatchBruteForce) {
+  ExpectBcMatchesBruteForceAllSources(Diamond(), "diamond");
+  ExpectBcMatchesBruteForceAllSources(
+      FromArcs(5, {{0, 1, 0}, {1, 2, 0}, {2, 3, 0}, {3, 4, 0}}),
+      "directed path");
+  ExpectBcMatchesBruteForceAllSources(
+      Undirected(5, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}), "undirected path");
+  ExpectBcMatchesBruteForceAllSources(
+      Undirected(6, {{0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}), "star");
+  ExpectBcMatchesBruteForceAllSources(
+      FromArcs(
+          6,
+          {{0, 1, 0}, {1, 2, 0}, {2, 3, 0}, {3, 4, 0}, {4, 5, 0}, {5, 0, 0}}),
+      "directed cycle");
+  // A 2x3 grid: several shortest paths of length 3 between its corners.
+  ExpectBcMatchesBruteForceAllSources(
+      Undirected(6, {{0, 1}, {1, 2}, {3, 4}, {4, 5}, {0, 3}, {1, 4}, {2, 5}}),
+      "grid");
+  // 0->1->2, 6->0, 3<->4, 5 isolated: most sources reach few vertices.
+  ExpectBcMatchesBruteForceAllSources(
+      FromArcs(7, {{0, 1, 0}, {1, 2, 0}, {6, 0, 0}, {3, 4, 0}, {4, 3, 0}}),
+      "unreachable parts");
+}
+
+TEST(ReferenceBc, GeneratedGraphsMatchBruteForce) {
+  for (const auto& [name, g] : std::vector<std::pair<std::string, Graph>>{
+           {"kron:6", Load("kron:6")},
+           {"urand:6", Load("urand:6")},
+           {"dense directed", RandomDirected(80, 400, 11)},
+           {"sparse directed", RandomDirected(150, 180, 12)}}) {
+    const uint64_t n = g.num_vertices();
+    ASSERT_GT(n, 0u);
+    VertexId hub = 0;
+    for (VertexId v = 0; v < n; ++v) {
+      if (g.out.degree(v) > g.out.degree(hub)) hub = v;
+    }
+    ExpectBcMatchesBruteForce(g, {hub}, name + " from the hub");
+    ExpectBcMatchesBruteForce(g, {0}, name + " from 0");
+    std::mt19937_64 rng(n);
+    std::uniform_int_distribution<VertexId> vertex(0, n - 1);
+    std::vector<VertexId> sources;
+    for (int i = 0; i < 8; ++i) sources.push_back(vertex(rng));
+    ExpectBcMatchesBruteForce(g, sources, name + " from 8 random");
+    std::vector<VertexId> all(n);
+    std::iota(all.begin(), all.end(), VertexId{0});
+    ExpectBcMatchesBruteForce(g, all, name + " from all");
+  }
+}
+
+TEST(ReferenceBc, Errors) {
+  absl::Status s = Bc(Diamond(), {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "BC needs at least one source");
+  s = Bc(Diamond(), std::vector<VertexId>{0, 5}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "source 5 is out of range: the graph has 5 vertices");
+  EXPECT_EQ(Bc(Graph{}, std::vector<VertexId>{0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Triangles {a < b < c} with all three edges, by looking at every triple.
+uint64_t BruteForceTriangles(const Graph& g) {
+  const uint64_t n = g.num_vertices();
+  std::vector<std::vector<bool>> adjacent(n, std::vector<bool>(n, false));
+  for (VertexId u = 0; u < n; ++u) {
+    for (VertexId v : g.out.neighbors(u)) adjacent[u][v] = true;
+  }
+  uint64_t triangles = 0;
+  for (uint64_t a = 0; a < n; ++a) {
+    for (uint64_t b = a + 1; b < n; ++b) {
+      if (!adjacent[a][b]) continue;
+      for (uint64_t c = b + 1; c < n; ++c) {
+        if (adjacent[a][c] && adjacent[b][c]) ++triangles;
+      }
+    }
+  }
+  return triangles;
+}
+
+Graph Complete(uint64_t n) {
+  std::vector<std::pair<VertexId, VertexId>> edges;
+  for (VertexId u = 0; u < n; ++u) {
+    for (VertexId v = u + 1; v < n; ++v) edges.emplace_back(u, v);
+  }
+  return Undirected(n, edges);
+}
+
+TEST(ReferenceTc, KnownCounts) {
+  EXPECT_EQ(*TriangleCount(Undirected(3, {{0, 1}, {1, 2}, {0, 2}})), 1u);
+  EXPECT_EQ(*TriangleCount(Complete(4)), 4u);   // C(4,3)
+  EXPECT_EQ(*TriangleCount(Complete(5)), 10u);  // C(5,3)
+  EXPECT_EQ(*TriangleCount(Undirected(4, {{0, 1}, {1, 2}, {2, 3}, {3, 0}})),
+            0u);  // a square
+  // {0,1,2} and {1,2,3} share the edge {1,2}.
+  EXPECT_EQ(
+      *TriangleCount(Undirected(4, {{0, 1}, {1, 2}, {2, 0}, {1, 3}, {3, 2}})),
+      2u);
+  // A triangle next to an isolated vertex and a pendant edge.
+  EXPECT_EQ(*TriangleCount(Undirected(6, {{3, 4}, {4, 5}, {5, 3}, {0, 3}})),
+            1u);
+  EXPECT_EQ(*TriangleCount(Graph{}), 0u);
+}
+
+TEST(ReferenceTc, GeneratedGraphsMatchBruteForce) {
+  store::EdgeList edges;
+  edges.num_vertices = 120;
+  std::mt19937_64 rng(13);
+  std::uniform_int_distribution<VertexId> vertex(0, 119);
+  for (int i = 0; i < 1500; ++i) edges.Add(vertex(rng), vertex(rng));
+  store::CleanOptions symmetrize;
+  symmetrize.symmetrize = true;
+  absl::StatusOr<Graph> random =
+      store::BuildGraph(std::move(edges), symmetrize, 1);
+  ASSERT_TRUE(random.ok()) << random.status();
+  for (const auto& [name, g] : std::vector<std::pair<std::string, Graph>>{
+           {"kron:7", Load("kron:7")},
+           {"urand:7", Load("urand:7")},
+           {"random symmetrized", *std::move(random)}}) {
+    SCOPED_TRACE(name);
+    const uint64_t want = BruteForceTriangles(g);
+    EXPECT_GT(want, 0u);
+    absl::StatusOr<uint64_t> got = TriangleCount(g);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, want);
+  }
+}
+
+TEST(ReferenceTc, RejectsDirectedGraph) {
+  absl::Status s =
+      TriangleCount(FromArcs(3, {{0, 1, 0}, {1, 2, 0}, {2, 0, 0}})).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "triangle counting needs an undirected graph, but arc 0 -> 1 has "
+            "no reverse (the graph is directed); load it with --symmetrize");
+  // One missing reverse among symmetric arcs is enough.
+  s = TriangleCount(FromArcs(3, {{0, 1, 0}, {1, 0, 0}, {1, 2, 0}})).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("arc 1 -> 2"), std::string::npos) << s.message();
+  EXPECT_EQ(TriangleCount(RandomDirected(200, 1000, 14)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // ------------------------------------------------- fast against simple
