@@ -1,9 +1,11 @@
-// Vertex programs over the compute engine. Each is one short file:
-//   pagerank.cc  pull, dense: every vertex sums its in-neighbours'
-//                contributions; double-buffered scores on the memory node
-//   bfs.cc       push, sparse: top-down frontier expansion
-//   cc.cc        push, sparse: min-label propagation over both directions
-//   sssp.cc      push, sparse: frontier Bellman-Ford with atomic min
+// Vertex programs over the vertex-program API (compute_node/
+// vertex_program.h). Each is one short file:
+//   pagerank.cc  every vertex gathers its in-neighbours' contributions
+//   bfs.cc       direction-optimising frontier expansion (Claim)
+//   cc.cc        min-label propagation over both directions (Min)
+//   sssp.cc      frontier Bellman-Ford (Min)
+//   bc.cc        Brandes betweenness centrality from given sources
+//   tc.cc        triangle counting, each triangle once, degree-ordered
 // Semantics are DESIGN.md's; reference/ holds the independent yardstick.
 // Results are the final version of the state array, read back from the
 // memory node.
@@ -12,14 +14,17 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "compute_node/engine.h"
+#include "algorithms/util.h"
+#include "compute_node/vertex_program.h"
 
 namespace dmg::algorithms {
 
 using compute::Engine;
+using store::Direction;
 using store::VertexId;
 
 inline constexpr double kDamping = 0.85;
@@ -37,6 +42,12 @@ absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source);
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine);
 absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
                                           bool unit_weights);
+// Scores normalised by the largest (all zero if no source reaches any
+// other vertex). Sources may repeat; each counts.
+absl::StatusOr<std::vector<double>> Bc(Engine& engine,
+                                       std::span<const VertexId> sources);
+// Needs a symmetric store (loaded with --symmetrize when directed).
+absl::StatusOr<uint64_t> TriangleCount(Engine& engine);
 
 }  // namespace dmg::algorithms
 

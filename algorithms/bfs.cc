@@ -1,43 +1,29 @@
-// Breadth-first search, push (top-down): depth of every vertex from the
-// source, -1 when unreachable. Each superstep READs the out-blocks holding
-// the frontier's adjacency and claims unvisited neighbours with a
-// compare-and-swap on the depth array; claimed vertices form the next
-// frontier. (Bottom-up steps arrive with the update coordinator.)
+// Breadth-first search: the depth of every vertex from the source, -1 when
+// unreachable. Each superstep claims the unvisited out-neighbours of the
+// frontier for the next level (Claim: the first writer wins). The engine
+// picks push (top-down: read the frontier's out-edges) or pull (bottom-up:
+// unvisited vertices read their in-edges and stop at the first frontier
+// member) per level, as direction-optimising BFS (Beamer et al., SC'12)
+// does; the depths are the same either way.
 #include "algorithms/algorithms.h"
-#include "algorithms/util.h"
 
 namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source) {
-  const uint64_t n = engine.num_vertices();
-  if (absl::Status s = CheckSource(source, n); !s.ok()) return s;
-  auto depth_or = engine.NewState<int32_t>("bfs.depth", -1);
-  if (!depth_or.ok()) return depth_or.status();
-  compute::StateArray<int32_t>& depth = **depth_or;
-  compute::Frontier frontier(n, engine.threads()), next(n, engine.threads());
-  depth.Set(0, source, 0);
-  frontier.Add(0, source);
-  frontier.Seal();
-
+  DMG_RETURN_IF_ERROR(CheckSource(source, engine.num_vertices()));
+  auto& depth = engine.NewState<int32_t>("bfs.depth", -1);
+  compute::Frontier frontier = engine.FrontierOf(source);
+  DMG_RETURN_IF_ERROR(
+      engine.VertexMap(frontier, [&](VertexId v) { depth.Set(v, 0); }));
   for (int32_t level = 0; !frontier.empty(); ++level) {
-    engine.BeginSuperstep("push", frontier.size());
-    absl::Status s = engine.ForEachFrontierVertex(
-        store::Direction::kOut, frontier,
-        [&](int w, VertexId, std::span<const VertexId> out, auto) {
-          for (VertexId v : out) {
-            if (depth.Get(w, v) == -1 &&
-                depth.CompareExchange(w, v, -1, level + 1)) {
-              next.Add(w, v);
-            }
-          }
-        });
-    if (!s.ok()) return s;
-    next.Seal();
-    if (absl::Status e = engine.EndSuperstep(); !e.ok()) return e;
-    frontier.Clear();
-    std::swap(frontier, next);
+    DMG_ASSIGN_OR_RETURN(
+        frontier, engine.EdgeMap<compute::Claim>(
+                      frontier, Direction::kOut, compute::Mode::kAuto, depth,
+                      [&](VertexId, VertexId, auto) { return level + 1; },
+                      compute::AllVertices()));
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
-  return depth.ReadResult(engine.superstep());
+  return engine.Result(depth);
 }
 
 }  // namespace dmg::algorithms

@@ -1,47 +1,34 @@
-// Weakly connected components by min-label propagation: every vertex starts
-// with its own id; each superstep, every vertex whose label dropped pushes it
-// to its neighbours in both directions (arcs count as undirected) with an
-// atomic min. At the fixpoint each vertex holds the smallest id of its
-// component, independent of thread timing.
+// Weakly connected components by min-label propagation: every vertex
+// starts with its own id; each superstep, every vertex whose label dropped
+// offers it to its neighbours in both directions (arcs count as
+// undirected), which keep the smallest (Min). At the fixpoint each vertex
+// holds the smallest id of its component, whatever the order of updates.
 #include "algorithms/algorithms.h"
-#include "algorithms/util.h"
 
 namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
-  const uint64_t n = engine.num_vertices();
-  auto label_or = engine.NewState<VertexId>("cc.label", 0);
-  if (!label_or.ok()) return label_or.status();
-  compute::StateArray<VertexId>& label = **label_or;
-  compute::Frontier frontier(n, engine.threads()), next(n, engine.threads());
-  engine.ParallelFor(n, [&](int w, uint64_t b, uint64_t e) {
-    for (uint64_t v = b; v < e; ++v) {
-      label.Set(w, static_cast<VertexId>(v), static_cast<VertexId>(v));
-      frontier.Add(w, static_cast<VertexId>(v));
-    }
-  });
-  frontier.Seal();
-
+  auto& label = engine.NewState<VertexId>("cc.label", 0);
+  DMG_ASSIGN_OR_RETURN(compute::Frontier frontier,
+                       engine.VertexFilter([&](VertexId v) {
+                         label.Set(v, v);
+                         return true;
+                       }));
   while (!frontier.empty()) {
-    engine.BeginSuperstep("push", frontier.size());
-    auto push = [&](int w, VertexId u, std::span<const VertexId> nbrs, auto) {
-      VertexId mine = label.Get(w, u);
-      for (VertexId v : nbrs) {
-        if (label.Min(w, v, mine)) next.Add(w, v);
-      }
-    };
-    for (store::Direction d : {store::Direction::kOut, store::Direction::kIn}) {
-      if (absl::Status s = engine.ForEachFrontierVertex(d, frontier, push);
-          !s.ok()) {
-        return s;
-      }
+    compute::Frontier next = engine.NewFrontier();
+    for (Direction along : {Direction::kOut, Direction::kIn}) {
+      DMG_ASSIGN_OR_RETURN(
+          compute::Frontier changed,
+          engine.EdgeMap<compute::Min>(
+              frontier, along, compute::Mode::kAuto, label,
+              [&](VertexId u, VertexId, auto) { return label.Get(u); },
+              compute::AllVertices()));
+      next.Merge(changed);
     }
-    next.Seal();
-    if (absl::Status e = engine.EndSuperstep(); !e.ok()) return e;
-    frontier.Clear();
-    std::swap(frontier, next);
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
+    frontier = std::move(next);
   }
-  return label.ReadResult(engine.superstep());
+  return engine.Result(label);
 }
 
 }  // namespace dmg::algorithms

@@ -1,54 +1,40 @@
 // Single-source shortest paths with integer weights: frontier Bellman-Ford.
-// Each superstep relaxes the out-arcs of every vertex whose distance dropped
-// in the previous one, with an atomic min on the local distance copy. With
-// non-negative weights this reaches the exact distances; unreachable
-// vertices keep kInfDistance ("inf" in outputs).
+// Each superstep offers dist(u) + w(u, v) along the out-arcs of every vertex
+// whose distance dropped in the previous one; targets keep the smallest
+// (Min). With non-negative weights this reaches the exact distances;
+// unreachable vertices keep kInfDistance ("inf" in outputs).
 #include "algorithms/algorithms.h"
-#include "algorithms/util.h"
 
 namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
                                           bool unit_weights) {
-  const uint64_t n = engine.num_vertices();
-  if (absl::Status s = CheckSource(source, n); !s.ok()) return s;
+  DMG_RETURN_IF_ERROR(CheckSource(source, engine.num_vertices()));
   if (!engine.weighted() && !unit_weights) {
     return absl::InvalidArgumentError(
         "SSSP needs a weighted graph (.wel, DIMACS .gr, weighted .mtx) or "
         "--unit_weights");
   }
-  if (engine.weighted() && !unit_weights && engine.graph().min_weight() < 0) {
+  if (engine.weighted() && !unit_weights && engine.min_weight() < 0) {
     return absl::InvalidArgumentError(
         "SSSP needs non-negative weights; this graph has weight " +
-        std::to_string(engine.graph().min_weight()));
+        std::to_string(engine.min_weight()));
   }
-  auto dist_or = engine.NewState<int64_t>("sssp.dist", kInfDistance);
-  if (!dist_or.ok()) return dist_or.status();
-  compute::StateArray<int64_t>& dist = **dist_or;
-  compute::Frontier frontier(n, engine.threads()), next(n, engine.threads());
-  dist.Set(0, source, 0);
-  frontier.Add(0, source);
-  frontier.Seal();
-
+  auto& dist = engine.NewState<int64_t>("sssp.dist", kInfDistance);
+  compute::Frontier frontier = engine.FrontierOf(source);
+  DMG_RETURN_IF_ERROR(
+      engine.VertexMap(frontier, [&](VertexId v) { dist.Set(v, 0); }));
   while (!frontier.empty()) {
-    engine.BeginSuperstep("push", frontier.size());
-    absl::Status s = engine.ForEachFrontierVertex(
-        store::Direction::kOut, frontier,
-        [&](int w, VertexId u, std::span<const VertexId> out,
-            std::span<const store::Weight> weight) {
-          const int64_t du = dist.Get(w, u);
-          for (size_t k = 0; k < out.size(); ++k) {
-            int64_t nd = du + (unit_weights ? 1 : weight[k]);
-            if (dist.Min(w, out[k], nd)) next.Add(w, out[k]);
-          }
-        });
-    if (!s.ok()) return s;
-    next.Seal();
-    if (absl::Status e = engine.EndSuperstep(); !e.ok()) return e;
-    frontier.Clear();
-    std::swap(frontier, next);
+    DMG_ASSIGN_OR_RETURN(
+        frontier, engine.EdgeMap<compute::Min>(
+                      frontier, Direction::kOut, compute::Mode::kAuto, dist,
+                      [&](VertexId u, VertexId, store::Weight w) {
+                        return dist.Get(u) + (unit_weights ? 1 : w);
+                      },
+                      compute::AllVertices()));
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
-  return dist.ReadResult(engine.superstep());
+  return engine.Result(dist);
 }
 
 }  // namespace dmg::algorithms

@@ -35,6 +35,15 @@ class Frontier {
       p.clear();
     }
   }
+  // Adds the members of another sealed frontier (between rounds).
+  void Merge(const Frontier& other) {
+    for (VertexId v : other.list_) {
+      uint64_t mask = uint64_t{1} << (v & 63);
+      if (bits_[v >> 6] & mask) continue;
+      bits_[v >> 6] |= mask;
+      list_.push_back(v);
+    }
+  }
   void Clear() {
     if (list_.size() > bits_.size()) {
       std::fill(bits_.begin(), bits_.end(), 0);

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "compute_node/engine.h"
 #include "glog/logging.h"
 
 namespace dmg::compute {
@@ -13,47 +12,56 @@ constexpr uint64_t kMaxOp = 4 << 20;  // bytes per WRITE/READ
 // Pages per batch when commit copies pages unchanged in this superstep
 // from the previous buffer (a 64 KiB bounce buffer per worker).
 constexpr size_t kCopyBatch = 16;
+// Pages per chunk of bulk work (commit) handed out by the scheduler.
+constexpr uint64_t kPagesPerChunk = kMaxOp / 4096;
 }  // namespace
 
-StateArrayBase::StateArrayBase(Engine* engine, std::string name, uint64_t n,
-                               size_t elem_size, PageCache* cache)
-    : engine_(engine),
+StateArrayBase::StateArrayBase(StateContext context, std::string name,
+                               uint64_t n, size_t elem_size, CacheHint hint,
+                               const void* initial)
+    : ctx_(std::move(context)),
       name_(std::move(name)),
       n_(n),
       elem_(elem_size),
       bytes_(n * elem_size),
       pages_((bytes_ + kPageBytes - 1) / kPageBytes),
-      cache_(cache),
-      local_(cache ? 0 : bytes_),
+      hint_(hint),
+      initial_(elem_size),
       dirty_((pages_ + 63) / 64, 0),
       prev_dirty_((pages_ + 63) / 64, 0),
-      handles_(engine->threads()) {
-  if (cache_ != nullptr) cache_->Attach(this, pages_);
-  engine_->Register(this);
+      handles_(ctx_.pool->size()) {
+  std::memcpy(initial_.data(), initial, elem_size);
 }
 
 StateArrayBase::~StateArrayBase() {
-  engine_->Unregister(this);
-  engine_->budget().Release(reserved_);
+  ctx_.budget->Release(reserved_);
   if (cache_ != nullptr) {
     ReleasePins();
     cache_->Drop(this);
   }
   for (const transport::RegionInfo& r : regions_) {
-    if (r.length == 0 || !engine_->healthy()) continue;
-    absl::Status s = engine_->transport().FreeRegion(r.node, r.id);
+    if (r.length == 0 || !ctx_.healthy()) continue;
+    absl::Status s = ctx_.transport->FreeRegion(r.node, r.id);
     VLOG_IF(1, !s.ok()) << "freeing state region " << r.name << ": " << s;
   }
 }
 
-absl::Status StateArrayBase::Allocate(const void* initial) {
+absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
+  materialized_ = true;
+  cache_ = cache;
+  reserved_ = reserved;
+  if (cache_ != nullptr) {
+    cache_->Attach(this, pages_);
+  } else {
+    local_ = AlignedBuffer(bytes_);
+  }
   for (int b = 0; b < 2; ++b) {
-    absl::StatusOr<transport::RegionInfo> r =
-        engine_->transport().AllocateRegion(0, std::max<uint64_t>(bytes_, 8),
-                                            name_ + "." + std::to_string(b));
+    absl::StatusOr<transport::RegionInfo> r = ctx_.transport->AllocateRegion(
+        0, std::max<uint64_t>(bytes_, 8), name_ + "." + std::to_string(b));
     if (!r.ok()) return r.status();
     regions_[b] = *r;
   }
+  const std::byte* initial = initial_.data();
   // Both versions start as the initial state: written from the local copy,
   // or (paged) from one page of the initial value repeated.
   std::vector<std::byte> pattern;
@@ -67,28 +75,24 @@ absl::Status StateArrayBase::Allocate(const void* initial) {
       std::memcpy(local_.data() + at, initial, elem_);
     }
   }
-  WorkerPool& pool = engine_->pool();
-  return pool.Run([&](int w) {
-    uint64_t first = pages_ * w / pool.size();
-    uint64_t last = pages_ * (w + 1) / pool.size();
-    if (cache_ == nullptr) {
-      QueueWrite(w, 0, first, last);
-      QueueWrite(w, 1, first, last);
-      return pool.endpoint(w).Flush();
-    }
-    uint64_t begin = first * kPageBytes,
-             end = std::min(last * kPageBytes, bytes_);
-    for (uint64_t at = begin; at < end; at += pattern.size()) {
-      uint32_t len =
-          static_cast<uint32_t>(std::min<uint64_t>(pattern.size(), end - at));
-      for (int b = 0; b < 2; ++b) {
-        pool.endpoint(w).Write(regions_[b].node, regions_[b].id, at,
-                               pattern.data(), len);
-      }
-      if (absl::Status s = pool.endpoint(w).Flush(); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  });
+  // Chunks of kMaxOp bytes (whole pages), taken by whichever worker is free.
+  return ctx_.scheduler->ForRanges(
+      pages_, kMaxOp / kPageBytes,
+      [&](int w, uint64_t first, uint64_t last) -> absl::Status {
+        if (cache_ == nullptr) {
+          QueueWrite(w, 0, first, last);
+          QueueWrite(w, 1, first, last);
+          return endpoint(w).Flush();
+        }
+        const uint64_t begin = first * kPageBytes;
+        const uint64_t end = std::min(last * kPageBytes, bytes_);
+        const uint32_t len = static_cast<uint32_t>(end - begin);
+        for (int b = 0; b < 2; ++b) {
+          endpoint(w).Write(regions_[b].node, regions_[b].id, begin,
+                            pattern.data(), len);
+        }
+        return endpoint(w).Flush();
+      });
 }
 
 void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
@@ -97,9 +101,8 @@ void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
   uint64_t end = std::min(last_page * kPageBytes, bytes_);
   for (uint64_t at = begin; at < end; at += kMaxOp) {
     uint64_t len = std::min(kMaxOp, end - at);
-    engine_->pool().endpoint(w).Write(
-        regions_[buffer].node, regions_[buffer].id, at, local_.data() + at,
-        static_cast<uint32_t>(len));
+    endpoint(w).Write(regions_[buffer].node, regions_[buffer].id, at,
+                      local_.data() + at, static_cast<uint32_t>(len));
   }
 }
 
@@ -136,8 +139,8 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
                                         uint64_t count, std::byte* const* dst) {
   // Written back during this superstep: the newest copy is in its buffer;
   // otherwise the previous version has it. One batch for all the pages.
-  const int s = engine_->superstep() + 1;
-  transport::Endpoint& ep = engine_->pool().endpoint(worker);
+  const int s = superstep() + 1;
+  transport::Endpoint& ep = endpoint(worker);
   for (uint64_t k = 0; k < count; ++k) {
     uint64_t page = first + k;
     const int buffer = Bit(dirty_, page) ? s % 2 : (s + 1) % 2;
@@ -149,8 +152,8 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
 
 absl::Status StateArrayBase::WriteBackPages(int worker,
                                             std::span<const DirtyPage> pages) {
-  const int buffer = (engine_->superstep() + 1) % 2;
-  transport::Endpoint& ep = engine_->pool().endpoint(worker);
+  const int buffer = (superstep() + 1) % 2;
+  transport::Endpoint& ep = endpoint(worker);
   for (const DirtyPage& p : pages) {
     ep.Write(regions_[buffer].node, regions_[buffer].id, p.page * kPageBytes,
              p.data, static_cast<uint32_t>(PageLength(p.page)));
@@ -161,28 +164,27 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
 absl::Status StateArrayBase::Commit(int superstep) {
   const int buffer = superstep % 2;
   if (absl::Status s = error(); !s.ok()) return s;
-  WorkerPool& pool = engine_->pool();
+  UnitScheduler& scheduler = *ctx_.scheduler;
   absl::Status status;
   if (cache_ == nullptr) {
-    status = pool.Run([&](int w) {
-      uint64_t first = pages_ * w / pool.size();
-      uint64_t last = pages_ * (w + 1) / pool.size();
-      auto needed = [&](uint64_t p) {
-        return Bit(dirty_, p) || Bit(prev_dirty_, p);
-      };
-      // Coalesce runs of pages that need writing into single WRITEs.
-      for (uint64_t p = first; p < last;) {
-        if (!needed(p)) {
-          ++p;
-          continue;
-        }
-        uint64_t q = p;
-        while (q < last && needed(q)) ++q;
-        QueueWrite(w, buffer, p, q);
-        p = q;
-      }
-      return pool.endpoint(w).Flush();
-    });
+    status = scheduler.ForRanges(
+        pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+          auto needed = [&](uint64_t p) {
+            return Bit(dirty_, p) || Bit(prev_dirty_, p);
+          };
+          // Coalesce runs of pages that need writing into single WRITEs.
+          for (uint64_t p = first; p < last;) {
+            if (!needed(p)) {
+              ++p;
+              continue;
+            }
+            uint64_t q = p;
+            while (q < last && needed(q)) ++q;
+            QueueWrite(w, buffer, p, q);
+            p = q;
+          }
+          return endpoint(w).Flush();
+        });
   } else {
     // Dirty cached pages go to this superstep's buffer...
     ReleasePins();
@@ -195,37 +197,38 @@ absl::Status StateArrayBase::Commit(int superstep) {
     if (status.ok()) {
       const transport::RegionInfo& from = regions_[(superstep + 1) % 2];
       const transport::RegionInfo& to = regions_[buffer];
-      status = pool.Run([&](int w) {
-        transport::Endpoint& ep = pool.endpoint(w);
-        std::vector<std::byte> bounce(kCopyBatch * kPageBytes);
-        std::vector<DirtyPage> batch;
-        auto copy = [&]() -> absl::Status {
-          if (absl::Status s = ep.Flush(); !s.ok()) return s;  // the READs
-          for (const DirtyPage& p : batch) {
-            ep.Write(to.node, to.id, p.page * kPageBytes, p.data,
-                     static_cast<uint32_t>(PageLength(p.page)));
-          }
-          batch.clear();
-          return ep.Flush();
-        };
-        uint64_t first = pages_ * w / pool.size();
-        uint64_t last = pages_ * (w + 1) / pool.size();
-        for (uint64_t p = first; p < last; ++p) {
-          if (!Bit(prev_dirty_, p) || Bit(dirty_, p)) continue;
-          const std::byte* cached = cache_->Peek(this, p);
-          if (cached == nullptr) {
-            std::byte* slot = bounce.data() + batch.size() * kPageBytes;
-            ep.Read(from.node, from.id, p * kPageBytes, slot,
-                    static_cast<uint32_t>(PageLength(p)));
-            cached = slot;
-          }
-          batch.push_back({p, cached});
-          if (batch.size() == kCopyBatch) {
-            if (absl::Status s = copy(); !s.ok()) return s;
-          }
-        }
-        return batch.empty() ? absl::OkStatus() : copy();
-      });
+      std::vector<std::vector<std::byte>> bounces(scheduler.workers());
+      status = scheduler.ForRanges(
+          pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+            transport::Endpoint& ep = endpoint(w);
+            std::vector<std::byte>& bounce = bounces[w];
+            bounce.resize(kCopyBatch * kPageBytes);
+            std::vector<DirtyPage> batch;
+            auto copy = [&]() -> absl::Status {
+              if (absl::Status s = ep.Flush(); !s.ok()) return s;  // the READs
+              for (const DirtyPage& p : batch) {
+                ep.Write(to.node, to.id, p.page * kPageBytes, p.data,
+                         static_cast<uint32_t>(PageLength(p.page)));
+              }
+              batch.clear();
+              return ep.Flush();
+            };
+            for (uint64_t p = first; p < last; ++p) {
+              if (!Bit(prev_dirty_, p) || Bit(dirty_, p)) continue;
+              const std::byte* cached = cache_->Peek(this, p);
+              if (cached == nullptr) {
+                std::byte* slot = bounce.data() + batch.size() * kPageBytes;
+                ep.Read(from.node, from.id, p * kPageBytes, slot,
+                        static_cast<uint32_t>(PageLength(p)));
+                cached = slot;
+              }
+              batch.push_back({p, cached});
+              if (batch.size() == kCopyBatch) {
+                if (absl::Status s = copy(); !s.ok()) return s;
+              }
+            }
+            return batch.empty() ? absl::OkStatus() : copy();
+          });
     }
   }
   prev_dirty_.swap(dirty_);
@@ -236,19 +239,14 @@ absl::Status StateArrayBase::Commit(int superstep) {
 absl::Status StateArrayBase::ReadVersion(int superstep, uint64_t begin,
                                          uint64_t end, void* dst) {
   const int buffer = superstep % 2;
-  WorkerPool& pool = engine_->pool();
   const uint64_t b0 = begin * elem_, b1 = end * elem_;
-  return pool.Run([&](int w) {
-    uint64_t first = b0 + (b1 - b0) * w / pool.size();
-    uint64_t last = b0 + (b1 - b0) * (w + 1) / pool.size();
-    for (uint64_t at = first; at < last; at += kMaxOp) {
-      uint64_t len = std::min(kMaxOp, last - at);
-      pool.endpoint(w).Read(regions_[buffer].node, regions_[buffer].id, at,
-                            static_cast<std::byte*>(dst) + (at - b0),
-                            static_cast<uint32_t>(len));
-    }
-    return pool.endpoint(w).Flush();
-  });
+  return ctx_.scheduler->ForRanges(
+      b1 - b0, kMaxOp, [&](int w, uint64_t first, uint64_t last) {
+        endpoint(w).Read(regions_[buffer].node, regions_[buffer].id, b0 + first,
+                         static_cast<std::byte*>(dst) + first,
+                         static_cast<uint32_t>(last - first));
+        return endpoint(w).Flush();
+      });
 }
 
 }  // namespace dmg::compute

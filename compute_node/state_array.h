@@ -13,14 +13,19 @@
 //    s-1); dirty pages are written back into buffer s % 2 (on eviction or at
 //    commit), and pages changed in s-1 but not in s are copied into it.
 //
-// Accessors take the calling worker (for its transport endpoint on a miss)
-// and are safe from many workers at once: values are accessed atomically.
+// Accessors are safe from many workers at once (values are accessed
+// atomically); a paged miss uses the calling worker's transport endpoint
+// (the worker is the pool thread calling; the two-argument forms name it).
+// An array is declared first and materialized (regions allocated, both
+// versions set to the initial value, resident or paged) when the engine
+// plans its cache; it is used only after that.
 #ifndef DMG_COMPUTE_NODE_STATE_ARRAY_H_
 #define DMG_COMPUTE_NODE_STATE_ARRAY_H_
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -29,13 +34,26 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/aligned_buffer.h"
+#include "compute_node/cache_planner.h"
+#include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
+#include "compute_node/unit_scheduler.h"
+#include "compute_node/worker_pool.h"
 #include "store/graph.h"
 #include "transport/transport.h"
 
 namespace dmg::compute {
 
-class Engine;
+// What a state array needs from the runtime around it.
+struct StateContext {
+  WorkerPool* pool = nullptr;  // endpoints, one per worker
+  UnitScheduler* scheduler = nullptr;
+  transport::Transport* transport = nullptr;  // regions
+  MemoryBudget* budget = nullptr;  // a resident copy's bytes are released here
+  const int* superstep = nullptr;  // supersteps completed
+  // False after a transport failure: skip remote frees.
+  std::function<bool()> healthy;
+};
 
 class StateArrayBase : public PageSource {
  public:
@@ -46,7 +64,16 @@ class StateArrayBase : public PageSource {
 
   const std::string& name() const { return name_; }
   uint64_t size() const { return n_; }
+  uint64_t bytes() const { return bytes_; }
+  CacheHint hint() const { return hint_; }
+  bool materialized() const { return materialized_; }
   bool resident() const { return cache_ == nullptr; }
+
+  // Allocates both versions on memory node 0 and writes the initial value
+  // into them: resident (a local copy whose `reserved` budget bytes this
+  // array releases when destroyed) when cache is nullptr, else paged
+  // through `cache`.
+  absl::Status Materialize(PageCache* cache, uint64_t reserved);
 
   // Ends superstep `superstep` (1-based) for this array: afterwards buffer
   // superstep % 2 holds the whole version. Called by Engine::EndSuperstep.
@@ -69,8 +96,8 @@ class StateArrayBase : public PageSource {
                               std::span<const DirtyPage> pages) override;
 
  protected:
-  StateArrayBase(Engine* engine, std::string name, uint64_t n, size_t elem_size,
-                 PageCache* cache);
+  StateArrayBase(StateContext context, std::string name, uint64_t n,
+                 size_t elem_size, CacheHint hint, const void* initial);
   void MarkDirty(uint64_t index) {
     uint64_t page = index * elem_ / kPageBytes;
     std::atomic_ref<uint64_t> word(dirty_[page >> 6]);
@@ -103,10 +130,9 @@ class StateArrayBase : public PageSource {
     return cache_->TryRead(worker, this, at / kPageBytes, at % kPageBytes, out);
   }
   std::byte* local_bytes() { return local_.data(); }
+  const std::byte* initial_bytes() const { return initial_.data(); }
 
  private:
-  friend class Engine;
-  absl::Status Allocate(const void* initial);
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
   bool Bit(const std::vector<uint64_t>& bits, uint64_t page) const {
     return (bits[page >> 6] >> (page & 63)) & 1;
@@ -115,14 +141,20 @@ class StateArrayBase : public PageSource {
     return std::min(kPageBytes, bytes_ - page * kPageBytes);
   }
 
-  Engine* engine_;
+  transport::Endpoint& endpoint(int w) { return ctx_.pool->endpoint(w); }
+  int superstep() const { return *ctx_.superstep; }
+
+  StateContext ctx_;
   std::string name_;
   uint64_t n_;
   size_t elem_;
   uint64_t bytes_;
   uint64_t pages_;
-  PageCache* cache_;     // nullptr: resident
-  AlignedBuffer local_;  // resident mode only
+  CacheHint hint_;
+  std::vector<std::byte> initial_;  // one element
+  bool materialized_ = false;
+  PageCache* cache_ = nullptr;  // nullptr: resident
+  AlignedBuffer local_;         // resident mode only
   transport::RegionInfo regions_[2];
   std::vector<uint64_t> dirty_, prev_dirty_;
   std::mutex error_mu_;
@@ -140,6 +172,29 @@ class StateArrayBase : public PageSource {
 template <typename T>
 class StateArray : public StateArrayBase {
  public:
+  StateArray(StateContext context, std::string name, uint64_t n, CacheHint hint,
+             T initial)
+      : StateArrayBase(std::move(context), std::move(name), n, sizeof(T), hint,
+                       &initial) {}
+
+  // The value every element starts with (Claim's "unset").
+  T initial() const {
+    T x;
+    std::memcpy(&x, initial_bytes(), sizeof(T));
+    return x;
+  }
+
+  T Get(store::VertexId v) {
+    if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
+    return Get(WorkerPool::current(), v);
+  }
+  void Set(store::VertexId v, T x) { Set(WorkerPool::current(), v, x); }
+  // Applies a named update (see vertex_program.h): true if v changed.
+  template <typename Op>
+  bool Apply(store::VertexId v, T x) {
+    return Apply<Op>(WorkerPool::current(), v, x);
+  }
+
   T Get(int w, store::VertexId v) {
     if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
     T x;
@@ -154,23 +209,30 @@ class StateArray : public StateArrayBase {
       return true;
     });
   }
-  // value = min(value, x); true if it changed.
-  bool Min(int w, store::VertexId v, T x) {
-    return Update(w, v, [&](std::atomic_ref<T> a) {
-      T old = a.load(kRelaxed);
-      while (x < old) {
-        if (a.compare_exchange_weak(old, x, kRelaxed)) return true;
-      }
-      return false;
-    });
+  template <typename Op>
+  bool Apply(int w, store::VertexId v, T x) {
+    const T unset = initial();
+    return Update(w, v,
+                  [&](std::atomic_ref<T> a) { return Op::Apply(a, x, unset); });
   }
-  // The local copy when resident, else nullptr: for read-only hot loops
-  // (plain loads the compiler can keep in registers), valid while no worker
-  // writes the array.
-  const T* ResidentData() { return resident() ? data() : nullptr; }
-  // Resident only: direct writes for bulk loops; the caller marks what it
-  // changed (MarkAllDirty for everything).
-  T* MutableResidentData() { return resident() ? data() : nullptr; }
+
+  // A read-only view for hot loops: plain loads from the local copy when
+  // resident (the compiler keeps the pointer in a register), accessor reads
+  // when paged. Valid while no worker writes the array.
+  class Reader {
+   public:
+    T operator[](store::VertexId v) const {
+      return local_ != nullptr ? local_[v] : array_->Get(v);
+    }
+
+   private:
+    friend class StateArray;
+    explicit Reader(StateArray* a)
+        : array_(a), local_(a->resident() ? a->data() : nullptr) {}
+    StateArray* array_;
+    const T* local_;
+  };
+  Reader reader() { return Reader(this); }
 
   // The version after `superstep` as the memory node holds it; a resident
   // array also checks it against its local copy (a difference would mean the
@@ -189,19 +251,9 @@ class StateArray : public StateArrayBase {
     }
     return out;
   }
-  // value == expected ? value = desired : nothing; true if it swapped.
-  bool CompareExchange(int w, store::VertexId v, T expected, T desired) {
-    return Update(w, v, [&](std::atomic_ref<T> a) {
-      return a.load(kRelaxed) == expected &&
-             a.compare_exchange_strong(expected, desired, kRelaxed);
-    });
-  }
 
  private:
-  friend class Engine;
   static constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
-  StateArray(Engine* engine, std::string name, uint64_t n, PageCache* cache)
-      : StateArrayBase(engine, std::move(name), n, sizeof(T), cache) {}
   T* data() { return reinterpret_cast<T*>(local_bytes()); }
 
   template <typename Op>

@@ -2,6 +2,8 @@
 
 namespace dmg::compute {
 
+thread_local int WorkerPool::current_ = 0;
+
 WorkerPool::WorkerPool(
     std::vector<std::unique_ptr<transport::Endpoint>> endpoints)
     : endpoints_(std::move(endpoints)) {
@@ -20,6 +22,7 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::Loop(int worker) {
+  current_ = worker;
   uint64_t seen = 0;
   while (true) {
     const std::function<absl::Status(int)>* task;

@@ -24,6 +24,9 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   int size() const { return static_cast<int>(endpoints_.size()); }
+  // The index of the worker running on this thread: set on pool threads,
+  // 0 on any other thread (the caller of Run is worker 0).
+  static int current() { return current_; }
   transport::Endpoint& endpoint(int worker) { return *endpoints_[worker]; }
 
   // Runs task(worker) on every worker (worker 0 on the calling thread) and
@@ -39,6 +42,7 @@ class WorkerPool {
 
  private:
   void Loop(int worker);
+  static thread_local int current_;
 
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
   std::vector<std::thread> threads_;

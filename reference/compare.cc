@@ -1,5 +1,6 @@
 #include "reference/compare.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -120,6 +121,45 @@ Mismatch CompareL1(std::span<const double> expected,
       absl::StrCat("L1 distance ", FormatValue(m.l1), " exceeds tolerance ",
                    FormatValue(tolerance), "; largest difference at vertex ",
                    m.vertex, ": expected ", m.expected, ", got ", m.actual);
+  return m;
+}
+
+Mismatch CompareRelative(std::span<const double> expected,
+                         std::span<const double> actual, double relative) {
+  if (expected.size() != actual.size()) {
+    return LengthMismatch(expected.size(), actual.size());
+  }
+  Mismatch m;
+  for (uint64_t v = 0; v < expected.size(); ++v) {
+    const double a = expected[v], b = actual[v];
+    if (std::abs(a - b) <= relative * std::max(std::abs(a), std::abs(b))) {
+      continue;  // false for NaN
+    }
+    if (!m.any) {
+      m.any = true;
+      m.vertex = v;
+      m.expected = FormatValue(a);
+      m.actual = FormatValue(b);
+    }
+    ++m.count;
+  }
+  if (m.any) {
+    m.message =
+        absl::StrCat(m.count, " vertices differ by more than ",
+                     FormatValue(relative), " relative; first at vertex ",
+                     m.vertex, ": expected ", m.expected, ", got ", m.actual);
+  }
+  return m;
+}
+
+Mismatch CompareCount(uint64_t expected, uint64_t actual) {
+  Mismatch m;
+  if (expected == actual) return m;
+  m.any = true;
+  m.count = 1;
+  m.expected = absl::StrCat(expected);
+  m.actual = absl::StrCat(actual);
+  m.message = absl::StrCat("expected ", expected, ", got ", actual);
   return m;
 }
 

@@ -50,6 +50,16 @@ double L1Distance(std::span<const double> a, std::span<const double> b);
 Mismatch CompareL1(std::span<const double> expected,
                    std::span<const double> actual, double tolerance);
 
+// Mismatch unless the sizes agree and every |expected - actual| <=
+// relative * max(|expected|, |actual|) (exact zeros must match, NaN never
+// does); reports the first vertex that fails. For scores that are summed in
+// different orders (betweenness centrality).
+Mismatch CompareRelative(std::span<const double> expected,
+                         std::span<const double> actual, double relative);
+
+// Exact comparison of single counts (triangle counting).
+Mismatch CompareCount(uint64_t expected, uint64_t actual);
+
 }  // namespace dmg::reference
 
 #endif  // DMG_REFERENCE_COMPARE_H_

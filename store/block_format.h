@@ -69,6 +69,9 @@ struct RegionEntry {
 static_assert(sizeof(RegionEntry) == 32);
 
 inline constexpr uint32_t kSuperblockFlagWeighted = 1;
+// Every arc u->v has its reverse v->u (out- and in-CSR are equal): the
+// graph is undirected, as triangle counting needs.
+inline constexpr uint32_t kSuperblockFlagSymmetric = 2;
 
 struct Superblock {
   char magic[8];
@@ -78,7 +81,7 @@ struct Superblock {
   uint64_t num_arcs;    // per direction
   uint64_t image_size;  // total bytes of the image
   uint32_t block_size;  // upper bound on any block's length
-  uint32_t flags;       // kSuperblockFlagWeighted
+  uint32_t flags;       // kSuperblockFlagWeighted | kSuperblockFlagSymmetric
   uint32_t num_memory_nodes;
   uint32_t num_regions;
   uint64_t num_blocks[2];  // directory entries, by Direction

@@ -196,6 +196,10 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
   sb.image_size = image_size;
   sb.block_size = options.block_size;
   sb.flags = graph.weighted() ? kSuperblockFlagWeighted : 0;
+  if (graph.out.offsets == graph.in.offsets &&
+      graph.out.targets == graph.in.targets) {
+    sb.flags |= kSuperblockFlagSymmetric;
+  }
   sb.num_memory_nodes = options.num_memory_nodes;
   sb.num_regions = static_cast<uint32_t>(regions.size());
   sb.num_blocks[0] = dl[0].entries.size();

@@ -27,9 +27,10 @@ constexpr char kUsage[] =
     R"(usage: dmg <command> [flags]
 
 commands:
-  run   --algo=pagerank|bfs|cc|sssp --graph=SPEC [--source=V] [--max_iters=N]
-        [--tolerance=T] [--threads=N] [--output=FILE] [--stats_json=FILE]
-        [--verify] [--top=N] [--unit_weights]
+  run   --algo=NAME --graph=SPEC [--source=V|random] [--sources=K]
+        [--max_iters=N] [--tolerance=T] [--threads=N] [--output=FILE]
+        [--stats_json=FILE] [--verify] [--top=N] [--unit_weights]
+        [--cache_mb=N | --cache_fraction=F] [--cache_policy=P]
         [--transport=local|tcp|rdma --memory_nodes=H:P,...]
                                      run an algorithm (embedded cluster when
                                      no --memory_nodes are given)
@@ -40,6 +41,8 @@ commands:
         --node_id=K]                 run a memory-node daemon
   help                               this text
 
+algorithms (--algo=NAME):
+%s
 SPEC: a file (.el/.txt SNAP edge list, .wel, .mtx, DIMACS/PACE .gr; gzip or
 xz compressed too), a store image written by `dmg load`, or a generator
 kron:SCALE[:DEGREE] / urand:SCALE[:DEGREE].
@@ -71,13 +74,13 @@ int Info() {
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kUsage, stderr);
+    std::fprintf(stderr, kUsage, AlgorithmHelp().c_str());
     return kExitBadInput;
   }
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "help" || command == "--help" || command == "-h") {
-    std::fputs(kUsage, stdout);
+    std::printf(kUsage, AlgorithmHelp().c_str());
     return kExitOk;
   }
   std::vector<std::string> allowed = GraphFlagNames();

@@ -5,15 +5,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <type_traits>
 #include <variant>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "algorithms/algorithms.h"
+#include "absl/strings/str_join.h"
+#include "algorithms/registry.h"
 #include "common/parallel.h"
+#include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "reference/compare.h"
-#include "reference/reference.h"
 #include "store/graph_source.h"
 #include "store/image_file.h"
 #include "tools/cli.h"
@@ -21,12 +24,19 @@
 #include "tools/graph_flags.h"
 #include "tools/transport_flags.h"
 
-DEFINE_string(algo, "", "pagerank | bfs | cc | sssp");
-DEFINE_uint64(source, 0, "source vertex for bfs and sssp");
+DEFINE_string(algo, "", "the algorithm (dmg help lists them)");
+DEFINE_string(source, "0",
+              "source vertex (bfs, sssp, bc), or 'random' (a seeded pick "
+              "with out-arcs)");
+DEFINE_int32(sources, 0, "bc: this many seeded random sources (0: --source)");
+DEFINE_uint64(source_seed, 27491095,
+              "seed for --source=random and --sources (GAPBS's default)");
 DEFINE_int32(max_iters, 20, "pagerank: most iterations");
 DEFINE_double(tolerance, 1e-4, "pagerank: stop when the L1 change is below");
 DEFINE_bool(unit_weights, false, "sssp: treat every arc as weight 1");
-DEFINE_string(output, "", "write 'vertex value' lines, in vertex order");
+DEFINE_string(output, "",
+              "write 'vertex value' lines, in vertex order (a count: alone "
+              "on one line)");
 DEFINE_string(stats_json, "", "write the run's figures as JSON");
 DEFINE_bool(verify, false,
             "compare with the in-memory reference; exit 1 on a mismatch");
@@ -49,83 +59,73 @@ DECLARE_string(memory_nodes);
 namespace dmg::cli {
 namespace {
 
-using Values = std::variant<std::vector<double>, std::vector<int32_t>,
-                            std::vector<uint32_t>, std::vector<int64_t>>;
+using algorithms::Values;
 
 double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
       .count();
 }
 
-absl::StatusOr<Values> RunAlgorithm(compute::Engine& engine,
-                                    std::string* detail) {
-  const std::string& a = FLAGS_algo;
-  if (a == "pagerank") {
-    auto r = algorithms::PageRank(engine, FLAGS_max_iters, FLAGS_tolerance);
-    if (!r.ok()) return r.status();
-    *detail = absl::StrFormat("%d iterations, last L1 change %.3g",
-                              r->iterations, r->last_l1);
-    return Values(std::move(r->scores));
+// The run's parameters from the flags; sources are resolved on the engine
+// (a random pick needs out-degrees), once, so the reference uses the same.
+absl::StatusOr<algorithms::Params> ParamsFromFlags(
+    const algorithms::Algorithm& algo, compute::Engine& engine) {
+  algorithms::Params p;
+  p.max_iters = FLAGS_max_iters;
+  p.tolerance = FLAGS_tolerance;
+  p.unit_weights = FLAGS_unit_weights;
+  if (algo.sources == algorithms::Sources::kNone) return p;
+  if (FLAGS_sources > 0 && algo.sources == algorithms::Sources::kMany) {
+    DMG_ASSIGN_OR_RETURN(
+        p.sources,
+        algorithms::PickSources(engine, FLAGS_sources, FLAGS_source_seed));
+    p.source = p.sources[0];
+    return p;
   }
-  if (a == "bfs") {
-    auto r = algorithms::Bfs(engine, FLAGS_source);
-    if (!r.ok()) return r.status();
-    int64_t reached =
-        std::count_if(r->begin(), r->end(), [](int32_t d) { return d >= 0; });
-    *detail = absl::StrFormat("source %d, %d reached", FLAGS_source, reached);
-    return Values(*std::move(r));
+  if (FLAGS_source == "random") {
+    DMG_ASSIGN_OR_RETURN(std::vector<store::VertexId> one,
+                         algorithms::PickSources(engine, 1, FLAGS_source_seed));
+    p.source = one[0];
+  } else {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(FLAGS_source, &v)) {
+      return absl::InvalidArgumentError("--source='" + FLAGS_source +
+                                        "' is not a vertex id or 'random'");
+    }
+    if (v >= engine.num_vertices()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--source %d is out of range: the graph has %d vertices", v,
+          engine.num_vertices()));
+    }
+    p.source = static_cast<store::VertexId>(v);
   }
-  if (a == "cc") {
-    auto r = algorithms::ConnectedComponents(engine);
-    if (!r.ok()) return r.status();
-    uint64_t components = 0;
-    for (size_t v = 0; v < r->size(); ++v) components += (*r)[v] == v;
-    *detail = absl::StrFormat("%d components", components);
-    return Values(*std::move(r));
-  }
-  auto r = algorithms::Sssp(engine, FLAGS_source, FLAGS_unit_weights);
-  if (!r.ok()) return r.status();
-  int64_t reached = std::count_if(r->begin(), r->end(), [](int64_t d) {
-    return d != algorithms::kInfDistance;
-  });
-  *detail = absl::StrFormat("source %d, %d reached", FLAGS_source, reached);
-  return Values(*std::move(r));
+  p.sources = {p.source};
+  return p;
 }
 
 // The reference result for the same SPEC, built independently of the store
 // layout: the graph is read (or generated) again into a plain CSR.
 absl::StatusOr<reference::Mismatch> Verify(
+    const algorithms::Algorithm& algo, const algorithms::Params& params,
     const store::GraphSourceOptions& options, const Values& actual) {
-  absl::StatusOr<store::Graph> g = store::LoadGraph(FLAGS_graph, options);
-  if (!g.ok()) return g.status();
-  const std::string& a = FLAGS_algo;
-  if (a == "pagerank") {
-    auto r = reference::PageRank(*g, FLAGS_max_iters, FLAGS_tolerance);
-    if (!r.ok()) return r.status();
-    // Same arithmetic in the same order: the scores agree far below 1e-9.
-    return reference::CompareL1(r->scores, std::get<0>(actual), 1e-9);
-  }
-  if (a == "bfs") {
-    auto r = reference::Bfs(*g, FLAGS_source);
-    if (!r.ok()) return r.status();
-    return reference::CompareExact(*r, std::get<1>(actual));
-  }
-  if (a == "cc") {
-    return reference::CompareExact(reference::ConnectedComponents(*g),
-                                   std::get<2>(actual));
-  }
-  auto r = reference::Sssp(*g, FLAGS_source, FLAGS_unit_weights);
-  if (!r.ok()) return r.status();
-  return reference::CompareExact(*r, std::get<3>(actual));
+  DMG_ASSIGN_OR_RETURN(store::Graph g, store::LoadGraph(FLAGS_graph, options));
+  DMG_ASSIGN_OR_RETURN(Values expected, algo.reference(g, params));
+  return algo.compare(expected, actual);
 }
 
 absl::Status WriteOutput(const Values& values) {
   std::string text;
   std::visit(
-      [&](const auto& vec) {
-        text.reserve(vec.size() * 12);
-        for (size_t v = 0; v < vec.size(); ++v) {
-          absl::StrAppend(&text, v, " ", reference::FormatValue(vec[v]), "\n");
+      [&](const auto& result) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(result)>,
+                                     uint64_t>) {
+          absl::StrAppend(&text, result, "\n");
+        } else {
+          text.reserve(result.size() * 12);
+          for (size_t v = 0; v < result.size(); ++v) {
+            absl::StrAppend(&text, v, " ", reference::FormatValue(result[v]),
+                            "\n");
+          }
         }
       },
       values);
@@ -141,8 +141,13 @@ void CorruptForTest(Values& values) {
   if (env == nullptr) return;
   uint64_t v = std::strtoull(env, nullptr, 10);
   std::visit(
-      [&](auto& vec) {
-        if (v < vec.size()) vec[v] += 1;
+      [&](auto& result) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(result)>,
+                                     uint64_t>) {
+          result += 1;
+        } else if (v < result.size()) {
+          result[v] += 1;
+        }
       },
       values);
 }
@@ -150,18 +155,22 @@ void CorruptForTest(Values& values) {
 void PrintTop(const Values& values) {
   std::visit(
       [&](const auto& vec) {
-        std::vector<uint64_t> order(vec.size());
-        std::iota(order.begin(), order.end(), 0);
-        size_t k = std::min<size_t>(FLAGS_top, vec.size());
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [&](uint64_t x, uint64_t y) {
-                            return vec[x] > vec[y] ||
-                                   (vec[x] == vec[y] && x < y);
-                          });
-        absl::PrintF("top %d vertices by %s:\n", k, FLAGS_algo);
-        for (size_t i = 0; i < k; ++i) {
-          absl::PrintF("  %10d  %s\n", order[i],
-                       reference::FormatValue(vec[order[i]]));
+        if constexpr (std::is_same_v<std::decay_t<decltype(vec)>, uint64_t>) {
+          return;  // a count has no vertices
+        } else {
+          std::vector<uint64_t> order(vec.size());
+          std::iota(order.begin(), order.end(), 0);
+          size_t k = std::min<size_t>(FLAGS_top, vec.size());
+          std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                            [&](uint64_t x, uint64_t y) {
+                              return vec[x] > vec[y] ||
+                                     (vec[x] == vec[y] && x < y);
+                            });
+          absl::PrintF("top %d vertices by %s:\n", k, FLAGS_algo);
+          for (size_t i = 0; i < k; ++i) {
+            absl::PrintF("  %10d  %s\n", order[i],
+                         reference::FormatValue(vec[order[i]]));
+          }
         }
       },
       values);
@@ -171,19 +180,37 @@ void PrintTop(const Values& values) {
 
 std::vector<std::string> RunFlagNames() {
   std::vector<std::string> names = {
-      "algo",           "source",       "max_iters",      "tolerance",
-      "unit_weights",   "output",       "stats_json",     "verify",
-      "transport",      "top",          "memory_nodes",   "cache_mb",
-      "cache_fraction", "cache_policy", "prefetch_window"};
+      "algo",           "source",    "sources",        "source_seed",
+      "max_iters",      "tolerance", "unit_weights",   "output",
+      "stats_json",     "verify",    "transport",      "top",
+      "memory_nodes",   "cache_mb",  "cache_fraction", "cache_policy",
+      "prefetch_window"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
 
+std::string AlgorithmHelp() {
+  std::string text;
+  for (const algorithms::Algorithm& a : algorithms::Registry()) {
+    absl::StrAppendFormat(&text, "  %-9s %s", a.name, a.help);
+    if (!a.flags.empty()) {
+      absl::StrAppend(&text, " [--", absl::StrJoin(a.flags, " --"), "]");
+    }
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
+}
+
 int RunCommand() {
   const std::string& a = FLAGS_algo;
-  if (a != "pagerank" && a != "bfs" && a != "cc" && a != "sssp") {
+  const algorithms::Algorithm* algo = algorithms::FindAlgorithm(a);
+  if (algo == nullptr) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
-        "--algo='", a, "' is not one of pagerank, bfs, cc, sssp")));
+        "--algo='", a, "' is not one of ", algorithms::AlgorithmNames(", "))));
+  }
+  if (FLAGS_sources < 0) {
+    return ReportError(
+        absl::InvalidArgumentError("--sources must be 0 or more"));
   }
   const bool remote = !FLAGS_memory_nodes.empty();
   if (remote ? FLAGS_transport == "local" : FLAGS_transport != "local") {
@@ -258,9 +285,12 @@ int RunCommand() {
   const double load_seconds = Since(t0);
   compute::Engine& engine = remote ? *remote_engine : cluster->engine();
 
-  std::string detail;
-  absl::StatusOr<Values> values = RunAlgorithm(engine, &detail);
-  if (!values.ok()) return ReportError(values.status());
+  absl::StatusOr<algorithms::Params> params = ParamsFromFlags(*algo, engine);
+  if (!params.ok()) return ReportError(params.status());
+  absl::StatusOr<algorithms::Outcome> outcome = algo->run(engine, *params);
+  if (!outcome.ok()) return ReportError(outcome.status());
+  Values* values = &outcome->values;
+  const std::string& detail = outcome->detail;
   engine.Finish();
   compute::RunStats& stats = engine.stats();
   stats.algorithm = a;
@@ -297,7 +327,8 @@ int RunCommand() {
   }
   if (FLAGS_verify) {
     CorruptForTest(*values);
-    absl::StatusOr<reference::Mismatch> m = Verify(*options, *values);
+    absl::StatusOr<reference::Mismatch> m =
+        Verify(*algo, *params, *options, *values);
     if (!m.ok()) return ReportError(m.status());
     if (m->any) {
       std::fprintf(stderr, "verify: MISMATCH: %s\n", m->message.c_str());

@@ -10,6 +10,9 @@
 namespace dmg::cli {
 
 std::vector<std::string> RunFlagNames();
+// One line per algorithm (name, what it computes, its flags), from the
+// registry, for `dmg help`.
+std::string AlgorithmHelp();
 int RunCommand();
 
 }  // namespace dmg::cli

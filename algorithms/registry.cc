@@ -1,0 +1,211 @@
+#include "algorithms/registry.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "algorithms/algorithms.h"
+#include "reference/reference.h"
+
+namespace dmg::algorithms {
+
+namespace {
+
+template <typename T>
+int64_t CountIf(const Values& values, bool (*keep)(T)) {
+  const auto& v = std::get<std::vector<T>>(values);
+  return std::count_if(v.begin(), v.end(), keep);
+}
+
+// Exact comparison of per-vertex values of type T.
+template <typename T>
+reference::Mismatch Exact(const Values& expected, const Values& actual) {
+  return reference::CompareExact(std::get<std::vector<T>>(expected),
+                                 std::get<std::vector<T>>(actual));
+}
+
+template <typename T>
+absl::StatusOr<Values> Wrap(absl::StatusOr<T> r) {
+  if (!r.ok()) return r.status();
+  return Values(*std::move(r));
+}
+
+std::vector<Algorithm> MakeRegistry() {
+  std::vector<Algorithm> r;
+  r.push_back({
+      .name = "pagerank",
+      .help = "PageRank scores (damping 0.85) until the L1 change < "
+              "--tolerance or --max_iters",
+      .flags = {"max_iters", "tolerance"},
+      .run = [](compute::Engine& e,
+                const Params& p) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(PageRankResult pr,
+                             PageRank(e, p.max_iters, p.tolerance));
+        return Outcome{std::move(pr.scores),
+                       absl::StrFormat("%d iterations, last L1 change %.3g",
+                                       pr.iterations, pr.last_l1)};
+      },
+      .reference = [](const store::Graph& g,
+                      const Params& p) -> absl::StatusOr<Values> {
+        DMG_ASSIGN_OR_RETURN(reference::PageRankResult pr,
+                             reference::PageRank(g, p.max_iters, p.tolerance));
+        return Values(std::move(pr.scores));
+      },
+      // Same arithmetic in the same order: far below 1e-9.
+      .compare =
+          [](const Values& a, const Values& b) {
+            return reference::CompareL1(std::get<std::vector<double>>(a),
+                                        std::get<std::vector<double>>(b), 1e-9);
+          },
+  });
+  r.push_back({
+      .name = "bfs",
+      .help = "depth of every vertex from --source (-1: unreachable)",
+      .flags = {"source"},
+      .sources = Sources::kOne,
+      .run = [](compute::Engine& e,
+                const Params& p) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(std::vector<int32_t> depth, Bfs(e, p.source));
+        Outcome o{std::move(depth), ""};
+        o.detail = absl::StrFormat(
+            "source %d, %d reached", p.source,
+            CountIf<int32_t>(o.values, [](int32_t d) { return d >= 0; }));
+        return o;
+      },
+      .reference =
+          [](const store::Graph& g, const Params& p) {
+            return Wrap(reference::Bfs(g, p.source));
+          },
+      .compare = Exact<int32_t>,
+  });
+  r.push_back({
+      .name = "cc",
+      .help = "weakly connected components: smallest vertex id of each "
+              "vertex's component",
+      .flags = {},
+      .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(std::vector<VertexId> label,
+                             ConnectedComponents(e));
+        uint64_t components = 0;
+        for (size_t v = 0; v < label.size(); ++v) components += label[v] == v;
+        return Outcome{std::move(label),
+                       absl::StrFormat("%d components", components)};
+      },
+      .reference = [](const store::Graph& g,
+                      const Params&) -> absl::StatusOr<Values> {
+        return Values(reference::ConnectedComponents(g));
+      },
+      .compare = Exact<uint32_t>,
+  });
+  r.push_back({
+      .name = "sssp",
+      .help = "shortest-path distance from --source over integer weights "
+              "(inf: unreachable)",
+      .flags = {"source", "unit_weights"},
+      .sources = Sources::kOne,
+      .run = [](compute::Engine& e,
+                const Params& p) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(std::vector<int64_t> dist,
+                             Sssp(e, p.source, p.unit_weights));
+        Outcome o{std::move(dist), ""};
+        o.detail = absl::StrFormat("source %d, %d reached", p.source,
+                                   CountIf<int64_t>(o.values, [](int64_t d) {
+                                     return d != kInfDistance;
+                                   }));
+        return o;
+      },
+      .reference =
+          [](const store::Graph& g, const Params& p) {
+            return Wrap(reference::Sssp(g, p.source, p.unit_weights));
+          },
+      .compare = Exact<int64_t>,
+  });
+  r.push_back({
+      .name = "bc",
+      .help = "betweenness centrality (Brandes, as GAPBS bc) from --source "
+              "or --sources=K seeded picks, normalised by the largest",
+      .flags = {"source", "sources", "seed"},
+      .sources = Sources::kMany,
+      .run = [](compute::Engine& e,
+                const Params& p) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(std::vector<double> score, Bc(e, p.sources));
+        return Outcome{std::move(score),
+                       absl::StrFormat("%d sources", p.sources.size())};
+      },
+      .reference =
+          [](const store::Graph& g, const Params& p) {
+            return Wrap(reference::Bc(g, p.sources));
+          },
+      // Dependencies are summed in another order when pushed.
+      .compare =
+          [](const Values& a, const Values& b) {
+            return reference::CompareRelative(std::get<std::vector<double>>(a),
+                                              std::get<std::vector<double>>(b),
+                                              1e-9);
+          },
+  });
+  r.push_back({
+      .name = "tc",
+      .help = "number of triangles, each counted once (undirected graphs: "
+              "--symmetrize a directed one)",
+      .flags = {},
+      .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(uint64_t triangles, TriangleCount(e));
+        return Outcome{triangles, absl::StrFormat("%d triangles", triangles)};
+      },
+      .reference =
+          [](const store::Graph& g, const Params&) {
+            return Wrap(reference::TriangleCount(g));
+          },
+      .compare =
+          [](const Values& a, const Values& b) {
+            return reference::CompareCount(std::get<uint64_t>(a),
+                                           std::get<uint64_t>(b));
+          },
+  });
+  return r;
+}
+
+}  // namespace
+
+const std::vector<Algorithm>& Registry() {
+  static const std::vector<Algorithm>* registry =
+      new std::vector<Algorithm>(MakeRegistry());
+  return *registry;
+}
+
+const Algorithm* FindAlgorithm(std::string_view name) {
+  for (const Algorithm& a : Registry()) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string AlgorithmNames(std::string_view separator) {
+  std::vector<std::string> names;
+  for (const Algorithm& a : Registry()) names.push_back(a.name);
+  return absl::StrJoin(names, std::string(separator));
+}
+
+absl::StatusOr<std::vector<VertexId>> PickSources(compute::Engine& engine,
+                                                  int count, uint64_t seed) {
+  const uint64_t n = engine.num_vertices();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> pick(0, n == 0 ? 0 : n - 1);
+  std::vector<VertexId> sources;
+  // Vertices without out-arcs are skipped, as GAPBS does; give up when
+  // none turns up in many tries (a graph without arcs).
+  for (uint64_t tries = 0; static_cast<int>(sources.size()) < count;) {
+    if (n == 0 || ++tries > 1000 + 100 * static_cast<uint64_t>(count)) {
+      return absl::InvalidArgumentError(
+          "cannot pick sources: no vertex with out-arcs found");
+    }
+    const auto v = static_cast<VertexId>(pick(rng));
+    DMG_ASSIGN_OR_RETURN(uint64_t degree, engine.Degree(Direction::kOut, v));
+    if (degree > 0) sources.push_back(v);
+  }
+  return sources;
+}
+
+}  // namespace dmg::algorithms

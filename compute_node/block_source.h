@@ -1,0 +1,150 @@
+// Where scans get their blocks from: the I/O half of the cache policy.
+//
+// Every block arrives through a worker's transport endpoint (or the page
+// cache, which uses one), is delivered in directory order within a unit,
+// and stays valid only during its callback. Two implementations:
+//  - GraphAwareBlockSource: batched READs of whole units into per-worker
+//    buffers, a prefetch window of batches in flight on streaming scans,
+//    the hot-block cache for blocks it holds, and, for push scans with the
+//    block headers cached, READs of just the frontier's edge ranges when a
+//    frontier needs little of a block ("adaptive fetch size").
+//  - PageLruBlockSource: the baseline; every byte through the shared LRU
+//    page cache, page by page, one block at a time, no prefetch.
+#ifndef DMG_COMPUTE_NODE_BLOCK_SOURCE_H_
+#define DMG_COMPUTE_NODE_BLOCK_SOURCE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compute_node/frontier.h"
+#include "compute_node/header_cache.h"
+#include "compute_node/hot_block_cache.h"
+#include "compute_node/page_cache.h"
+#include "compute_node/remote_graph.h"
+#include "compute_node/unit_scheduler.h"
+#include "compute_node/worker_pool.h"
+#include "store/block_format.h"
+
+namespace dmg::compute {
+
+// Parses bytes said to be directory entry `entry`'s block and checks them
+// against the directory (they came over the wire: never trusted).
+absl::StatusOr<store::BlockView> ParseBlock(
+    std::span<const store::DirectoryEntry> directory, uint32_t entry,
+    const std::byte* bytes, uint32_t length);
+
+class BlockSource {
+ public:
+  // entry's bytes: the whole block, or its header and offsets only.
+  using PerBlock = std::function<absl::Status(
+      uint32_t entry, const std::byte* bytes, uint32_t length)>;
+  // One frontier vertex's piece in one block (weights empty if unweighted).
+  using PerPiece =
+      std::function<void(store::VertexId v, std::span<const VertexId> targets,
+                         std::span<const store::Weight> weights)>;
+
+  explicit BlockSource(const RemoteGraph& graph) : graph_(graph) {}
+  virtual ~BlockSource() = default;
+
+  // Reads `unit`'s blocks of direction d, whole or (headers_only) only
+  // their header and offsets, calling per_block for each, in order.
+  virtual absl::Status Read(int worker, Direction d, const Unit& unit,
+                            bool headers_only, const PerBlock& per_block) = 0;
+
+  // Streams whole blocks of the units the cursor hands out: on_unit(u)
+  // before unit u's blocks, then per_block for each of them, in order.
+  // The default reads one unit at a time.
+  virtual absl::Status Stream(int worker, Direction d,
+                              std::span<const Unit> units,
+                              UnitScheduler::Cursor& cursor,
+                              const std::function<void(size_t)>& on_unit,
+                              const PerBlock& per_block);
+
+  // Push scans: the pieces of `frontier`'s vertices in `unit`'s blocks,
+  // in order. `headers` (may be null) are direction d's cached offsets.
+  // The default reads whole blocks and filters.
+  virtual absl::Status ReadFrontier(int worker, Direction d, const Unit& unit,
+                                    const Frontier& frontier,
+                                    const HeaderCache* headers,
+                                    const PerPiece& per_piece);
+
+  // The hot-block cache of direction d (nullptr: none); sources that do
+  // not use one ignore it.
+  virtual void SetHotBlocks(Direction, HotBlockCache*) {}
+  // Most READ batches one worker had posted at once, since the last call.
+  virtual uint64_t TakeMaxOutstanding() { return 1; }
+
+ protected:
+  std::span<const store::DirectoryEntry> directory(Direction d) const {
+    return graph_.directory(d);
+  }
+  const RemoteGraph& graph_;
+};
+
+class GraphAwareBlockSource : public BlockSource {
+ public:
+  GraphAwareBlockSource(const RemoteGraph& graph, WorkerPool& pool,
+                        uint64_t batch_bytes, int prefetch_window);
+
+  absl::Status Read(int worker, Direction d, const Unit& unit,
+                    bool headers_only, const PerBlock& per_block) override;
+  absl::Status Stream(int worker, Direction d, std::span<const Unit> units,
+                      UnitScheduler::Cursor& cursor,
+                      const std::function<void(size_t)>& on_unit,
+                      const PerBlock& per_block) override;
+  absl::Status ReadFrontier(int worker, Direction d, const Unit& unit,
+                            const Frontier& frontier,
+                            const HeaderCache* headers,
+                            const PerPiece& per_piece) override;
+  void SetHotBlocks(Direction d, HotBlockCache* cache) override {
+    hot_[static_cast<int>(d)] = cache;
+  }
+  uint64_t TakeMaxOutstanding() override {
+    return max_outstanding_.exchange(0);
+  }
+
+ private:
+  HotBlockCache* hot(Direction d) const { return hot_[static_cast<int>(d)]; }
+  // Worker's buffer `slot` (allocated on first use; the planner reserved
+  // it): slot 0 for synchronous reads, 1..window for prefetch.
+  std::byte* buffer(int worker, int slot);
+  // Every block of `unit` is in the hot-block cache.
+  bool AllCached(Direction d, const Unit& unit) const;
+  // Delivers a block read whole: offered to the hot-block cache after.
+  absl::Status DeliverFetched(Direction d, uint32_t entry,
+                              const std::byte* bytes,
+                              const PerBlock& per_block);
+
+  WorkerPool& pool_;
+  const uint64_t batch_bytes_;
+  const int window_;
+  std::vector<std::vector<std::vector<uint64_t>>> buffers_;
+  HotBlockCache* hot_[2] = {nullptr, nullptr};
+  std::atomic<uint64_t> max_outstanding_{0};
+};
+
+class PageLruBlockSource : public BlockSource {
+ public:
+  // Attaches every memory node's store region to `cache` as page sources.
+  PageLruBlockSource(const RemoteGraph& graph, WorkerPool& pool,
+                     PageCache& cache);
+  ~PageLruBlockSource() override;
+
+  absl::Status Read(int worker, Direction d, const Unit& unit,
+                    bool headers_only, const PerBlock& per_block) override;
+
+ private:
+  PageCache& cache_;
+  std::vector<std::unique_ptr<PageSource>> store_pages_;  // per memory node
+  std::vector<std::vector<uint64_t>> buffers_;            // per worker
+};
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_BLOCK_SOURCE_H_

@@ -1,0 +1,39 @@
+#include "compute_node/header_cache.h"
+
+#include <cstring>
+
+namespace dmg::compute {
+
+uint64_t HeaderCache::BytesFor(
+    std::span<const store::DirectoryEntry> directory) {
+  uint64_t count = 0;  // split pieces repeat their vertex: sum per entry
+  for (const store::DirectoryEntry& e : directory) count += e.vertex_count + 1;
+  return count * 4 + directory.size() * 8;
+}
+
+HeaderCache::HeaderCache(std::span<const store::DirectoryEntry> directory)
+    : dir_(directory), start_(directory.size()) {
+  uint64_t at = 0;
+  for (size_t i = 0; i < directory.size(); ++i) {
+    start_[i] = at;
+    at += directory[i].vertex_count + 1;
+  }
+  offsets_.resize(at);
+}
+
+void HeaderCache::Fill(uint32_t entry, const uint32_t* offsets) {
+  std::memcpy(offsets_.data() + start_[entry], offsets,
+              4 * (dir_[entry].vertex_count + 1));
+}
+
+uint64_t HeaderCache::Degree(store::VertexId v) const {
+  auto [first, last] = store::FindBlocks(dir_, v);
+  uint64_t degree = 0;
+  for (size_t i = first; i < last; ++i) {
+    const uint32_t k = v - dir_[i].first_vertex;
+    degree += offsets(i)[k + 1] - offsets(i)[k];
+  }
+  return degree;
+}
+
+}  // namespace dmg::compute

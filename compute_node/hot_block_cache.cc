@@ -1,0 +1,67 @@
+#include "compute_node/hot_block_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dmg::compute {
+
+namespace {
+
+uint64_t ChooseBlocks(std::span<const store::DirectoryEntry> dir,
+                      uint64_t num_arcs, uint64_t space,
+                      std::vector<uint8_t>& chosen) {
+  // Hot first: by average degree (edges per vertex), highest first; ties
+  // keep directory order.
+  std::vector<uint32_t> order(dir.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto edges = [&](uint32_t i) {
+    uint64_t next = i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs;
+    return next - dir[i].first_edge;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return edges(a) * dir[b].vertex_count > edges(b) * dir[a].vertex_count;
+  });
+  uint64_t total = 0;
+  for (uint32_t i : order) {
+    if (total + dir[i].length > space) break;
+    total += dir[i].length;
+    chosen[i] = 1;
+  }
+  return total;
+}
+
+}  // namespace
+
+HotBlockCache::HotBlockCache(std::span<const store::DirectoryEntry> directory,
+                             uint64_t num_arcs, uint64_t space)
+    : dir_(directory), state_(directory.size(), kNo) {
+  uint64_t total = ChooseBlocks(directory, num_arcs, space, state_);
+  memory_ = AlignedBuffer(total, AlignedBuffer::Init::kUninitialized);
+  // Only the chosen blocks ever get a slot; the rest stay -1.
+  slot_.assign(directory.size(), -1);
+}
+
+void HotBlockCache::Offer(uint32_t entry, const std::byte* block) {
+  if (state_[entry] == kNo || Peek(entry) != nullptr) return;
+  // Second touch: a block read once may never be read again; copying it in
+  // would cost a copy and fresh memory for nothing.
+  if (std::atomic_ref<uint8_t>(state_[entry])
+          .exchange(kReadOnce, std::memory_order_relaxed) == kUnread) {
+    return;
+  }
+  // Two workers offering the same block at once: only the one that claims
+  // the slot (-1 -> -2) copies it in.
+  int64_t expected = -1;
+  if (!std::atomic_ref<int64_t>(slot_[entry])
+           .compare_exchange_strong(expected, -2, std::memory_order_relaxed)) {
+    return;
+  }
+  const uint32_t len = dir_[entry].length;
+  const uint64_t at = used_.fetch_add(len);
+  if (at + len > memory_.size()) return;  // cannot happen: sized to fit
+  std::memcpy(memory_.data() + at, block, len);
+  std::atomic_ref<int64_t>(slot_[entry])
+      .store(static_cast<int64_t>(at), std::memory_order_release);
+}
+
+}  // namespace dmg::compute

@@ -1,0 +1,75 @@
+// The hot-block cache of one direction: whole blocks kept in compute-node
+// memory so that later scans do not READ them again.
+//
+// A fixed set, chosen once: the blocks of the highest average degree (edges
+// per vertex) that fill the space granted — all of the direction's blocks
+// when the space holds them. A fixed set rather than LRU because scans are
+// cyclic: a scan larger than an LRU cache evicts every block before it is
+// read again and hits nothing, while a fixed subset hits in proportion to
+// its size.
+//
+// A preferred block is admitted when a scan reads it whole for the second
+// time: a one-pass traversal (BFS touches most blocks once) copies nothing
+// in. Admitted blocks stay for the job. Lookups and admissions are safe
+// from many workers at once; a block is admitted once.
+#ifndef DMG_COMPUTE_NODE_HOT_BLOCK_CACHE_H_
+#define DMG_COMPUTE_NODE_HOT_BLOCK_CACHE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/aligned_buffer.h"
+#include "store/block_format.h"
+
+namespace dmg::compute {
+
+class HotBlockCache {
+ public:
+  // Chooses the preferred blocks of `directory` (arcs: the direction's
+  // total, to size the last block) that fit in `space` bytes. The cache's
+  // memory is the chosen blocks' total: bytes() <= space.
+  HotBlockCache(std::span<const store::DirectoryEntry> directory,
+                uint64_t num_arcs, uint64_t space);
+
+  // Bytes of the chosen set (what the caller reserves from the budget).
+  uint64_t bytes() const { return memory_.size(); }
+  bool preferred(uint32_t entry) const { return state_[entry] != kNo; }
+
+  // The cached bytes of block `entry`, or nullptr. Counts a hit.
+  const std::byte* Lookup(uint32_t entry) {
+    const std::byte* p = Peek(entry);
+    if (p != nullptr) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      bytes_saved_.fetch_add(dir_[entry].length, std::memory_order_relaxed);
+    }
+    return p;
+  }
+  // As Lookup, without counting.
+  const std::byte* Peek(uint32_t entry) const {
+    int64_t at = std::atomic_ref<int64_t>(const_cast<int64_t&>(slot_[entry]))
+                     .load(std::memory_order_acquire);
+    return at < 0 ? nullptr : memory_.data() + at;
+  }
+  // A scan read block `entry` whole (its bytes at `block`): admits it if it
+  // is preferred and this is its second read.
+  void Offer(uint32_t entry, const std::byte* block);
+
+  uint64_t hits() const { return hits_.load(); }
+  uint64_t bytes_saved() const { return bytes_saved_.load(); }
+
+ private:
+  enum : uint8_t { kNo = 0, kUnread = 1, kReadOnce = 2 };
+  std::span<const store::DirectoryEntry> dir_;
+  std::vector<uint8_t> state_;  // per entry
+  std::vector<int64_t> slot_;   // byte offset in memory_, -1 absent
+  AlignedBuffer memory_;
+  std::atomic<uint64_t> used_{0};
+  std::atomic<uint64_t> hits_{0}, bytes_saved_{0};
+};
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_HOT_BLOCK_CACHE_H_

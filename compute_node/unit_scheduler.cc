@@ -1,0 +1,63 @@
+#include "compute_node/unit_scheduler.h"
+
+namespace dmg::compute {
+
+std::vector<Unit> MakeUnits(std::span<const store::DirectoryEntry> dir,
+                            std::span<const uint32_t> entries,
+                            uint64_t batch_bytes) {
+  std::vector<Unit> units;
+  uint64_t bytes = 0;
+  for (uint32_t i : entries) {
+    const bool adjacent = !units.empty() && units.back().last == i;
+    // i continues a split run: all pieces of one vertex stay in one unit.
+    const bool continues_run = adjacent &&
+                               (dir[i].flags & store::kEntryFlagSplitPiece) &&
+                               dir[i - 1].first_vertex == dir[i].first_vertex;
+    if (!adjacent || (bytes + dir[i].length > batch_bytes && !continues_run)) {
+      units.push_back({i, i + 1});
+      bytes = dir[i].length;
+    } else {
+      units.back().last = i + 1;
+      bytes += dir[i].length;
+    }
+  }
+  return units;
+}
+
+std::vector<Unit> MakeAllUnits(std::span<const store::DirectoryEntry> dir,
+                               uint64_t batch_bytes) {
+  std::vector<uint32_t> all(dir.size());
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  return MakeUnits(dir, all, batch_bytes);
+}
+
+absl::Status UnitScheduler::Run(
+    size_t count, const std::function<absl::Status(int, Cursor&)>& task) {
+  std::atomic<size_t> next{0};
+  return pool_.Run([&](int w) {
+    Cursor cursor(&next, count);
+    return task(w, cursor);
+  });
+}
+
+absl::Status UnitScheduler::ForEach(
+    size_t count, const std::function<absl::Status(int, size_t)>& fn) {
+  return Run(count, [&](int w, Cursor& cursor) -> absl::Status {
+    for (std::optional<size_t> i = cursor.Next(); i; i = cursor.Next()) {
+      if (absl::Status s = fn(w, *i); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status UnitScheduler::ForRanges(
+    uint64_t n, uint64_t grain,
+    const std::function<absl::Status(int, uint64_t, uint64_t)>& fn) {
+  if (grain == 0) grain = 1;
+  return ForEach((n + grain - 1) / grain, [&](int w, size_t chunk) {
+    uint64_t begin = chunk * grain;
+    return fn(w, begin, std::min(n, begin + grain));
+  });
+}
+
+}  // namespace dmg::compute
