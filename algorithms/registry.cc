@@ -125,7 +125,7 @@ std::vector<Algorithm> MakeRegistry() {
       .name = "bc",
       .help = "betweenness centrality (Brandes, as GAPBS bc) from --source "
               "or --sources=K seeded picks, normalised by the largest",
-      .flags = {"source", "sources", "seed"},
+      .flags = {"source", "sources", "source_seed"},
       .sources = Sources::kMany,
       .run = [](compute::Engine& e,
                 const Params& p) -> absl::StatusOr<Outcome> {

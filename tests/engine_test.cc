@@ -2,8 +2,10 @@
 // generated graphs of several scales and shapes, at several thread counts;
 // the compute side never touches memory-node memory directly; the bytes the
 // compute side counts are the bytes the memory node served.
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "algorithms/algorithms.h"
 #include "compute_node/vertex_program.h"
@@ -74,6 +76,8 @@ struct Results {
   std::vector<int32_t> bfs;
   std::vector<store::VertexId> cc;
   std::vector<int64_t> sssp;
+  std::vector<double> bc;
+  uint64_t tc = 0;
 };
 
 Results RunAllAndCheck(const store::Graph& g, int threads,
@@ -116,6 +120,24 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
     EXPECT_FALSE(m.any) << "sssp: " << m.message;
     out.sssp = *sssp;
   }
+  {
+    // Brandes from three sources (one repeated: it counts twice).
+    std::vector<store::VertexId> sources = {
+        source, static_cast<store::VertexId>(g.num_vertices() / 2), source};
+    auto c = Start(g, threads, block_size, guard, cache);
+    auto bc = algorithms::Bc(c->engine(), sources);
+    EXPECT_TRUE(bc.ok()) << bc.status();
+    auto m = reference::CompareRelative(*reference::Bc(g, sources), *bc, 1e-9);
+    EXPECT_FALSE(m.any) << "bc: " << m.message;
+    out.bc = *bc;
+  }
+  if (g.out.targets == g.in.targets && g.out.offsets == g.in.offsets) {
+    auto c = Start(g, threads, block_size, guard, cache);
+    auto tc = algorithms::TriangleCount(c->engine());
+    EXPECT_TRUE(tc.ok()) << tc.status();
+    EXPECT_EQ(*tc, *reference::TriangleCount(g));
+    out.tc = *tc;
+  }
   return out;
 }
 
@@ -144,6 +166,8 @@ TEST(EngineTest, ResultsDoNotDependOnThreads) {
     EXPECT_EQ(one.bfs, r.bfs);
     EXPECT_EQ(one.cc, r.cc);
     EXPECT_EQ(one.sssp, r.sssp);
+    EXPECT_EQ(one.tc, r.tc);
+    EXPECT_EQ(reference::CompareRelative(one.bc, r.bc, 1e-12).any, false);
   }
 }
 
@@ -308,6 +332,7 @@ TEST(EngineTest, EveryCacheSizeAndPolicyGivesTheSameAnswers) {
       EXPECT_EQ(reference.bfs, r.bfs);
       EXPECT_EQ(reference.cc, r.cc);
       EXPECT_EQ(reference.sssp, r.sssp);
+      EXPECT_EQ(reference.tc, r.tc);
     }
   }
 }
@@ -350,6 +375,125 @@ TEST(EngineTest, BadSourceAndSsspPreconditions) {
   auto s = algorithms::Sssp(neg->engine(), 0, false);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("non-negative"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dmg
+
+namespace dmg {
+namespace {
+
+// The vertex-program API's own promises, beyond the algorithms.
+
+// Push and pull are two ways to run one EdgeMap: the same updates, the
+// same changed vertices, for every named update.
+TEST(VertexProgramTest, PushAndPullAgree) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 11);
+  std::vector<store::VertexId> seeds = {1, 5, 77, 300, 1500};
+  auto run = [&](compute::Mode mode) {
+    auto c = Start(t.graph, 2, 256);  // tiny blocks: split vertices
+    compute::Engine& e = c->engine();
+    auto& dist = e.NewState<int64_t>("dist", 1000000);
+    auto& claimed = e.NewState<int32_t>("claimed", -1);
+    auto& sum = e.NewState<int64_t>("sum", 0);
+    compute::Frontier f = e.NewFrontier();
+    for (store::VertexId v : seeds) f.Add(0, v);
+    f.Seal();
+    EXPECT_TRUE(
+        e.VertexMap(f, [&](store::VertexId v) { dist.Set(v, v); }).ok());
+    auto min = e.EdgeMap<compute::Min>(
+        f, store::Direction::kOut, mode, dist,
+        // Not reading dist itself: a frontier vertex may also be a target.
+        [&](store::VertexId u, store::VertexId, store::Weight w) {
+          return int64_t{u} + w;
+        },
+        compute::AllVertices());
+    auto claim = e.EdgeMap<compute::Claim>(
+        f, store::Direction::kIn, mode, claimed,
+        [](store::VertexId, store::VertexId, store::Weight) { return 7; },
+        [](store::VertexId v) { return v % 3 != 0; });
+    auto add = e.EdgeMap<compute::Add>(
+        f, store::Direction::kOut, mode, sum,
+        [](store::VertexId u, store::VertexId, store::Weight) {
+          return int64_t{u} + 1;
+        },
+        compute::AllVertices());
+    EXPECT_TRUE(min.ok() && claim.ok() && add.ok());
+    auto sorted = [](const compute::Frontier& x) {
+      std::vector<store::VertexId> v(x.vertices().begin(), x.vertices().end());
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    return std::make_tuple(*e.Result(dist), *e.Result(claimed), *e.Result(sum),
+                           sorted(*min), sorted(*claim), sorted(*add));
+  };
+  auto push = run(compute::Mode::kPush);
+  auto pull = run(compute::Mode::kPull);
+  EXPECT_EQ(std::get<0>(push), std::get<0>(pull));
+  EXPECT_EQ(std::get<1>(push), std::get<1>(pull));
+  EXPECT_EQ(std::get<2>(push), std::get<2>(pull));
+  EXPECT_EQ(std::get<3>(push), std::get<3>(pull));
+  EXPECT_EQ(std::get<4>(push), std::get<4>(pull));
+  EXPECT_EQ(std::get<5>(push), std::get<5>(pull));
+  // Independently: the sums are those of a plain loop over the arcs.
+  std::vector<int64_t> expect(t.graph.num_vertices(), 0);
+  for (store::VertexId u : seeds) {
+    for (store::VertexId v : t.graph.out.neighbors(u)) expect[v] += u + 1;
+  }
+  EXPECT_EQ(std::get<2>(push), expect);
+}
+
+// Reductions are combined in a fixed order: bit-identical doubles for any
+// thread count and cache bound, and Gather sees whole split vertices.
+TEST(VertexProgramTest, ReductionsAreDeterministic) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 12);
+  std::vector<double> sums, gathers;
+  for (int threads : {1, 2, 4}) {
+    for (uint64_t cache :
+         {compute::MemoryBudget::kUnlimited,
+          static_cast<uint64_t>(4 * 4096 + threads * 20 * 4096)}) {
+      auto c = Start(t.graph, threads, 256, false, {cache});
+      compute::Engine& e = c->engine();
+      auto s = e.Reduce<compute::Add>(
+          [](store::VertexId v) { return 1.0 / (v + 1.0); });
+      ASSERT_TRUE(s.ok());
+      sums.push_back(*s);
+      std::vector<uint64_t> degree(t.graph.num_vertices());
+      auto g = e.Gather<compute::Add>(
+          store::Direction::kIn,
+          [](store::VertexId u, store::VertexId, store::Weight) {
+            return 1.0 / (u + 3.0);
+          },
+          [&](store::VertexId v, double x) { return x * (v % 7); });
+      ASSERT_TRUE(g.ok()) << g.status();
+      gathers.push_back(*g);
+    }
+  }
+  for (size_t i = 1; i < sums.size(); ++i) {
+    EXPECT_EQ(sums[i], sums[0]);
+    EXPECT_EQ(gathers[i], gathers[0]);
+  }
+  double expect = 0;
+  for (store::VertexId v = 0; v < t.graph.num_vertices(); ++v) {
+    double x = 0;
+    for (store::VertexId u : t.graph.in.neighbors(v)) x += 1.0 / (u + 3.0);
+    expect += x * (v % 7);
+  }
+  EXPECT_NEAR(gathers[0], expect, 1e-9 * expect);
+}
+
+TEST(VertexProgramTest, TriangleCountNeedsASymmetricStore) {
+  store::EdgeList e;
+  e.num_vertices = 3;
+  e.Add(0, 1);
+  e.Add(1, 2);
+  e.Add(0, 2);
+  auto g = store::BuildGraph(std::move(e), {});
+  ASSERT_TRUE(g.ok());
+  auto c = Start(*g, 1);
+  auto tc = algorithms::TriangleCount(c->engine());
+  EXPECT_EQ(tc.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tc.status().message().find("--symmetrize"), std::string::npos);
 }
 
 }  // namespace

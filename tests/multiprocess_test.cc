@@ -35,10 +35,11 @@ void CompareWithEmbedded(const std::string& graph, const std::string& wgraph) {
         RunDmg("load --graph=" + g + " --memory_nodes=" + nodes);
     ASSERT_EQ(load.exit_code, 0) << load.err;
     std::vector<std::string> algos = {"sssp"};
-    if (g == graph) algos = {"pagerank", "bfs", "cc"};
+    if (g == graph) algos = {"pagerank", "bfs", "cc", "bc", "tc"};
     for (const std::string& algo : algos) {
       std::string args = "run --algo=" + algo + " --threads=2 ";
       if (algo == "pagerank") args += "--tolerance=1e-10 --max_iters=1000 ";
+      if (algo == "bc") args += "--sources=3 ";
       if (algo == "sssp" && g == graph) args += "--unit_weights ";
       std::string remote = dir.file(algo + ".tcp"), local = dir.file(algo);
       testing::CommandResult r =

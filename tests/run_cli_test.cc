@@ -1,11 +1,13 @@
 // `dmg run` end to end: every algorithm on the real graphs with --verify,
 // outputs and statistics files, thread independence of the output, bad
 // input (one line, exit code 2) and a caught verification mismatch.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -17,6 +19,88 @@ using testing::ErrorLines;
 using testing::RunDmg;
 using testing::Slurp;
 using testing::TempDir;
+
+// The algorithms `dmg help` lists (from the registry): a new algorithm is
+// picked up by the tests below without editing them.
+std::vector<std::string> RegisteredAlgorithms() {
+  testing::CommandResult help = RunDmg("help");
+  std::vector<std::string> names;
+  std::istringstream lines(help.out);
+  std::string line;
+  bool in_list = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("algorithms", 0) == 0) {
+      in_list = true;
+    } else if (in_list && line.rfind("  ", 0) == 0) {
+      names.push_back(line.substr(2, line.find(' ', 2) - 2));
+    } else if (in_list) {
+      break;
+    }
+  }
+  return names;
+}
+
+TEST(RunCliTest, HelpListsEveryAlgorithm) {
+  std::vector<std::string> names = RegisteredAlgorithms();
+  for (const char* a : {"pagerank", "bfs", "cc", "sssp", "bc", "tc"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), a), names.end()) << a;
+  }
+}
+
+// Every registered algorithm verifies against its reference, on a graph
+// every one accepts (symmetrized for triangle counting, unit weights for
+// SSSP, three seeded sources for BC).
+TEST(RunCliTest, EveryRegisteredAlgorithmVerifies) {
+  for (const std::string& algo : RegisteredAlgorithms()) {
+    for (std::string graph : {"kron:11", "urand:11"}) {
+      testing::CommandResult r =
+          RunDmg("run --algo=" + algo + " --graph=" + graph +
+                 " --symmetrize --unit_weights --sources=3 --verify "
+                 "--threads=2");
+      EXPECT_EQ(r.exit_code, 0) << algo << " " << graph << ": " << r.err;
+      EXPECT_NE(r.out.find("verify: OK"), std::string::npos) << r.out;
+    }
+  }
+}
+
+TEST(RunCliTest, TriangleCountOutputAndDirectedGraphs) {
+  TempDir dir;
+  // Two triangles sharing the edge 1-2, given one way round.
+  std::string el = dir.Write("t.el", "0 1\n0 2\n1 2\n1 3\n2 3\n");
+  std::string out = dir.file("tc.txt");
+  testing::CommandResult r = RunDmg("run --algo=tc --symmetrize --graph=" + el +
+                                    " --output=" + out + " --verify");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Slurp(out), "2\n");
+  EXPECT_NE(r.out.find("2 triangles"), std::string::npos) << r.out;
+  // Directed as loaded: one clear line, exit 2.
+  testing::CommandResult d = RunDmg("run --algo=tc --graph=" + el);
+  EXPECT_EQ(d.exit_code, 2) << d.err;
+  EXPECT_EQ(ErrorLines(d.err).size(), 1u) << d.err;
+  EXPECT_NE(d.err.find("--symmetrize"), std::string::npos) << d.err;
+}
+
+TEST(RunCliTest, BcSourcesAreSeededAndOutputIsScores) {
+  TempDir dir;
+  std::string a = dir.file("a.txt"), b = dir.file("b.txt"), c = dir.file("c");
+  for (const std::string& out : {a, b}) {
+    testing::CommandResult r = RunDmg(
+        "run --algo=bc --graph=kron:10 --sources=4 --verify --output=" + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("4 sources"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(Slurp(a), Slurp(b));
+  testing::CommandResult r = RunDmg(
+      "run --algo=bc --graph=kron:10 --sources=4 --source_seed=7 --output=" +
+      c);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Slurp(a), Slurp(c));
+  // One "vertex score" line per vertex; the largest score is 1.
+  EXPECT_NE(Slurp(a).find(" 1\n"), std::string::npos);
+  testing::CommandResult random =
+      RunDmg("run --algo=bfs --graph=kron:10 --source=random --verify");
+  EXPECT_EQ(random.exit_code, 0) << random.err;
+}
 
 TEST(RunCliTest, AllAlgorithmsVerifyOnGeneratedGraphs) {
   for (std::string graph : {"kron:12", "urand:12"}) {
@@ -108,6 +192,8 @@ TEST(RunCliTest, BadInputIsOneLineAndExitTwo) {
       "run --algo=bfs",
       "run --algo=pagerank --graph=kron:8 --max_iters=0",
       "run --algo=bfs --graph=kron:8 --transport=carrier-pigeon",
+      "run --algo=bfs --graph=kron:8 --source=somewhere",
+      "run --algo=bc --graph=kron:8 --sources=-1",
   };
   for (const std::string& c : cases) {
     testing::CommandResult r = RunDmg(c + " --output=" + out);
@@ -133,7 +219,9 @@ TEST(RunCliTest, RealGraphsVerify) {
     for (std::string args :
          {"--algo=pagerank --tolerance=1e-10 --max_iters=1000 --graph=" + el,
           "--algo=bfs --graph=" + el, "--algo=cc --graph=" + el,
-          "--algo=sssp --graph=" + base + ".wel"}) {
+          "--algo=sssp --graph=" + base + ".wel",
+          "--algo=bc --sources=4 --graph=" + el,
+          "--algo=tc --symmetrize --graph=" + el}) {
       testing::CommandResult r = RunDmg("run --verify --threads=2 " + args);
       EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
       EXPECT_NE(r.out.find("verify: OK"), std::string::npos) << args;
