@@ -7,27 +7,87 @@
 //
 // Like a page table, every source has a table from page to frame, so a hit
 // costs what a resident page costs an OS: a table load, a pin (one atomic
-// add) and a reference bit. Only misses take the lock: the clock hand finds
-// an unpinned, unreferenced frame, writes it back if dirty and fetches the
-// page with the calling worker's endpoint.
+// add) and a reference bit. Only misses take the lock, and never across a
+// round trip: a miss claims its frames under the lock (the clock hand finds
+// unpinned, unreferenced ones), writes dirty victims back and fetches with
+// the calling worker's endpoint unlocked, and publishes under the lock.
+//
+// Locking. One mutex, mu_, guards the frames' identities and states
+// (meta_), the clock hand, the count of frames ever used, the count of I/O
+// in flight, the flush counter and, of every attached source, its
+// read-ahead run end and its busy count; it is also the only lock under
+// which page-table entries change. Lock-free: the hit paths (Pin, TryRead,
+// Unpin, Peek) read page tables and a frame's pins, reference bit, dirty
+// bit and generation, all atomics. A worker's counters are written only by
+// that worker's thread. The rule: no I/O under mu_ — every FetchPages and
+// WriteBackPages runs with mu_ released, so the misses of other workers
+// proceed while one worker waits on the network.
+//
+// A page-table entry is a frame (the page is cached there), kNotCached, or
+// kLoading: the page is on its way in (a miss is fetching it) or out (it is
+// a dirty victim whose write-back is in flight). The hit paths see a
+// negative entry and take the slow path (Pin, Unpin) or fail (TryRead,
+// Peek). Who waits on what, all on the condition variable io_done_ with
+// mu_ released: a miss on a loading page, until the page is published (a
+// hit), cleared (its own miss), or mapped back (a failed write-back); a
+// miss that finds every frame pinned while other I/O is in flight, until
+// that I/O releases its frames; FlushDirty and Drop, until no I/O of their
+// source is in flight. Nobody waits while holding a claim, so every wait
+// ends when some round trip does.
 #ifndef DMG_COMPUTE_NODE_PAGE_CACHE_H_
 #define DMG_COMPUTE_NODE_PAGE_CACHE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "common/aligned_buffer.h"
 
 namespace dmg::compute {
 
 class PageCache;
+
+// std::mutex with the thread-safety annotations of absl::Mutex (checked by
+// clang's -Wthread-safety). Not absl::Mutex itself: the distribution's absl
+// is built without ThreadSanitizer's annotations, so TSan cannot see
+// absl::Mutex synchronize and reports false races, while it understands
+// std::mutex and std::condition_variable.
+class ABSL_LOCKABLE CacheMutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  // Releases the mutex while blocked on `cv`; holds it again on return
+  // (which may be spurious: callers re-check their condition).
+  void Wait(std::condition_variable& cv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    cv.wait(lock);
+    lock.release();
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+class ABSL_SCOPED_LOCKABLE CacheLock {
+ public:
+  explicit CacheLock(CacheMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu) {
+    mu_->Lock();
+  }
+  ~CacheLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  CacheMutex* const mu_;
+};
 
 // A page on its way back to remote memory.
 struct DirtyPage {
@@ -38,6 +98,8 @@ struct DirtyPage {
 // Something whose pages can be cached: fills pages from remote memory and
 // writes dirty ones back, using worker w's transport endpoint. Both take
 // many pages so that a source can move them in one batch (one round trip).
+// The cache calls them without holding its lock, possibly for several
+// workers at once (never for the same page at once).
 class PageSource {
  public:
   virtual ~PageSource() = default;
@@ -49,12 +111,17 @@ class PageSource {
 
  private:
   friend class PageCache;
-  // page -> frame, or -1 (per-page metadata, like an OS page table).
+  // page -> frame, kNotCached or kLoading (per-page metadata, like an OS
+  // page table). Read lock-free; changed only under the cache's mu_.
   std::unique_ptr<std::atomic<int32_t>[]> table_;
-  uint64_t pages_ = 0;
-  // Read-ahead state (under the cache's lock): where the last miss run
-  // ended.
+  uint64_t pages_ = 0;  // set by Attach, then constant
+  // The rest is guarded by the attached cache's mu_ (an annotation cannot
+  // name another object's lock).
+  // Read-ahead state: where the last miss run ended.
   uint64_t run_end_ = ~uint64_t{0};
+  // Frames holding this source's pages in I/O (being fetched or written
+  // back by a miss), plus flushes in flight. Drop and FlushDirty wait for 0.
+  uint64_t busy_ = 0;
 };
 
 struct CacheCounters {
@@ -73,6 +140,9 @@ class PageCache {
   static constexpr uint64_t kPageBytes = 4096;
   // Most pages written back in one batch (one round trip): 1 MiB.
   static constexpr size_t kWriteBatchPages = 256;
+  // Page-table values that are not frames.
+  static constexpr int32_t kNotCached = -1;
+  static constexpr int32_t kLoading = -2;  // being fetched or written back
 
   // `frames` pages of memory (reserved by the caller from the budget), used
   // by up to `workers` workers. Read-ahead, as an OS does it for files: a
@@ -87,14 +157,17 @@ class PageCache {
   // Gives `source` a page table for `pages` pages. Before its first Pin.
   void Attach(PageSource* source, uint64_t pages);
 
-  absl::StatusOr<std::byte*> Pin(int worker, PageSource* source,
-                                 uint64_t page) {
+  absl::StatusOr<std::byte*> Pin(int worker, PageSource* source, uint64_t page)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     int32_t f = source->table_[page].load(std::memory_order_acquire);
     if (f >= 0) {
       Frame& fr = frame_[f];
-      fr.pins.fetch_add(1, std::memory_order_acq_rel);
+      // Sequentially consistent, like TakeFrame's unmap-then-check: either
+      // the eviction sees this pin or this re-check sees the unmap. (Same
+      // instructions as acq_rel on x86.)
+      fr.pins.fetch_add(1, std::memory_order_seq_cst);
       // Still this page? (An eviction may have raced the pin.)
-      if (source->table_[page].load(std::memory_order_acquire) == f) {
+      if (source->table_[page].load(std::memory_order_seq_cst) == f) {
         if (!fr.referenced.load(std::memory_order_relaxed)) {
           fr.referenced.store(true, std::memory_order_relaxed);
         }
@@ -107,7 +180,8 @@ class PageCache {
   }
   // Reads a T at `offset` of a cached page without pinning it, validated
   // like a seqlock against the frame being evicted or refilled meanwhile;
-  // false if the page is not cached or the read raced (then Pin).
+  // false if the page is not cached (loading counts as not cached) or the
+  // read raced (then Pin).
   template <typename T>
   bool TryRead(int worker, PageSource* source, uint64_t page, uint64_t offset,
                T* out) {
@@ -131,32 +205,52 @@ class PageCache {
     return true;
   }
 
-  void Unpin(PageSource* source, uint64_t page, bool dirtied) {
+  void Unpin(PageSource* source, uint64_t page, bool dirtied)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     int32_t f = source->table_[page].load(std::memory_order_acquire);
-    if (f < 0) return;
+    if (f < 0) return UnpinSlow(source, page, dirtied);
     if (dirtied) frame_[f].dirty.store(true, std::memory_order_relaxed);
     frame_[f].pins.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   // Writes back every dirty page of `source` (keeping it cached, clean), in
-  // batches of up to kWriteBatchPages. Uses worker 0's endpoint; call when
-  // no worker holds its pages.
-  absl::Status FlushDirty(PageSource* source);
+  // batches of up to kWriteBatchPages, each written with mu_ released. Uses
+  // worker 0's endpoint; call when no worker holds its pages.
+  absl::Status FlushDirty(PageSource* source) ABSL_LOCKS_EXCLUDED(mu_);
   // The cached bytes of a page, or nullptr (no pin; call between supersteps).
   const std::byte* Peek(PageSource* source, uint64_t page);
-  // Forgets every page of `source` without writing it back.
-  void Drop(PageSource* source);
+  // Forgets every page of `source` without writing it back (after waiting
+  // for its I/O in flight, of which there is none between supersteps). No
+  // worker may hold its pages.
+  void Drop(PageSource* source) ABSL_LOCKS_EXCLUDED(mu_);
 
-  CacheCounters counters();
+  CacheCounters counters() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // What the hit paths touch, lock-free.
   struct Frame {
+    // Holders' pins, plus one while a miss or a flush owns the frame for
+    // I/O (the clock skips pinned frames). Only ever added to and
+    // subtracted from: a lock-free Pin that raced an eviction adds and
+    // takes back one, which a store would lose.
     std::atomic<int32_t> pins{0};
     std::atomic<bool> referenced{false};
     std::atomic<bool> dirty{false};
-    std::atomic<uint32_t> gen{0};  // odd while the frame is being refilled
-    PageSource* source = nullptr;  // guarded by mu_
+    std::atomic<uint32_t> gen{0};  // odd while claimed by a miss
+  };
+  // What a frame holds; under mu_.
+  enum class FrameState : uint8_t {
+    kFree,     // nothing (never used, dropped, or a failed fetch's); unpinned
+    kMapped,   // (source, page); its table entry names the frame
+    kWriting,  // (source, page) is a dirty victim of a miss, being written
+               // back; its table entry is kLoading; pinned by the miss
+    kFilling,  // (source, page) is being fetched by a miss into the frame;
+               // its table entry is kLoading; pinned by the miss
+  };
+  struct FrameMeta {
+    PageSource* source = nullptr;
     uint64_t page = 0;
+    FrameState state = FrameState::kFree;
   };
   struct alignas(64) WorkerCounters : CacheCounters {
     // The worker's own last miss run (its misses on one source may be
@@ -164,33 +258,76 @@ class PageCache {
     PageSource* run_source = nullptr;
     uint64_t run_end = 0;
   };
-
-  std::byte* data(int32_t f) { return memory_.data() + f * kPageBytes; }
-  absl::StatusOr<std::byte*> PinSlow(int worker, PageSource* source,
-                                     uint64_t page);
-  // A dirty frame the clock evicted: unmapped and pinned, its bytes intact
-  // until written back.
+  // A dirty frame the clock evicted: unmapped (kLoading) and pinned, its
+  // bytes intact until written back.
   struct Victim {
     PageSource* source;
     uint64_t page;
     int32_t frame;
   };
+  // A miss in progress: frames[k] receives page + k.
+  struct Miss {
+    PageSource* source;
+    uint64_t page;
+    std::vector<int32_t> frames;
+    std::vector<Victim> victims;
+  };
+
+  std::byte* data(int32_t f) { return memory_.data() + f * kPageBytes; }
+  absl::StatusOr<std::byte*> PinSlow(int worker, PageSource* source,
+                                     uint64_t page) ABSL_LOCKS_EXCLUDED(mu_);
+  // A pinned page's entry is negative only for an instant, while the clock,
+  // under mu_, unmaps it to check it for pins and maps it back: past mu_,
+  // it names the frame again.
+  void UnpinSlow(PageSource* source, uint64_t page, bool dirtied)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Under mu_: a hit (the page was published meanwhile: pinned, returned),
+  // an error, or nullptr with `miss` claimed: its pages marked kLoading,
+  // its frames pinned (kFilling, or kWriting for dirty victims).
+  absl::StatusOr<std::byte*> Claim(int worker, Miss& miss)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_, after the victims' write-back: on success their pages become
+  // kNotCached and their frames kFilling; on failure everything is undone.
+  void EndWriteBack(Miss& miss, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_, after the fetch: publishes the pages (the first pinned for
+  // the caller) or, on failure, frees the frames.
+  void EndFetch(int worker, Miss& miss, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A frame to refill (empty, or evicted by the clock), pinned; a dirty
-  // victim is appended to `dirty` for the caller to write back (all of a
-  // miss's victims in one batch per source). Requires mu_.
-  absl::StatusOr<int32_t> TakeFrame(int worker, std::vector<Victim>* dirty);
+  // victim is appended to `dirty` (state kWriting) for the caller to write
+  // back (all of a miss's victims in one batch per source); any other
+  // frame is returned kFree. Error when every frame is pinned.
+  absl::StatusOr<int32_t> TakeFrame(int worker, std::vector<Victim>* dirty)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets what frame f holds, keeping the sources' busy counts.
+  void SetFrame(int32_t f, FrameState state, PageSource* source, uint64_t page)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the victims back, one batch per source (in chunks of at most
-  // kWriteBatchPages). On failure every victim is mapped again, still dirty.
-  absl::Status WriteBack(int worker, std::vector<Victim>& victims);
+  // kWriteBatchPages). Unlocked: the victims are pinned and unmapped, so
+  // nobody else touches their frames.
+  absl::Status WriteBack(int worker, std::vector<Victim>& victims)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const uint64_t frames_;
   const uint64_t read_ahead_;
   AlignedBuffer memory_;
   std::unique_ptr<Frame[]> frame_;
-  std::mutex mu_;                         // misses, eviction, flush, drop
-  uint64_t hand_ = 0;                     // the clock hand
-  uint64_t filled_ = 0;                   // frames ever used
-  std::vector<WorkerCounters> counters_;  // hits per worker; misses etc. too
+  CacheMutex mu_;
+  // Signalled (all) whenever a miss or flush ends a phase: pages published
+  // or cleared, frames released, a source's busy count lowered.
+  std::condition_variable io_done_;
+  std::vector<FrameMeta> meta_ ABSL_GUARDED_BY(mu_);
+  uint64_t hand_ ABSL_GUARDED_BY(mu_) = 0;    // the clock hand
+  uint64_t filled_ ABSL_GUARDED_BY(mu_) = 0;  // frames ever used
+  // Misses and flushes between claim and publication (their frames are
+  // pinned): a miss that finds every frame pinned waits for them rather
+  // than failing.
+  int inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t flush_writebacks_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per worker, written only by that worker's thread (hits lock-free,
+  // misses with or without mu_); summed by counters() when workers rest.
+  std::vector<WorkerCounters> counters_;
 };
 
 }  // namespace dmg::compute
