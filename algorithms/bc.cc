@@ -8,6 +8,8 @@
 // and every reached vertex (the source too, as GAPBS does) adds delta(v)
 // to its score. Scores are summed over the sources (a repeated source
 // counts again), then divided by the largest (left at zero if all are).
+// Deterministic: path counts are whole numbers, added exactly in any order
+// (below 2^53), and each dependency is gathered (pull) in adjacency order.
 #include "algorithms/algorithms.h"
 
 namespace dmg::algorithms {
@@ -47,7 +49,7 @@ absl::StatusOr<std::vector<double>> Bc(Engine& engine,
       DMG_RETURN_IF_ERROR(
           engine
               .EdgeMap<Add>(
-                  level[d + 1], Direction::kIn, Mode::kAuto, delta,
+                  level[d + 1], Direction::kIn, Mode::kPull, delta,
                   [&](VertexId w, VertexId v, auto) {
                     return sigma.Get(v) / sigma.Get(w) * (1 + delta.Get(w));
                   },

@@ -300,14 +300,14 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
   // lock.
   Miss miss{source, page, {}, {}};
   {
-    CacheLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::StatusOr<std::byte*> hit = Claim(worker, miss);
     if (!hit.ok() || *hit != nullptr) return hit;
   }
   // The victims' bytes go out before their frames are refilled.
   if (!miss.victims.empty()) {
     absl::Status s = WriteBack(worker, miss.victims);
-    CacheLock lock(&mu_);
+    MutexLock lock(&mu_);
     EndWriteBack(miss, s);
     if (!s.ok()) return s;
   }
@@ -316,14 +316,14 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
   for (int32_t f : miss.frames) dst.push_back(data(f));
   absl::Status s =
       source->FetchPages(worker, page, miss.frames.size(), dst.data());
-  CacheLock lock(&mu_);
+  MutexLock lock(&mu_);
   EndFetch(worker, miss, s);
   if (!s.ok()) return s;
   return dst[0];
 }
 
 void PageCache::UnpinSlow(PageSource* source, uint64_t page, bool dirtied) {
-  CacheLock lock(&mu_);
+  MutexLock lock(&mu_);
   int32_t f = source->table_[page].load(std::memory_order_acquire);
   if (f < 0) return;  // not pinned after all (a caller's mistake)
   if (dirtied) frame_[f].dirty.store(true, std::memory_order_relaxed);
@@ -333,7 +333,7 @@ void PageCache::UnpinSlow(PageSource* source, uint64_t page, bool dirtied) {
 absl::Status PageCache::FlushDirty(PageSource* source) {
   std::vector<DirtyPage> batch;
   std::vector<int32_t> batch_frames;
-  CacheLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Write-backs of this source's victims by misses (whose failure would
   // map them back dirty) and other flushes end first. None are in flight
   // between supersteps.
@@ -386,7 +386,7 @@ const std::byte* PageCache::Peek(PageSource* source, uint64_t page) {
 }
 
 void PageCache::Drop(PageSource* source) {
-  CacheLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Its frames in I/O (misses, flushes) come back first.
   while (source->busy_ > 0) mu_.Wait(io_done_);
   for (uint64_t i = 0; i < filled_; ++i) {
@@ -406,7 +406,7 @@ CacheCounters PageCache::counters() {
   CacheCounters total;
   for (const WorkerCounters& c : counters_) total += c;
   {
-    CacheLock lock(&mu_);
+    MutexLock lock(&mu_);
     total.writebacks += flush_writebacks_;
   }
   total.bytes_saved = total.hits * kPageBytes;

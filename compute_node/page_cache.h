@@ -49,45 +49,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "common/aligned_buffer.h"
+#include "common/mutex.h"
 
 namespace dmg::compute {
 
 class PageCache;
-
-// std::mutex with the thread-safety annotations of absl::Mutex (checked by
-// clang's -Wthread-safety). Not absl::Mutex itself: the distribution's absl
-// is built without ThreadSanitizer's annotations, so TSan cannot see
-// absl::Mutex synchronize and reports false races, while it understands
-// std::mutex and std::condition_variable.
-class ABSL_LOCKABLE CacheMutex {
- public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-  // Releases the mutex while blocked on `cv`; holds it again on return
-  // (which may be spurious: callers re-check their condition).
-  void Wait(std::condition_variable& cv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    cv.wait(lock);
-    lock.release();
-  }
-
- private:
-  std::mutex mu_;
-};
-
-class ABSL_SCOPED_LOCKABLE CacheLock {
- public:
-  explicit CacheLock(CacheMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
-      : mu_(mu) {
-    mu_->Lock();
-  }
-  ~CacheLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
-  CacheLock(const CacheLock&) = delete;
-  CacheLock& operator=(const CacheLock&) = delete;
-
- private:
-  CacheMutex* const mu_;
-};
 
 // A page on its way back to remote memory.
 struct DirtyPage {
@@ -313,7 +279,7 @@ class PageCache {
   const uint64_t read_ahead_;
   AlignedBuffer memory_;
   std::unique_ptr<Frame[]> frame_;
-  CacheMutex mu_;
+  Mutex mu_;
   // Signalled (all) whenever a miss or flush ends a phase: pages published
   // or cleared, frames released, a source's busy count lowered.
   std::condition_variable io_done_;

@@ -114,7 +114,7 @@ std::byte* StateArrayBase::PinSlow(int worker, uint64_t at) {
   }
   absl::StatusOr<std::byte*> page = cache_->Pin(worker, this, at / kPageBytes);
   if (!page.ok()) {
-    std::lock_guard lock(error_mu_);
+    MutexLock lock(&error_mu_);
     if (error_.ok()) error_ = page.status();
     return nullptr;
   }
@@ -131,7 +131,7 @@ void StateArrayBase::ReleasePins() {
 }
 
 absl::Status StateArrayBase::error() {
-  std::lock_guard lock(error_mu_);
+  MutexLock lock(&error_mu_);
   return error_;
 }
 

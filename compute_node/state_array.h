@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/aligned_buffer.h"
+#include "common/mutex.h"
 #include "compute_node/cache_planner.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
@@ -134,8 +135,12 @@ class StateArrayBase : public PageSource {
 
  private:
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
-  bool Bit(const std::vector<uint64_t>& bits, uint64_t page) const {
-    return (bits[page >> 6] >> (page & 63)) & 1;
+  // Atomic: workers set dirty bits (MarkDirty) while misses read them.
+  static bool Bit(const std::vector<uint64_t>& bits, uint64_t page) {
+    return (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[page >> 6]))
+                .load(std::memory_order_relaxed) >>
+            (page & 63)) &
+           1;
   }
   uint64_t PageLength(uint64_t page) const {
     return std::min(kPageBytes, bytes_ - page * kPageBytes);
@@ -157,8 +162,8 @@ class StateArrayBase : public PageSource {
   AlignedBuffer local_;         // resident mode only
   transport::RegionInfo regions_[2];
   std::vector<uint64_t> dirty_, prev_dirty_;
-  std::mutex error_mu_;
-  absl::Status error_;
+  Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy
   struct Handle {
     uint64_t page = ~uint64_t{0};

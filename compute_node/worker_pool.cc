@@ -14,7 +14,7 @@ WorkerPool::WorkerPool(
 
 WorkerPool::~WorkerPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -27,14 +27,14 @@ void WorkerPool::Loop(int worker) {
   while (true) {
     const std::function<absl::Status(int)>* task;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      MutexLock lock(&mu_);
+      while (!stop_ && generation_ == seen) mu_.Wait(wake_);
       if (stop_) return;
       seen = generation_;
       task = task_;
     }
     absl::Status s = (*task)(worker);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!s.ok() && first_error_.ok()) first_error_ = s;
     if (--running_ == 0) done_.notify_all();
   }
@@ -42,7 +42,7 @@ void WorkerPool::Loop(int worker) {
 
 absl::Status WorkerPool::Run(const std::function<absl::Status(int)>& task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     task_ = &task;
     running_ = size();
     first_error_ = absl::OkStatus();
@@ -50,10 +50,10 @@ absl::Status WorkerPool::Run(const std::function<absl::Status(int)>& task) {
   }
   wake_.notify_all();
   absl::Status s = task(0);
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   if (!s.ok() && first_error_.ok()) first_error_ = s;
   --running_;
-  done_.wait(lock, [&] { return running_ == 0; });
+  while (running_ != 0) mu_.Wait(done_);
   if (!first_error_.ok()) failed_ = true;
   return first_error_;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace dmg::compute {
@@ -46,13 +47,16 @@ class WorkerPool {
 
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
   std::vector<std::thread> threads_;
-  std::mutex mu_;
+  // Hands a task to the workers and collects them; never held while a
+  // task runs (tasks do the network I/O).
+  Mutex mu_;
   std::condition_variable wake_, done_;
-  const std::function<absl::Status(int)>* task_ = nullptr;
-  uint64_t generation_ = 0;
-  int running_ = 0;
-  bool stop_ = false;
-  absl::Status first_error_;
+  const std::function<absl::Status(int)>* task_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  // Written by Run on the calling thread only.
   bool failed_ = false;
 };
 

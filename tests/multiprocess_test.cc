@@ -45,9 +45,15 @@ void CompareWithEmbedded(const std::string& graph, const std::string& wgraph) {
       testing::CommandResult r =
           RunDmg(args + "--transport=tcp --memory_nodes=" + nodes +
                  " --output=" + remote);
-      ASSERT_EQ(r.exit_code, 0) << algo << ": " << r.err;
       testing::CommandResult e =
           RunDmg(args + "--graph=" + g + " --output=" + local);
+      // Triangle counting refuses a directed graph, the same way on both.
+      if (algo == "tc" && e.exit_code == 2) {
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find("--symmetrize"), std::string::npos) << r.err;
+        continue;
+      }
+      ASSERT_EQ(r.exit_code, 0) << algo << ": " << r.err;
       ASSERT_EQ(e.exit_code, 0) << e.err;
       EXPECT_EQ(Slurp(remote), Slurp(local)) << algo << " on " << g;
       EXPECT_FALSE(Slurp(local).empty());
