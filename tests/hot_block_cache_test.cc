@@ -1,0 +1,265 @@
+// The hot-block cache alone, over hand-built directories: the chosen set
+// fits its space and prefers the blocks of highest average degree; a block
+// is admitted on its second whole read, once, with the bytes offered, even
+// when many threads offer it at once; lookups count, peeks do not.
+#include "compute_node/hot_block_cache.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "store/block_format.h"
+
+namespace dmg::compute {
+namespace {
+
+using store::DirectoryEntry;
+
+struct BlockSpec {
+  uint32_t vertices;
+  uint64_t edges;
+  uint32_t length;
+};
+
+// A directory of consecutive blocks; first_edge accumulates the edges, so
+// the last block's edges are only known from num_arcs.
+struct TestDir {
+  std::vector<DirectoryEntry> entries;
+  uint64_t num_arcs = 0;
+
+  explicit TestDir(const std::vector<BlockSpec>& specs) {
+    uint32_t vertex = 0;
+    uint64_t offset = 0;
+    for (const BlockSpec& s : specs) {
+      entries.push_back({vertex, s.vertices, offset, s.length, 0, 0, num_arcs});
+      vertex += s.vertices;
+      offset += s.length;
+      num_arcs += s.edges;
+    }
+  }
+  uint64_t total_bytes() const {
+    uint64_t t = 0;
+    for (const DirectoryEntry& e : entries) t += e.length;
+    return t;
+  }
+};
+
+// Some bytes for block `entry` (its length, 8-byte aligned), distinct per
+// entry and `version`.
+std::vector<uint64_t> BlockBytes(const DirectoryEntry& e, uint32_t entry,
+                                 uint64_t version = 0) {
+  std::vector<uint64_t> words(e.length / 8);
+  for (size_t k = 0; k < words.size(); ++k) {
+    words[k] = (uint64_t{entry} << 40) ^ (version << 32) ^ (k * 2654435761u);
+  }
+  return words;
+}
+const std::byte* Bytes(const std::vector<uint64_t>& words) {
+  return reinterpret_cast<const std::byte*>(words.data());
+}
+
+TEST(HotBlockCacheTest, ChosenSetFitsTheSpace) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<BlockSpec> specs(1 + rng() % 40);
+    for (BlockSpec& s : specs) {
+      s = {static_cast<uint32_t>(1 + rng() % 30), rng() % 500,
+           static_cast<uint32_t>(64 + 8 * (rng() % 500))};
+    }
+    TestDir dir(specs);
+    const uint64_t space = rng() % (dir.total_bytes() + 4096);
+    HotBlockCache cache(dir.entries, dir.num_arcs, space);
+    uint64_t preferred_bytes = 0;
+    for (uint32_t i = 0; i < dir.entries.size(); ++i) {
+      if (cache.preferred(i)) preferred_bytes += dir.entries[i].length;
+    }
+    EXPECT_LE(cache.bytes(), space);
+    EXPECT_EQ(cache.bytes(), preferred_bytes);
+    if (space >= dir.total_bytes()) {
+      EXPECT_EQ(cache.bytes(), dir.total_bytes()) << "all blocks fit";
+    }
+  }
+}
+
+TEST(HotBlockCacheTest, PrefersTheHighestAverageDegree) {
+  // Equal lengths; degrees (edges per vertex) 2, 50, 10, 200, 1, 1000. The
+  // last block's 1000 edges come from num_arcs alone.
+  TestDir dir({{10, 20, 512},
+               {2, 100, 512},
+               {5, 50, 512},
+               {1, 200, 512},
+               {20, 20, 512},
+               {1, 1000, 512}});
+  const std::vector<double> degree = {2, 50, 10, 200, 1, 1000};
+  for (uint32_t k = 0; k <= dir.entries.size(); ++k) {
+    SCOPED_TRACE(testing::Message() << "space for " << k << " blocks");
+    HotBlockCache cache(dir.entries, dir.num_arcs, k * 512 + 100);
+    EXPECT_EQ(cache.bytes(), k * 512);
+    double lowest_preferred = 1e18, highest_other = -1;
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < dir.entries.size(); ++i) {
+      if (cache.preferred(i)) {
+        ++count;
+        lowest_preferred = std::min(lowest_preferred, degree[i]);
+      } else {
+        highest_other = std::max(highest_other, degree[i]);
+      }
+    }
+    EXPECT_EQ(count, k);
+    EXPECT_GT(lowest_preferred, highest_other);
+    if (k >= 1) {
+      EXPECT_TRUE(cache.preferred(5)) << "the densest block is the last one";
+    }
+  }
+}
+
+TEST(HotBlockCacheTest, AdmitsOnTheSecondReadWithTheBytesOffered) {
+  TestDir dir({{4, 40, 256}, {4, 40, 512}, {4, 40, 1024}});
+  HotBlockCache cache(dir.entries, dir.num_arcs, dir.total_bytes());
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(cache.preferred(i));
+  const std::vector<uint64_t> b1 = BlockBytes(dir.entries[1], 1);
+
+  EXPECT_EQ(cache.Peek(1), nullptr);
+  cache.Offer(1, Bytes(b1));
+  EXPECT_EQ(cache.Peek(1), nullptr) << "a first read copies nothing in";
+  EXPECT_EQ(cache.Lookup(1), nullptr);
+  cache.Offer(1, Bytes(b1));
+  const std::byte* p = cache.Peek(1);
+  ASSERT_NE(p, nullptr) << "the second read admits";
+  EXPECT_EQ(std::memcmp(p, Bytes(b1), dir.entries[1].length), 0);
+  EXPECT_NE(p, Bytes(b1)) << "a copy, not the caller's buffer";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 8, 0u);
+  // Other blocks are unaffected.
+  EXPECT_EQ(cache.Peek(0), nullptr);
+  EXPECT_EQ(cache.Peek(2), nullptr);
+
+  // Peek does not count; Lookup does.
+  EXPECT_EQ(cache.hits(), 0u);
+  EXPECT_EQ(cache.bytes_saved(), 0u);
+  EXPECT_EQ(cache.Lookup(1), p);
+  EXPECT_EQ(cache.Lookup(1), p);
+  EXPECT_EQ(cache.hits(), 2u);
+  EXPECT_EQ(cache.bytes_saved(), 2u * dir.entries[1].length);
+  EXPECT_EQ(cache.Peek(1), p);
+  EXPECT_EQ(cache.hits(), 2u);
+  // A failed Lookup counts nothing.
+  EXPECT_EQ(cache.Lookup(0), nullptr);
+  EXPECT_EQ(cache.hits(), 2u);
+
+  // Admitted once: later offers (other bytes) change nothing.
+  const std::vector<uint64_t> other = BlockBytes(dir.entries[1], 1, 7);
+  cache.Offer(1, Bytes(other));
+  cache.Offer(1, Bytes(other));
+  EXPECT_EQ(cache.Peek(1), p);
+  EXPECT_EQ(std::memcmp(p, Bytes(b1), dir.entries[1].length), 0);
+
+  // Every block, admitted on its own second read, keeps its own bytes.
+  const std::vector<uint64_t> b0 = BlockBytes(dir.entries[0], 0);
+  const std::vector<uint64_t> b2 = BlockBytes(dir.entries[2], 2);
+  cache.Offer(2, Bytes(b2));
+  cache.Offer(0, Bytes(b0));
+  cache.Offer(2, Bytes(b2));
+  cache.Offer(0, Bytes(b0));
+  ASSERT_NE(cache.Peek(0), nullptr);
+  ASSERT_NE(cache.Peek(2), nullptr);
+  EXPECT_EQ(std::memcmp(cache.Peek(0), Bytes(b0), dir.entries[0].length), 0);
+  EXPECT_EQ(std::memcmp(cache.Peek(2), Bytes(b2), dir.entries[2].length), 0);
+  EXPECT_EQ(std::memcmp(cache.Peek(1), Bytes(b1), dir.entries[1].length), 0);
+}
+
+TEST(HotBlockCacheTest, NonPreferredBlocksAreNeverAdmitted) {
+  // Room for the densest block (entry 1) only.
+  TestDir dir({{8, 8, 512}, {1, 500, 512}, {8, 16, 512}});
+  HotBlockCache cache(dir.entries, dir.num_arcs, 600);
+  ASSERT_TRUE(cache.preferred(1));
+  for (uint32_t i : {0u, 2u}) {
+    ASSERT_FALSE(cache.preferred(i));
+    const std::vector<uint64_t> b = BlockBytes(dir.entries[i], i);
+    for (int k = 0; k < 5; ++k) cache.Offer(i, Bytes(b));
+    EXPECT_EQ(cache.Peek(i), nullptr);
+    EXPECT_EQ(cache.Lookup(i), nullptr);
+  }
+  EXPECT_EQ(cache.hits(), 0u);
+  EXPECT_EQ(cache.bytes(), 512u);
+}
+
+TEST(HotBlockCacheTest, EmptySpaceChoosesNothing) {
+  TestDir dir({{8, 8, 512}, {1, 500, 512}});
+  HotBlockCache cache(dir.entries, dir.num_arcs, 0);
+  EXPECT_EQ(cache.bytes(), 0u);
+  const std::vector<uint64_t> b = BlockBytes(dir.entries[1], 1);
+  cache.Offer(1, Bytes(b));
+  cache.Offer(1, Bytes(b));
+  EXPECT_FALSE(cache.preferred(1));
+  EXPECT_EQ(cache.Peek(1), nullptr);
+}
+
+TEST(HotBlockCacheTest, ConcurrentOffersAdmitOnceWithConsistentBytes) {
+  // Space exactly for all blocks: a block admitted twice would take the
+  // room of another, which then could not be admitted.
+  // Large blocks: a copy takes long enough for other offers to collide
+  // with it.
+  std::vector<BlockSpec> specs;
+  for (int i = 0; i < 12; ++i) {
+    specs.push_back({static_cast<uint32_t>(1 + i % 5),
+                     static_cast<uint64_t>(10 + i),
+                     static_cast<uint32_t>(32768 + 64 * (i % 7))});
+  }
+  TestDir dir(specs);
+  const uint32_t n = dir.entries.size();
+  for (int round = 0; round < 20; ++round) {
+    HotBlockCache cache(dir.entries, dir.num_arcs, dir.total_bytes());
+    ASSERT_EQ(cache.bytes(), dir.total_bytes());
+    constexpr int kThreads = 8;
+    std::atomic<int> ready{0};
+    std::atomic<int> torn{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        // Each thread offers from its own buffers, in its own order.
+        std::vector<std::vector<uint64_t>> mine;
+        for (uint32_t i = 0; i < n; ++i) {
+          mine.push_back(BlockBytes(dir.entries[i], i));
+        }
+        // Half the threads in directory order (they collide on every
+        // block), the others shuffled.
+        std::vector<uint32_t> order(n);
+        for (uint32_t i = 0; i < n; ++i) order[i] = i;
+        if (t % 2 == 1) {
+          std::shuffle(order.begin(), order.end(), std::mt19937(t + round));
+        }
+        ready.fetch_add(1);
+        while (ready.load() < kThreads) {
+        }
+        for (int pass = 0; pass < 3; ++pass) {
+          for (uint32_t i : order) {
+            cache.Offer(i, Bytes(mine[i]));
+            // Whatever a reader sees is a whole block.
+            if (const std::byte* p = cache.Peek(i)) {
+              if (std::memcmp(p, Bytes(mine[i]), dir.entries[i].length) != 0) {
+                torn.fetch_add(1);
+              }
+            }
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(torn.load(), 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      const std::byte* p = cache.Peek(i);
+      ASSERT_NE(p, nullptr)
+          << "block " << i << " not admitted (round " << round << ")";
+      const std::vector<uint64_t> want = BlockBytes(dir.entries[i], i);
+      EXPECT_EQ(std::memcmp(p, Bytes(want), dir.entries[i].length), 0);
+    }
+    EXPECT_EQ(cache.hits(), 0u) << "Peek never counts";
+  }
+}
+
+}  // namespace
+}  // namespace dmg::compute
