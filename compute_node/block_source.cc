@@ -72,8 +72,12 @@ absl::StatusOr<BlockView> ParseBlock(std::span<const DirectoryEntry> dir,
                                      uint32_t length) {
   absl::StatusOr<BlockView> block = BlockView::Parse({bytes, length});
   if (!block.ok()) return block.status();
+  // first_edge tells the pieces of one split vertex apart.
   if (block->first_vertex() != dir[entry].first_vertex ||
-      block->vertex_count() != dir[entry].vertex_count) {
+      block->vertex_count() != dir[entry].vertex_count ||
+      block->first_edge() != dir[entry].first_edge ||
+      block->split_piece() !=
+          ((dir[entry].flags & store::kEntryFlagSplitPiece) != 0)) {
     return absl::DataLossError(absl::StrFormat(
         "block %d read from memory node %d disagrees with the directory", entry,
         dir[entry].memory_node));
@@ -251,6 +255,14 @@ absl::Status GraphAwareBlockSource::Stream(
     queue.push_back(std::move(f));
     return true;
   };
+  // On an error, batches still posted must complete before their slots
+  // (and this frame) go away.
+  auto drain = [&](absl::Status s) {
+    for (const InFlight& f : queue) {
+      if (f.slot >= 0) (void)ep.Wait(f.ticket);
+    }
+    return s;
+  };
   while (true) {
     while (static_cast<int>(queue.size()) < window_ && !free_slots.empty() &&
            post_next()) {
@@ -262,18 +274,18 @@ absl::Status GraphAwareBlockSource::Stream(
     const Unit& unit = units[f.unit];
     if (f.slot < 0) {
       if (absl::Status s = Read(worker, d, unit, false, per_block); !s.ok()) {
-        return s;
+        return drain(s);
       }
       continue;
     }
-    if (absl::Status s = ep.Wait(f.ticket); !s.ok()) return s;
+    if (absl::Status s = ep.Wait(f.ticket); !s.ok()) return drain(s);
     const std::byte* base = buffer(worker, f.slot);
     for (uint32_t i = unit.first; i < unit.last; ++i) {
       const int64_t off = f.at[i - unit.first];
       // Cached when posted: the hot-block cache never evicts.
       absl::Status s = off < 0 ? per_block(i, cache->Lookup(i), dir[i].length)
                                : DeliverFetched(d, i, base + off, per_block);
-      if (!s.ok()) return s;
+      if (!s.ok()) return drain(s);
     }
     free_slots.push_back(f.slot);
   }

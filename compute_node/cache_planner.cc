@@ -23,13 +23,13 @@ absl::StatusOr<BufferPlan> CachePlanner::PlanBuffers() {
     const uint64_t cap = budget_.capacity();
     const uint64_t spare =
         cap > minimum_page_bytes() ? cap - minimum_page_bytes() : 0;
-    plan.batch_bytes =
-        budget_.unlimited()
-            ? request_.max_batch_bytes
-            : std::clamp<uint64_t>(
-                  spare / 8 / threads / slots, request_.block_size,
-                  std::max<uint64_t>(request_.block_size,
-                                     request_.max_batch_bytes));
+    // At least one block, whatever max_batch_bytes says.
+    const uint64_t most =
+        std::max<uint64_t>(request_.block_size, request_.max_batch_bytes);
+    plan.batch_bytes = budget_.unlimited()
+                           ? most
+                           : std::clamp<uint64_t>(spare / 8 / threads / slots,
+                                                  request_.block_size, most);
     plan.bytes_per_worker = plan.batch_bytes * slots;
   } else {
     // The baseline copies blocks out of cached pages one block at a time
@@ -65,8 +65,9 @@ std::vector<bool> CachePlanner::PlaceStates(
   });
   for (size_t i : order) {
     // Once one array is paged the page cache holds what is left.
-    if (has_page_cache() || Spare() < states[i].bytes ||
+    if (paged_ || has_page_cache() || Spare() < states[i].bytes ||
         !budget_.TryReserve(states[i].bytes)) {
+      paged_ = true;
       break;
     }
     resident[i] = true;
@@ -87,15 +88,17 @@ uint64_t CachePlanner::PageCacheBytes(uint64_t unbounded_bytes) {
 }
 
 uint64_t CachePlanner::GrantHeaders(uint64_t header_bytes) {
-  if (request_.policy != CachePolicy::kGraphAware || has_page_cache() ||
-      Spare() < header_bytes || !budget_.TryReserve(header_bytes)) {
+  if (request_.policy != CachePolicy::kGraphAware || paged_ ||
+      has_page_cache() || Spare() < header_bytes ||
+      !budget_.TryReserve(header_bytes)) {
     return 0;
   }
   return header_bytes;
 }
 
 uint64_t CachePlanner::GrantHotBlocks(uint64_t all_block_bytes) {
-  if (request_.policy != CachePolicy::kGraphAware || has_page_cache()) {
+  if (request_.policy != CachePolicy::kGraphAware || paged_ ||
+      has_page_cache()) {
     return 0;
   }
   const uint64_t spare = Spare();

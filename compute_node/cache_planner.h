@@ -115,6 +115,7 @@ class CachePlanner {
   const CacheRequest request_;
   MemoryBudget& budget_;
   uint64_t page_cache_bytes_ = 0;
+  bool paged_ = false;  // some state array is paged (or will be)
 };
 
 }  // namespace dmg::compute

@@ -1,8 +1,9 @@
 // The block headers of one direction kept locally ("headers before
-// payloads"): every block's per-vertex offsets, 4 bytes per vertex piece
-// plus 8 per block. With them a push scan knows each frontier vertex's edge
-// range inside its block and can READ just that range when the frontier
-// needs little of the block, and a vertex's degree costs no READ.
+// payloads"): every block's per-vertex offsets (vertex_count + 1 of them,
+// 4 bytes each) and 8 bytes per block to find them. With them a push scan knows
+// each frontier vertex's edge range inside its block and can READ just that
+// range when the frontier needs little of the block, and a vertex's degree
+// costs no READ.
 #ifndef DMG_COMPUTE_NODE_HEADER_CACHE_H_
 #define DMG_COMPUTE_NODE_HEADER_CACHE_H_
 

@@ -54,9 +54,10 @@ absl::Status UnitScheduler::ForRanges(
     uint64_t n, uint64_t grain,
     const std::function<absl::Status(int, uint64_t, uint64_t)>& fn) {
   if (grain == 0) grain = 1;
-  return ForEach((n + grain - 1) / grain, [&](int w, size_t chunk) {
+  const uint64_t chunks = n / grain + (n % grain != 0);  // no overflow
+  return ForEach(chunks, [&](int w, size_t chunk) {
     uint64_t begin = chunk * grain;
-    return fn(w, begin, std::min(n, begin + grain));
+    return fn(w, begin, begin + std::min(grain, n - begin));
   });
 }
 

@@ -800,7 +800,7 @@ TEST_P(BlockSourceTest, TransportErrorsAndCorruptBlocksAreReturned) {
 // endpoint completes the stale batches first and returns their error: after
 // a transport failure, an unrelated later READ on the same worker fails
 // with the old error.
-TEST_P(BlockSourceTest, DISABLED_StreamWaitsForItsBatchesOnError) {
+TEST_P(BlockSourceTest, StreamWaitsForItsBatchesOnError) {
   const Direction d = Direction::kOut;
   const uint64_t batch = kBlockSize;
   const BlockSource::PerBlock stop = [](uint32_t, const std::byte*, uint32_t) {
@@ -937,7 +937,7 @@ TEST_F(ParseBlockTest, RejectsBytesThatDisagreeWithTheDirectory) {
 // come out duplicated or missing). The directory entry also records
 // first_edge (and length, and the split flag) that the header carries, and
 // ParseBlock does not compare them.
-TEST_F(ParseBlockTest, DISABLED_RejectsAnotherPieceOfTheSameSplitVertex) {
+TEST_F(ParseBlockTest, RejectsAnotherPieceOfTheSameSplitVertex) {
   const uint32_t i = SplitRun();
   ASSERT_NE(dir()[i].first_edge, dir()[i + 1].first_edge);
   EXPECT_EQ(Parse(i + 1, Copy(i)).code(), absl::StatusCode::kDataLoss);

@@ -138,7 +138,7 @@ TEST(CachePlannerTest, BatchHoldsAtLeastOneBlockEvenWhenMaxBatchIsSmaller) {
 // makes one-block units larger than the batch, and
 // GraphAwareBlockSource::Read READs such a block into its slot-0 buffer,
 // which holds only batch_bytes: a heap buffer overflow.
-TEST(CachePlannerTest, DISABLED_UnboundedBatchHoldsAtLeastOneBlock) {
+TEST(CachePlannerTest, UnboundedBatchHoldsAtLeastOneBlock) {
   CacheRequest request = Request(MemoryBudget::kUnlimited);
   request.block_size = 1 << 20;
   request.max_batch_bytes = 256 * kKiB;
@@ -260,7 +260,7 @@ TEST(CachePlannerTest,
 // paged, and that reservation shrinks the page cache the paged array then
 // gets. Engine::PlaceStates happens to call PageCacheBytes right after a
 // paged answer, which masks this today.
-TEST(CachePlannerTest, DISABLED_ArraysDeclaredAfterAPagedOneArePaged) {
+TEST(CachePlannerTest, ArraysDeclaredAfterAPagedOneArePaged) {
   const uint64_t capacity = 32 * kMiB;
   MemoryBudget budget(capacity);
   CachePlanner planner(Request(capacity), budget);
