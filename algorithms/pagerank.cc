@@ -34,7 +34,7 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
     DMG_ASSIGN_OR_RETURN(
         result.last_l1,
         engine.Gather<compute::Add>(
-            Direction::kIn, [&](VertexId u, VertexId, auto) { return c[u]; },
+            Direction::kIn, [c](VertexId u, VertexId, auto) { return c[u]; },
             [&](VertexId v, double sum) {  // returns the L1 change
               const double next = base + kDamping * sum;
               const double change = std::fabs(next - score.Get(v));

@@ -189,11 +189,20 @@ class StateArray : public StateArrayBase {
     return x;
   }
 
+  // The resident paths are inline; paged ones are out of line, so that hot
+  // loops stay small.
   T Get(store::VertexId v) {
     if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
-    return Get(WorkerPool::current(), v);
+    return GetPaged(WorkerPool::current(), v);
   }
-  void Set(store::VertexId v, T x) { Set(WorkerPool::current(), v, x); }
+  void Set(store::VertexId v, T x) {
+    if (resident()) {
+      std::atomic_ref<T>(data()[v]).store(x, kRelaxed);
+      MarkDirty(v);
+      return;
+    }
+    Set(WorkerPool::current(), v, x);
+  }
   // Applies a named update (see vertex_program.h): true if v changed.
   template <typename Op>
   bool Apply(store::VertexId v, T x) {
@@ -202,11 +211,7 @@ class StateArray : public StateArrayBase {
 
   T Get(int w, store::VertexId v) {
     if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
-    T x;
-    if (TryReadElement(w, v, &x)) return x;
-    std::byte* p = PinElement(w, v);
-    if (p == nullptr) return T{};
-    return std::atomic_ref<T>(*reinterpret_cast<T*>(p)).load(kRelaxed);
+    return GetPaged(w, v);
   }
   void Set(int w, store::VertexId v, T x) {
     Update(w, v, [&](std::atomic_ref<T> a) {
@@ -227,7 +232,8 @@ class StateArray : public StateArrayBase {
   class Reader {
    public:
     T operator[](store::VertexId v) const {
-      return local_ != nullptr ? local_[v] : array_->Get(v);
+      return local_ != nullptr ? local_[v]
+                               : array_->GetPaged(WorkerPool::current(), v);
     }
 
    private:
@@ -260,6 +266,13 @@ class StateArray : public StateArrayBase {
  private:
   static constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
   T* data() { return reinterpret_cast<T*>(local_bytes()); }
+  [[gnu::noinline]] T GetPaged(int w, store::VertexId v) {
+    T x;
+    if (TryReadElement(w, v, &x)) return x;
+    std::byte* p = PinElement(w, v);
+    if (p == nullptr) return T{};
+    return std::atomic_ref<T>(*reinterpret_cast<T*>(p)).load(kRelaxed);
+  }
 
   template <typename Op>
   bool Update(int w, store::VertexId v, Op op) {

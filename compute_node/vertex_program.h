@@ -197,6 +197,9 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
       internal::Opposite(along), &want,
       [&](int w, uint32_t, const BlockView& b, bool continues) {
         Pending& p = pending[w];
+        // A local copy: its captures (a state reader) stay in registers
+        // across the edge loop, which calls out only on paged reads.
+        const Value value_of = value;
         const uint32_t count = b.vertex_count();
         for (uint32_t i = 0; i < count; ++i) {
           const VertexId v = b.first_vertex() + i;
@@ -210,7 +213,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
             for (size_t k = 0; k < in.size(); ++k) {
               const VertexId u = in[k];
               if (!frontier.Contains(u)) continue;
-              const T x = value(u, v, internal::WeightAt(weights, k));
+              const T x = value_of(u, v, internal::WeightAt(weights, k));
               acc = found ? Op::Combine(acc, x) : x;
               found = true;
               if constexpr (Op::kFirstWins) break;
@@ -248,6 +251,9 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
       neighbours, nullptr,
       [&](int w, uint32_t entry, const BlockView& b, bool continues) {
         Pending& p = pending[w];
+        // A local copy: its captures (a state reader) stay in registers
+        // across the edge loop, which calls out only on paged reads.
+        const Value value_of = value;
         const uint32_t count = b.vertex_count();
         R sum{};
         for (uint32_t i = 0; i < count; ++i) {
@@ -257,10 +263,10 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
           if (b.weighted()) {
             std::span<const Weight> weights = b.weights(v);
             for (size_t k = 0; k < in.size(); ++k) {
-              acc = Op::Combine(acc, value(in[k], v, weights[k]));
+              acc = Op::Combine(acc, value_of(in[k], v, weights[k]));
             }
           } else {
-            for (VertexId u : in) acc = Op::Combine(acc, value(u, v, 1));
+            for (VertexId u : in) acc = Op::Combine(acc, value_of(u, v, 1));
           }
           if (continues && i + 1 == count) {
             p = {acc, true};
