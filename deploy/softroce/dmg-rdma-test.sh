@@ -2,8 +2,8 @@
 # DMG's RDMA tests on soft-RoCE: boots the rxe VM (rxevm.sh) and runs, inside
 # it, (1) the transport conformance suite with the rdma backend and (2) an
 # end-to-end job — `dmg memory-node --transport=rdma`, `dmg load`, `dmg run
-# --transport=rdma` for PageRank and BFS — whose outputs must be identical to
-# the embedded cluster's. Prints "DMG_RDMA_VM: PASS" and exits 0, or FAIL and
+# --transport=rdma --verify` for PageRank, BFS, CC, BC and TC — whose outputs
+# must be identical to the embedded cluster's. Prints "DMG_RDMA_VM: PASS" and exits 0, or FAIL and
 # non-zero. Needs a release build (build/release). README command 2 and CI
 # run it; on a kernel with rdma_rxe, `NATIVE=1` runs the same test.sh here.
 set -euo pipefail
@@ -57,12 +57,13 @@ mn=\$!
 for i in \$(seq 100); do grep -q "listening on" mn.log && break; sleep 0.1; done
 cat mn.log
 ./bin/dmg load --graph=\$G --memory_nodes=\$RXE_IP:7400 || fail=1
-for algo in pagerank bfs; do
-  ./bin/dmg run --algo=\$algo --graph=\$G --threads=2 --output=\$algo.local \\
+for run in pagerank bfs cc "bc --sources=4" tc; do
+  algo=\${run%% *}
+  ./bin/dmg run --algo=\$run --graph=\$G --threads=2 --output=\$algo.local \\
     || fail=1
-  ./bin/dmg run --algo=\$algo --threads=2 --transport=rdma \\
+  ./bin/dmg run --algo=\$run --threads=2 --transport=rdma \\
     --memory_nodes=\$RXE_IP:7400 --output=\$algo.rdma \\
-    --stats_json=\$algo.rdma.json || fail=1
+    --stats_json=\$algo.rdma.json --graph=\$G --verify || fail=1
   if cmp -s \$algo.local \$algo.rdma; then
     echo "\$algo over rdma: output identical to the embedded run"
   else
