@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "store/store_image.h"
+#include "store/block_format.h"
 
 namespace dmg::compute {
 

@@ -1,10 +1,43 @@
 #include "store/block_format.h"
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/parallel.h"
 
 namespace dmg::store {
+
+namespace {
+
+uint32_t Crc32Serial(const std::byte* data, size_t n) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  return static_cast<uint32_t>(
+      crc32_z(crc, reinterpret_cast<const Bytef*>(data), n));
+}
+
+}  // namespace
+
+uint32_t Crc32(std::span<const std::byte> bytes) {
+  constexpr size_t kParallelThreshold = 8 << 20;
+  int threads = DefaultThreads();
+  if (bytes.size() < kParallelThreshold || threads == 1) {
+    return Crc32Serial(bytes.data(), bytes.size());
+  }
+  std::vector<uint32_t> crc(threads);
+  std::vector<size_t> len(threads);
+  ParallelRanges(bytes.size(), threads, [&](int t, size_t b, size_t e) {
+    crc[t] = Crc32Serial(bytes.data() + b, e - b);
+    len[t] = e - b;
+  });
+  uLong total = crc[0];
+  for (int t = 1; t < threads; ++t) {
+    total = crc32_combine(total, crc[t], static_cast<z_off_t>(len[t]));
+  }
+  return static_cast<uint32_t>(total);
+}
 
 std::string_view RegionKindName(RegionKind kind) {
   switch (kind) {

@@ -149,6 +149,10 @@ inline uint64_t EdgesPerSplitPiece(uint32_t block_size, bool weighted) {
 // slice, so a remote offset is (image offset - begin).
 std::pair<uint64_t, uint64_t> NodeSlice(const Superblock& sb, uint32_t node);
 
+// zlib CRC-32 of `bytes` (superblock, regions), computed in parallel slices
+// and combined.
+uint32_t Crc32(std::span<const std::byte> bytes);
+
 // A parsed, validated view of one block's bytes (which may have come over the
 // network: Parse checks every length before use).
 class BlockView {

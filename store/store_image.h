@@ -62,9 +62,6 @@ class StoreImage {
   AlignedBuffer buffer_;
 };
 
-// zlib CRC-32 of `bytes`, computed in parallel slices and combined.
-uint32_t Crc32(std::span<const std::byte> bytes);
-
 }  // namespace dmg::store
 
 #endif  // DMG_STORE_STORE_IMAGE_H_

@@ -1,8 +1,9 @@
 // The one interface through which compute nodes reach remote memory: regions
 // registered on memory nodes, and one-sided READ, WRITE, compare-and-swap and
 // fetch-and-add on (node, region, offset, length). Backends: local (memory
-// nodes are objects in this process; data moves by copy), and later tcp and
-// rdma. Algorithms never see this header; the compute runtime does.
+// nodes are objects in this process; data moves by copy), tcp and rdma. The
+// compute runtime uses it; algorithms do not (they call only the engine's
+// vertex-program API, whose headers include this one for statistics).
 //
 // Operations are queued on a per-thread Endpoint and move only when Flush()
 // posts them as one batch and waits for all to complete — the shape of an
