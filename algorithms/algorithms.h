@@ -6,6 +6,7 @@
 //   sssp.cc      frontier Bellman-Ford (Min)
 //   bc.cc        Brandes betweenness centrality from given sources
 //   tc.cc        triangle counting, each triangle once, degree-ordered
+//   kcore.cc     k-core decomposition by peeling (Add)
 // Semantics are DESIGN.md's; reference/ holds the independent yardstick.
 // Results are the final version of the state array, read back from the
 // memory node.
@@ -48,6 +49,8 @@ absl::StatusOr<std::vector<double>> Bc(Engine& engine,
                                        std::span<const VertexId> sources);
 // Needs a symmetric store (loaded with --symmetrize when directed).
 absl::StatusOr<uint64_t> TriangleCount(Engine& engine);
+// Coreness of every vertex; needs a symmetric store.
+absl::StatusOr<std::vector<uint32_t>> KCore(Engine& engine);
 
 }  // namespace dmg::algorithms
 

@@ -164,6 +164,22 @@ std::vector<Algorithm> MakeRegistry() {
                                            std::get<uint64_t>(b));
           },
   });
+  r.push_back({
+      .name = "kcore",
+      .help = "coreness of every vertex (k-core decomposition by peeling; "
+              "undirected graphs: --symmetrize a directed one)",
+      .flags = {},
+      .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
+        DMG_ASSIGN_OR_RETURN(std::vector<uint32_t> core, KCore(e));
+        uint32_t largest = 0;
+        for (uint32_t c : core) largest = std::max(largest, c);
+        return Outcome{std::move(core),
+                       absl::StrFormat("largest core %d", largest)};
+      },
+      .reference = [](const store::Graph& g,
+                      const Params&) { return Wrap(reference::KCore(g)); },
+      .compare = Exact<uint32_t>,
+  });
   return r;
 }
 

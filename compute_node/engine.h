@@ -102,6 +102,8 @@ class Engine {
   absl::Status VertexMap(const Frontier& subset, Fn fn);
   template <typename Fn>
   absl::StatusOr<Frontier> VertexFilter(Fn keep);
+  template <typename Fn>
+  absl::StatusOr<Frontier> VertexFilter(const Frontier& subset, Fn keep);
   template <typename Op, typename Fn>
   auto Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))>;
   template <typename Op, typename T, typename Value, typename Cond>

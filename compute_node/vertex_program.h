@@ -11,8 +11,8 @@
 //       s.Set(v, x), s.Apply<Op>(v, x); s.reader() for read-only hot loops.
 //   VertexMap(fn(v)) / VertexMap(subset, fn(v))
 //       fn for every vertex (or every vertex of a frontier), in parallel.
-//   VertexFilter(keep(v)) -> Frontier
-//       the vertices keep accepts.
+//   VertexFilter(keep(v)) / VertexFilter(subset, keep(v)) -> Frontier
+//       the vertices (of a frontier) keep accepts.
 //   Reduce<Add|Min|Max>(fn(v)) -> value
 //       fn over every vertex, combined in a fixed order: the same result
 //       for any thread count, cache size or number of nodes.
@@ -113,6 +113,23 @@ absl::StatusOr<Frontier> Engine::VertexFilter(Fn keep) {
                                if (keep(static_cast<VertexId>(v))) {
                                  out.Add(w, static_cast<VertexId>(v));
                                }
+                             }
+                             return absl::OkStatus();
+                           }));
+  out.Seal();
+  return out;
+}
+
+template <typename Fn>
+absl::StatusOr<Frontier> Engine::VertexFilter(const Frontier& subset, Fn keep) {
+  DMG_RETURN_IF_ERROR(Prepare());
+  Frontier out = NewFrontier();
+  std::span<const VertexId> vs = subset.vertices();
+  DMG_RETURN_IF_ERROR(
+      scheduler_.ForRanges(vs.size(), internal::kVertexGrain,
+                           [&](int w, uint64_t begin, uint64_t end) {
+                             for (uint64_t k = begin; k < end; ++k) {
+                               if (keep(vs[k])) out.Add(w, vs[k]);
                              }
                              return absl::OkStatus();
                            }));

@@ -109,6 +109,11 @@ absl::StatusOr<std::vector<double>> Bc(const store::Graph& graph,
 // reverse, saying to load the graph with --symmetrize.
 absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph);
 
+// The coreness of every vertex: the largest k such that the vertex belongs
+// to the k-core, the largest subgraph in which every vertex has degree >= k
+// (isolated vertices: 0). Undirected graphs only, as TriangleCount.
+absl::StatusOr<std::vector<uint32_t>> KCore(const store::Graph& graph);
+
 // ---- Parallel, optimized (fast.cc) ----
 // threads <= 0 means all cores. Same preconditions and results as above.
 namespace fast {

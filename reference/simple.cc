@@ -259,4 +259,44 @@ absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph) {
   return triangles;
 }
 
+// Coreness by repeated deletion (Batagelj and Zaversnik's definition, the
+// plainest algorithm): for k = 0, 1, ..., delete every vertex of remaining
+// degree <= k, again and again until none is left at <= k; a vertex deleted
+// while k is current has coreness k. O(n * max_core + m).
+absl::StatusOr<std::vector<uint32_t>> KCore(const store::Graph& graph) {
+  const store::Csr& out = graph.out;
+  for (uint64_t u = 0; u < out.num_vertices; ++u) {
+    for (VertexId v : out.neighbors(u)) {
+      std::span<const VertexId> back = out.neighbors(v);
+      if (!std::binary_search(back.begin(), back.end(), u)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "k-core needs an undirected graph, but arc ", u, " -> ", v,
+            " has no reverse (the graph is directed); load it with "
+            "--symmetrize"));
+      }
+    }
+  }
+  const uint64_t n = out.num_vertices;
+  std::vector<uint64_t> degree(n);
+  std::vector<bool> deleted(n, false);
+  std::vector<uint32_t> core(n, 0);
+  for (uint64_t v = 0; v < n; ++v) degree[v] = out.degree(v);
+  uint64_t left = n;
+  for (uint32_t k = 0; left > 0; ++k) {
+    bool deleted_some = true;
+    while (deleted_some) {
+      deleted_some = false;
+      for (uint64_t v = 0; v < n; ++v) {
+        if (deleted[v] || degree[v] > k) continue;
+        deleted[v] = true;
+        core[v] = k;
+        --left;
+        deleted_some = true;
+        for (VertexId w : out.neighbors(v)) --degree[w];
+      }
+    }
+  }
+  return core;
+}
+
 }  // namespace dmg::reference

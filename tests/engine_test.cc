@@ -78,6 +78,7 @@ struct Results {
   std::vector<int64_t> sssp;
   std::vector<double> bc;
   uint64_t tc = 0;
+  std::vector<uint32_t> kcore;
 };
 
 Results RunAllAndCheck(const store::Graph& g, int threads,
@@ -137,6 +138,12 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
     EXPECT_TRUE(tc.ok()) << tc.status();
     EXPECT_EQ(*tc, *reference::TriangleCount(g));
     out.tc = *tc;
+    auto k = Start(g, threads, block_size, guard, cache);
+    auto kcore = algorithms::KCore(k->engine());
+    EXPECT_TRUE(kcore.ok()) << kcore.status();
+    auto m = reference::CompareExact(*reference::KCore(g), *kcore);
+    EXPECT_FALSE(m.any) << "kcore: " << m.message;
+    out.kcore = *kcore;
   }
   return out;
 }
@@ -167,6 +174,7 @@ TEST(EngineTest, ResultsDoNotDependOnThreads) {
     EXPECT_EQ(one.cc, r.cc);
     EXPECT_EQ(one.sssp, r.sssp);
     EXPECT_EQ(one.tc, r.tc);
+    EXPECT_EQ(one.kcore, r.kcore);
     EXPECT_EQ(reference::CompareRelative(one.bc, r.bc, 1e-12).any, false);
   }
 }
@@ -333,6 +341,7 @@ TEST(EngineTest, EveryCacheSizeAndPolicyGivesTheSameAnswers) {
       EXPECT_EQ(reference.cc, r.cc);
       EXPECT_EQ(reference.sssp, r.sssp);
       EXPECT_EQ(reference.tc, r.tc);
+      EXPECT_EQ(reference.kcore, r.kcore);
     }
   }
 }

@@ -737,3 +737,77 @@ TEST(ReferenceCompare, L1) {
 
 }  // namespace
 }  // namespace dmg::reference
+
+namespace dmg::reference {
+namespace {
+
+// Coreness by hand: a triangle with a pendant path and an isolated vertex;
+// a clique inside a ring; and the independent check of the definition: the
+// k-core (vertices of coreness >= k) has minimum degree >= k inside itself,
+// and no vertex of coreness k survives in a (k+1)-core.
+TEST(ReferenceKCore, KnownCoreness) {
+  store::EdgeList e;
+  e.num_vertices = 6;
+  for (auto [u, v] : std::vector<std::pair<VertexId, VertexId>>{
+           {0, 1}, {1, 2}, {2, 0}, {2, 3}, {3, 4}}) {
+    e.Add(u, v);
+  }
+  store::CleanOptions sym;
+  sym.symmetrize = true;
+  auto g = store::BuildGraph(std::move(e), sym, 1);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*KCore(*g), (std::vector<uint32_t>{2, 2, 2, 1, 1, 0}));
+  // K5 plus a ring of 5 attached to vertex 0.
+  store::EdgeList k;
+  k.num_vertices = 10;
+  for (VertexId a = 0; a < 5; ++a) {
+    for (VertexId b = a + 1; b < 5; ++b) k.Add(a, b);
+  }
+  for (VertexId r = 5; r < 10; ++r) k.Add(r, r == 9 ? 5 : r + 1);
+  k.Add(0, 5);
+  auto kg = store::BuildGraph(std::move(k), sym, 1);
+  ASSERT_TRUE(kg.ok());
+  EXPECT_EQ(*KCore(*kg), (std::vector<uint32_t>{4, 4, 4, 4, 4, 2, 2, 2, 2, 2}));
+}
+
+TEST(ReferenceKCore, CorenessMeetsTheDefinition) {
+  for (const char* spec : {"kron:9", "urand:9"}) {
+    SCOPED_TRACE(spec);
+    absl::StatusOr<store::Graph> g =
+        store::LoadGraph(spec, store::GraphSourceOptions());
+    ASSERT_TRUE(g.ok());
+    std::vector<uint32_t> core = *KCore(*g);
+    uint32_t top = *std::max_element(core.begin(), core.end());
+    for (uint32_t k = 0; k <= top; ++k) {
+      // Inside {v : core[v] >= k} every vertex has >= k neighbours.
+      for (VertexId v = 0; v < g->num_vertices(); ++v) {
+        if (core[v] < k) continue;
+        uint32_t inside = 0;
+        for (VertexId w : g->out.neighbors(v)) inside += core[w] >= k;
+        ASSERT_GE(inside, k) << "vertex " << v;
+      }
+    }
+    // Maximality: the core numbers of a vertex's neighbours cannot all
+    // exceed it (else it would belong to a larger core): at most core[v]
+    // neighbours have a coreness above core[v].
+    for (VertexId v = 0; v < g->num_vertices(); ++v) {
+      uint32_t above = 0;
+      for (VertexId w : g->out.neighbors(v)) above += core[w] > core[v];
+      EXPECT_LE(above, core[v]) << "vertex " << v;
+    }
+  }
+}
+
+TEST(ReferenceKCore, RejectsDirectedGraph) {
+  store::EdgeList e;
+  e.num_vertices = 2;
+  e.Add(0, 1);
+  auto g = store::BuildGraph(std::move(e), {}, 1);
+  ASSERT_TRUE(g.ok());
+  auto r = KCore(*g);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--symmetrize"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dmg::reference

@@ -42,7 +42,7 @@ std::vector<std::string> RegisteredAlgorithms() {
 
 TEST(RunCliTest, HelpListsEveryAlgorithm) {
   std::vector<std::string> names = RegisteredAlgorithms();
-  for (const char* a : {"pagerank", "bfs", "cc", "sssp", "bc", "tc"}) {
+  for (const char* a : {"pagerank", "bfs", "cc", "sssp", "bc", "tc", "kcore"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), a), names.end()) << a;
   }
 }
@@ -221,7 +221,8 @@ TEST(RunCliTest, RealGraphsVerify) {
           "--algo=bfs --graph=" + el, "--algo=cc --graph=" + el,
           "--algo=sssp --graph=" + base + ".wel",
           "--algo=bc --sources=4 --graph=" + el,
-          "--algo=tc --symmetrize --graph=" + el}) {
+          "--algo=tc --symmetrize --graph=" + el,
+          "--algo=kcore --symmetrize --graph=" + el}) {
       testing::CommandResult r = RunDmg("run --verify --threads=2 " + args);
       EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
       EXPECT_NE(r.out.find("verify: OK"), std::string::npos) << args;
