@@ -1,0 +1,291 @@
+// The engine's scans: how a program's operations become block reads —
+// dense scans (EdgeMap pull, Gather), push scans over a frontier, header
+// scans (degrees), and neighbourhood reads. Each draws its work from the
+// unit scheduler and its bytes from the block source.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "compute_node/engine.h"
+
+namespace dmg::compute {
+
+namespace {
+
+// Assembles the adjacency of a vertex split over several blocks (pieces
+// arrive in order, on one worker). Transient, per worker; not counted in
+// the cache bound (like frontiers).
+struct Assembler {
+  std::vector<VertexId> targets;
+  bool open = false;
+};
+
+// Calls fn(v, N(v)) for every whole vertex of a block, assembling split
+// vertices across consecutive blocks (`continues`: the block's last vertex
+// goes on in the next one).
+template <typename Fn>
+void ForEachWholeVertex(Assembler& a, const BlockView& b, bool continues,
+                        Fn&& fn) {
+  const uint32_t count = b.vertex_count();
+  for (uint32_t i = 0; i < count; ++i) {
+    const VertexId v = b.first_vertex() + i;
+    std::span<const VertexId> targets = b.targets(v);
+    const bool last = i + 1 == count;
+    if (a.open || (continues && last)) {
+      a.targets.insert(a.targets.end(), targets.begin(), targets.end());
+      a.open = continues && last;
+      if (a.open) return;
+      fn(v, std::span<const VertexId>(a.targets));
+      a.targets.clear();
+      continue;
+    }
+    fn(v, targets);
+  }
+}
+
+}  // namespace
+
+absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn) {
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::span<const Unit> units = all_units_[static_cast<int>(d)];
+  return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
+    return source_->Read(
+        w, d, units[u], /*headers_only=*/true,
+        [&](uint32_t i, const std::byte* p, uint32_t) -> absl::Status {
+          store::BlockHeader h;
+          std::memcpy(&h, p, sizeof(h));
+          if (h.magic != store::kBlockMagic ||
+              h.first_vertex != dir[i].first_vertex ||
+              h.vertex_count != dir[i].vertex_count) {
+            return absl::DataLossError("block header disagrees with directory");
+          }
+          const auto* off =
+              reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
+          if (off[0] != 0 || off[h.vertex_count] != h.edge_count) {
+            return absl::DataLossError("block offsets are malformed");
+          }
+          fn(w, i, off);
+          return absl::OkStatus();
+        });
+  }));
+}
+
+absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
+                                const BlockFn& fn) {
+  const int k = static_cast<int>(d);
+  PlanDirection(d, /*push=*/false);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::span<const Unit> units = all_units_[k];
+  std::vector<Unit> wanted;
+  if (want != nullptr) {
+    // Only the units holding a vertex the scan needs are READ.
+    std::vector<uint8_t> keep(units.size(), 0);
+    DMG_RETURN_IF_ERROR(scheduler_.ForEach(units.size(), [&](int, size_t u) {
+      const VertexId begin = dir[units[u].first].first_vertex;
+      const VertexId end = units[u].last < dir.size()
+                               ? dir[units[u].last].first_vertex
+                               : static_cast<VertexId>(num_vertices());
+      // A split run shares its vertex with the next unit's first entry.
+      keep[u] = (*want)(begin, std::max(end, begin + 1));
+      return absl::OkStatus();
+    }));
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (keep[u]) wanted.push_back(units[u]);
+    }
+    units = wanted;
+  }
+  auto continues = [&](uint32_t i) {
+    return i + 1 < dir.size() &&
+           (dir[i + 1].flags & store::kEntryFlagSplitPiece) &&
+           dir[i + 1].first_vertex == dir[i].first_vertex;
+  };
+  return Fail(
+      scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
+        return source_->Stream(
+            w, d, units, cursor, [](size_t) {},
+            [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+              DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
+              fn(w, i, b, continues(i));
+              return absl::OkStatus();
+            });
+      }));
+}
+
+absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
+                                  const PieceFn& fn) {
+  const int k = static_cast<int>(d);
+  PlanDirection(d, /*push=*/true);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  // The blocks holding the frontier's adjacency, cut into units.
+  std::vector<uint8_t>& touched = touched_[k];
+  std::span<const VertexId> vs = frontier.vertices();
+  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+      vs.size(), 4096, [&](int, uint64_t begin, uint64_t end) {
+        for (uint64_t j = begin; j < end; ++j) {
+          auto [first, last] = store::FindBlocks(dir, vs[j]);
+          for (size_t i = first; i < last; ++i) {
+            std::atomic_ref<uint8_t>(touched[i])
+                .store(1, std::memory_order_relaxed);
+          }
+        }
+        return absl::OkStatus();
+      }));
+  std::vector<uint32_t> entries;
+  for (uint32_t i = 0; i < touched.size(); ++i) {
+    if (touched[i]) {
+      entries.push_back(i);
+      touched[i] = 0;
+    }
+  }
+  std::vector<Unit> units = MakeUnits(dir, entries, buffers_.batch_bytes);
+  const HeaderCache* h = headers(d);
+  return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
+    return source_->ReadFrontier(w, d, units[u], frontier, h, fn);
+  }));
+}
+
+bool Engine::PreferPull(const Frontier& frontier, Direction push_blocks) {
+  const uint64_t m = num_arcs();
+  const uint64_t n = std::max<uint64_t>(1, num_vertices());
+  uint64_t edges = 0;
+  if (const HeaderCache* h = headers(push_blocks); h != nullptr) {
+    for (VertexId v : frontier.vertices()) edges += h->Degree(v);
+  } else {
+    edges = frontier.size() * m / n;  // the average degree
+  }
+  return (frontier.size() + edges) * 20 > m;
+}
+
+absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {
+  DMG_RETURN_IF_ERROR(Prepare(/*open_superstep=*/false));
+  // The pieces of a split vertex arrive on one worker: read-add-write
+  // needs no atomics.
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  return ScanHeaders(d, [&](int w, uint32_t entry, const uint32_t* offsets) {
+    const VertexId first = dir[entry].first_vertex;
+    for (uint32_t k = 0; k < dir[entry].vertex_count; ++k) {
+      const uint32_t degree = offsets[k + 1] - offsets[k];
+      if (degree != 0) {
+        out.Set(w, first + k, out.Get(w, first + k) + degree);
+      }
+    }
+  });
+}
+
+absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
+  if (v >= num_vertices()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("vertex %d is out of range", v));
+  }
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  auto [first, last] = store::FindBlocks(dir, v);
+  uint64_t degree = 0;
+  DMG_RETURN_IF_ERROR(Fail(source_->Read(
+      0, d, Unit{static_cast<uint32_t>(first), static_cast<uint32_t>(last)},
+      /*headers_only=*/true,
+      [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+        if (len < sizeof(store::BlockHeader) + 4 * (dir[i].vertex_count + 1)) {
+          return absl::DataLossError("short block header");
+        }
+        const auto* off =
+            reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
+        const uint32_t k = v - dir[i].first_vertex;
+        degree += off[k + 1] - off[k];
+        return absl::OkStatus();
+      })));
+  return degree;
+}
+
+absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
+                                          const VisitFn& visit) {
+  DMG_RETURN_IF_ERROR(Prepare());
+  NoteEdgeOp("pull", num_vertices());
+  PlanDirection(d, /*push=*/false);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::span<const Unit> units = all_units_[static_cast<int>(d)];
+  auto continues = [&](uint32_t i) {
+    return i + 1 < dir.size() &&
+           (dir[i + 1].flags & store::kEntryFlagSplitPiece) &&
+           dir[i + 1].first_vertex == dir[i].first_vertex;
+  };
+  // Per worker: what the vertices of its current unit asked for.
+  struct Request {
+    VertexId u;
+    size_t begin, end;  // into wanted
+  };
+  struct Scratch {
+    Assembler outer, inner;
+    std::vector<VertexId> wanted;
+    std::vector<Request> requests;
+    std::vector<std::pair<VertexId, uint32_t>> by_target;  // (v, request)
+    std::vector<uint32_t> entries;
+  };
+  std::vector<Scratch> scratch(threads());
+  return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
+    Scratch& s = scratch[w];
+    s.wanted.clear();
+    s.requests.clear();
+    DMG_RETURN_IF_ERROR(source_->Read(
+        w, d, units[u], false,
+        [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+          DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
+          ForEachWholeVertex(
+              s.outer, b, continues(i),
+              [&](VertexId v, std::span<const VertexId> nbrs) {
+                const size_t begin = s.wanted.size();
+                pick(w, v, nbrs, s.wanted);
+                if (s.wanted.size() > begin) {
+                  s.requests.push_back({v, begin, s.wanted.size()});
+                }
+              });
+          return absl::OkStatus();
+        }));
+    // Serve the requests in target order: READ the blocks holding the
+    // wanted adjacency (once each, in batches) and visit.
+    s.by_target.clear();
+    for (uint32_t r = 0; r < s.requests.size(); ++r) {
+      for (size_t j = s.requests[r].begin; j < s.requests[r].end; ++j) {
+        s.by_target.push_back({s.wanted[j], r});
+      }
+    }
+    std::sort(s.by_target.begin(), s.by_target.end());
+    s.entries.clear();
+    for (size_t j = 0; j < s.by_target.size(); ++j) {
+      if (j > 0 && s.by_target[j].first == s.by_target[j - 1].first) continue;
+      auto [first, last] = store::FindBlocks(dir, s.by_target[j].first);
+      for (size_t i = first; i < last; ++i) {
+        if (s.entries.empty() || s.entries.back() < i) s.entries.push_back(i);
+      }
+    }
+    size_t next = 0;  // into by_target
+    for (const Unit& need : MakeUnits(dir, s.entries, buffers_.batch_bytes)) {
+      DMG_RETURN_IF_ERROR(source_->Read(
+          w, d, need, false,
+          [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+            DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
+            ForEachWholeVertex(
+                s.inner, b, continues(i),
+                [&](VertexId v, std::span<const VertexId> nbrs) {
+                  while (next < s.by_target.size() &&
+                         s.by_target[next].first < v) {
+                    ++next;
+                  }
+                  for (; next < s.by_target.size() &&
+                         s.by_target[next].first == v;
+                       ++next) {
+                    const Request& r = s.requests[s.by_target[next].second];
+                    visit(w, r.u,
+                          std::span<const VertexId>(s.wanted).subspan(
+                              r.begin, r.end - r.begin),
+                          v, nbrs);
+                  }
+                });
+            return absl::OkStatus();
+          }));
+    }
+    return absl::OkStatus();
+  }));
+}
+
+}  // namespace dmg::compute
