@@ -9,6 +9,7 @@ namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
   auto& label = engine.NewState<VertexId>("cc.label", 0);
+  // Every vertex starts active, labelled with its own id.
   DMG_ASSIGN_OR_RETURN(compute::Frontier frontier,
                        engine.VertexFilter([&](VertexId v) {
                          label.Set(v, v);

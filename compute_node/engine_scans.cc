@@ -148,13 +148,18 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
 bool Engine::PreferPull(const Frontier& frontier, Direction push_blocks) {
   const uint64_t m = num_arcs();
   const uint64_t n = std::max<uint64_t>(1, num_vertices());
-  uint64_t edges = 0;
+  const uint64_t threshold = m / 20;
+  uint64_t work = frontier.size();
   if (const HeaderCache* h = headers(push_blocks); h != nullptr) {
-    for (VertexId v : frontier.vertices()) edges += h->Degree(v);
+    // Stops summing as soon as the answer is known.
+    for (VertexId v : frontier.vertices()) {
+      if (work > threshold) return true;
+      work += h->Degree(v);
+    }
   } else {
-    edges = frontier.size() * m / n;  // the average degree
+    work += frontier.size() * m / n;  // at the average degree
   }
-  return (frontier.size() + edges) * 20 > m;
+  return work > threshold;
 }
 
 absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {
