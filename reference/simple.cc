@@ -226,22 +226,34 @@ absl::StatusOr<std::vector<double>> Bc(const store::Graph& graph,
   return scores;
 }
 
-// Every triangle a > b > c is found exactly once: from a, through its
-// neighbour b < a, to b's neighbour c < b that is also a neighbour of a.
-// Adjacency lists are sorted (store::Csr), so membership is a binary search.
-absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph) {
+namespace {
+
+// InvalidArgument unless every arc u -> v has its reverse v -> u.
+absl::Status CheckUndirected(const store::Graph& graph, const char* algorithm) {
   const store::Csr& out = graph.out;
   for (uint64_t u = 0; u < out.num_vertices; ++u) {
     for (VertexId v : out.neighbors(u)) {
       std::span<const VertexId> back = out.neighbors(v);
       if (!std::binary_search(back.begin(), back.end(), u)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "triangle counting needs an undirected graph, but arc ", u, " -> ",
-            v,
+            algorithm, " needs an undirected graph, but arc ", u, " -> ", v,
             " has no reverse (the graph is directed); load it with "
             "--symmetrize"));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Every triangle a > b > c is found exactly once: from a, through its
+// neighbour b < a, to b's neighbour c < b that is also a neighbour of a.
+// Adjacency lists are sorted (store::Csr), so membership is a binary search.
+absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph) {
+  const store::Csr& out = graph.out;
+  if (absl::Status s = CheckUndirected(graph, "triangle counting"); !s.ok()) {
+    return s;
   }
   uint64_t triangles = 0;
   for (uint64_t a = 0; a < out.num_vertices; ++a) {
@@ -265,17 +277,7 @@ absl::StatusOr<uint64_t> TriangleCount(const store::Graph& graph) {
 // while k is current has coreness k. O(n * max_core + m).
 absl::StatusOr<std::vector<uint32_t>> KCore(const store::Graph& graph) {
   const store::Csr& out = graph.out;
-  for (uint64_t u = 0; u < out.num_vertices; ++u) {
-    for (VertexId v : out.neighbors(u)) {
-      std::span<const VertexId> back = out.neighbors(v);
-      if (!std::binary_search(back.begin(), back.end(), u)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "k-core needs an undirected graph, but arc ", u, " -> ", v,
-            " has no reverse (the graph is directed); load it with "
-            "--symmetrize"));
-      }
-    }
-  }
+  if (absl::Status s = CheckUndirected(graph, "k-core"); !s.ok()) return s;
   const uint64_t n = out.num_vertices;
   std::vector<uint64_t> degree(n);
   std::vector<bool> deleted(n, false);
