@@ -8,6 +8,8 @@
 // Wagner, WEA 2005). Needs the adjacency of v: read in batches, through the
 // cache, by the engine's neighbourhood scan. Exact; the graph must be
 // undirected (stored symmetric).
+#include <algorithm>
+
 #include "algorithms/algorithms.h"
 
 namespace dmg::algorithms {
@@ -39,7 +41,15 @@ absl::StatusOr<uint64_t> TriangleCount(Engine& engine) {
       },
       [&](int w, VertexId, std::span<const VertexId> earlier, VertexId v,
           std::span<const VertexId> nbrs_v) {
-        // Merge two id-sorted lists: x in both, before v.
+        // x in both id-sorted lists, before v: each x looked up in N(v)
+        // when earlier(u) is the much shorter list (v a hub), else a merge.
+        if (earlier.size() * 16 < nbrs_v.size()) {
+          for (VertexId x : earlier) {
+            count[w].n += before(x, v) &&
+                          std::binary_search(nbrs_v.begin(), nbrs_v.end(), x);
+          }
+          return;
+        }
         size_t i = 0, j = 0;
         while (i < earlier.size() && j < nbrs_v.size()) {
           if (earlier[i] < nbrs_v[j]) {
