@@ -42,7 +42,7 @@ HotBlockCache::HotBlockCache(std::span<const store::DirectoryEntry> directory,
 }
 
 void HotBlockCache::Offer(uint32_t entry, const std::byte* block) {
-  if (state_[entry] == kNo || Peek(entry) != nullptr) return;
+  if (State(entry) == kNo || Peek(entry) != nullptr) return;
   // Second touch: a block read once may never be read again; copying it in
   // would cost a copy and fresh memory for nothing.
   if (std::atomic_ref<uint8_t>(state_[entry])

@@ -36,7 +36,7 @@ class HotBlockCache {
 
   // Bytes of the chosen set (what the caller reserves from the budget).
   uint64_t bytes() const { return memory_.size(); }
-  bool preferred(uint32_t entry) const { return state_[entry] != kNo; }
+  bool preferred(uint32_t entry) const { return State(entry) != kNo; }
 
   // The cached bytes of block `entry`, or nullptr. Counts a hit.
   const std::byte* Lookup(uint32_t entry) {
@@ -62,6 +62,11 @@ class HotBlockCache {
 
  private:
   enum : uint8_t { kNo = 0, kUnread = 1, kReadOnce = 2 };
+  // Workers change an entry's state while others read it: always atomic.
+  uint8_t State(uint32_t entry) const {
+    return std::atomic_ref<uint8_t>(const_cast<uint8_t&>(state_[entry]))
+        .load(std::memory_order_relaxed);
+  }
   std::span<const store::DirectoryEntry> dir_;
   std::vector<uint8_t> state_;  // per entry
   std::vector<int64_t> slot_;   // byte offset in memory_, -1 absent
