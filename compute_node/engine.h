@@ -145,8 +145,6 @@ class Engine {
   // memory node reclaims a dead client's regions when its connections close).
   bool healthy() const { return !pool_->failed() && !failed_; }
   const RemoteGraph& graph() const { return graph_; }
-  MemoryBudget& budget() { return budget_; }
-  const BufferPlan& buffers() const { return buffers_; }
   RunStats& stats() { return stats_; }
   // Closes the totals (ends an open superstep first).
   void Finish();
