@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libibverbs-dev librdmacm-dev
   zlib1g-dev liblzma-dev xz-utils gzip
+  clang  # checks the lock annotations (ThreadSafetyAnnotations test)
 )
 
 missing=()
