@@ -21,6 +21,13 @@ struct Assembler {
   bool open = false;
 };
 
+// True if entry i's last vertex goes on in entry i + 1 (a split vertex).
+bool ContinuesInNext(std::span<const DirectoryEntry> dir, uint32_t i) {
+  return i + 1 < dir.size() &&
+         (dir[i + 1].flags & store::kEntryFlagSplitPiece) &&
+         dir[i + 1].first_vertex == dir[i].first_vertex;
+}
+
 // Calls fn(v, N(v)) for every whole vertex of a block, assembling split
 // vertices across consecutive blocks (`continues`: the block's last vertex
 // goes on in the next one).
@@ -95,11 +102,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     }
     units = wanted;
   }
-  auto continues = [&](uint32_t i) {
-    return i + 1 < dir.size() &&
-           (dir[i + 1].flags & store::kEntryFlagSplitPiece) &&
-           dir[i + 1].first_vertex == dir[i].first_vertex;
-  };
+  auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
   return Fail(
       scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
         return source_->Stream(
@@ -209,11 +212,7 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
   PlanDirection(d, /*push=*/false);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   std::span<const Unit> units = all_units_[static_cast<int>(d)];
-  auto continues = [&](uint32_t i) {
-    return i + 1 < dir.size() &&
-           (dir[i + 1].flags & store::kEntryFlagSplitPiece) &&
-           dir[i + 1].first_vertex == dir[i].first_vertex;
-  };
+  auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
   // Per worker: what the vertices of its current unit asked for.
   struct Request {
     VertexId u;

@@ -467,7 +467,6 @@ TEST(VertexProgramTest, ReductionsAreDeterministic) {
           [](store::VertexId v) { return 1.0 / (v + 1.0); });
       ASSERT_TRUE(s.ok());
       sums.push_back(*s);
-      std::vector<uint64_t> degree(t.graph.num_vertices());
       auto g = e.Gather<compute::Add>(
           store::Direction::kIn,
           [](store::VertexId u, store::VertexId, store::Weight) {
