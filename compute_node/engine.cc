@@ -177,11 +177,16 @@ absl::Status Engine::Prepare(bool open_superstep) {
   return absl::OkStatus();
 }
 
-void Engine::NoteEdgeOp(const char* direction, uint64_t frontier) {
+void Engine::NoteEdgeOp(const char* direction, uint64_t frontier,
+                        const char* chosen_by, uint64_t work,
+                        uint64_t threshold) {
   SuperstepStats& s = stats_.supersteps.back();
   if (s.direction.empty()) {
     s.direction = direction;
     s.frontier = frontier;
+    s.chosen_by = chosen_by;
+    s.auto_work = work;
+    s.auto_threshold = threshold;
   } else if (s.direction.find(direction) == std::string::npos) {
     s.direction += std::string("+") + direction;
   }

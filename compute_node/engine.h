@@ -69,6 +69,10 @@ struct EngineOptions {
   uint64_t cache_bytes = MemoryBudget::kUnlimited;
   double cache_fraction = 0;
   CachePolicy cache_policy = CachePolicy::kGraphAware;
+  // Replaces the choice of every EdgeMap a program leaves to the engine
+  // (Mode::kAuto) — for ablations (`dmg run --direction`). Modes a program
+  // forces itself stay.
+  Mode direction = Mode::kAuto;
 };
 
 class Engine {
@@ -165,8 +169,11 @@ class Engine {
   // declared later are placed at once) and opens a superstep if none is.
   absl::Status Prepare(bool open_superstep = true);
   absl::Status PlaceStates(std::span<StateArrayBase* const> arrays);
-  // Records an edge operation's direction and frontier in the superstep.
-  void NoteEdgeOp(const char* direction, uint64_t frontier);
+  // Records an edge operation's direction, frontier and who chose the
+  // direction (with the automatic choice's inputs) in the superstep.
+  void NoteEdgeOp(const char* direction, uint64_t frontier,
+                  const char* chosen_by = "program", uint64_t work = 0,
+                  uint64_t threshold = 0);
   // Grants direction d its headers (for push scans) and hot blocks when it
   // is first scanned.
   void PlanDirection(Direction d, bool push);
@@ -183,9 +190,12 @@ class Engine {
   // block headers and offsets only (validated).
   using HeaderFn = std::function<void(int, uint32_t, const uint32_t*)>;
   absl::Status ScanHeaders(Direction d, const HeaderFn& fn);
-  // Mode::kAuto: pull when the frontier's edges in the push direction and
-  // its vertices exceed a twentieth of the arcs (Ligra's rule).
-  bool PreferPull(const Frontier& frontier, Direction push_blocks);
+  // Push or pull for an EdgeMap asked for `mode`: the program's forced
+  // mode, else the --direction override, else (kAuto) pull when the
+  // frontier's edges in the push direction and its vertices exceed a
+  // twentieth of the arcs (Ligra's rule). Records the choice and its inputs
+  // in the superstep's statistics.
+  bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks);
   absl::Status Fail(absl::Status s);
   CacheCounters CacheTotals();
   StateContext state_context();

@@ -148,21 +148,34 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   }));
 }
 
-bool Engine::PreferPull(const Frontier& frontier, Direction push_blocks) {
-  const uint64_t m = num_arcs();
-  const uint64_t n = std::max<uint64_t>(1, num_vertices());
-  const uint64_t threshold = m / 20;
-  uint64_t work = frontier.size();
-  if (const HeaderCache* h = headers(push_blocks); h != nullptr) {
-    // Stops summing as soon as the answer is known.
-    for (VertexId v : frontier.vertices()) {
-      if (work > threshold) return true;
-      work += h->Degree(v);
-    }
-  } else {
-    work += frontier.size() * m / n;  // at the average degree
+bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
+                        Direction push_blocks) {
+  const char* by = "program";
+  if (mode == Mode::kAuto) {
+    mode = options_.direction;
+    by = "flag";
   }
-  return work > threshold;
+  uint64_t work = 0, threshold = 0;
+  if (mode == Mode::kAuto) {
+    by = "auto";
+    const uint64_t m = num_arcs();
+    const uint64_t n = std::max<uint64_t>(1, num_vertices());
+    threshold = m / 20;
+    work = frontier.size();
+    if (const HeaderCache* h = headers(push_blocks); h != nullptr) {
+      // Stops summing as soon as the answer is known.
+      for (VertexId v : frontier.vertices()) {
+        if (work > threshold) break;
+        work += h->Degree(v);
+      }
+    } else {
+      work += frontier.size() * m / n;  // at the average degree
+    }
+    mode = work > threshold ? Mode::kPull : Mode::kPush;
+  }
+  const bool pull = mode == Mode::kPull;
+  NoteEdgeOp(pull ? "pull" : "push", frontier.size(), by, work, threshold);
+  return pull;
 }
 
 absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {

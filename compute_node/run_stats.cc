@@ -59,9 +59,11 @@ std::string ToJson(const RunStats& s) {
         &out,
         "%s\n    {\"index\": %d, \"direction\": \"%s\", \"frontier\": %d, "
         "\"seconds\": %.6f, \"max_outstanding\": %d, \"ops\": %s, "
-        "\"cache\": %s}",
+        "\"cache\": %s, \"chosen_by\": \"%s\", \"auto_work\": %d, "
+        "\"auto_threshold\": %d}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
-        t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache));
+        t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
+        t.auto_work, t.auto_threshold);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

@@ -15,6 +15,13 @@ struct SuperstepStats {
   int index = 0;
   std::string direction;  // "pull" or "push"
   uint64_t frontier = 0;  // active vertices at the start of the superstep
+  // Who chose the first EdgeMap's direction: "auto" (the engine, from
+  // auto_work = frontier vertices + their edges, as far as summed, against
+  // auto_threshold = arcs / 20), "flag" (--direction), "program" (the
+  // kernel forced it); empty when the superstep had no EdgeMap.
+  std::string chosen_by;
+  uint64_t auto_work = 0;
+  uint64_t auto_threshold = 0;
   double seconds = 0;
   transport::OpStats ops;
   CacheCounters cache;

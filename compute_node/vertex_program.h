@@ -175,9 +175,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     return cond(v);
   };
   Frontier next = NewFrontier();
-  const bool pull = mode == Mode::kPull ||
-                    (mode == Mode::kAuto && PreferPull(frontier, along));
-  NoteEdgeOp(pull ? "pull" : "push", frontier.size());
+  const bool pull = ChoosePull(mode, frontier, along);
   if (!pull) {
     DMG_RETURN_IF_ERROR(ScanFrontier(
         along, frontier,

@@ -102,6 +102,36 @@ TEST(RunCliTest, BcSourcesAreSeededAndOutputIsScores) {
   EXPECT_EQ(random.exit_code, 0) << random.err;
 }
 
+// --direction replaces the engine's push/pull choice: the answers stay the
+// same, and the statistics say who chose.
+TEST(RunCliTest, DirectionFlagKeepsAnswers) {
+  TempDir dir;
+  for (std::string algo : {"bfs", "cc", "sssp", "bc", "kcore"}) {
+    std::string first;
+    for (std::string direction : {"auto", "push", "pull"}) {
+      std::string out = dir.file(algo + direction);
+      std::string stats = dir.file(algo + direction + ".json");
+      testing::CommandResult r =
+          RunDmg("run --algo=" + algo +
+                 " --graph=kron:12 --unit_weights --sources=2 "
+                 "--threads=2 --direction=" +
+                 direction + " --output=" + out + " --stats_json=" + stats);
+      ASSERT_EQ(r.exit_code, 0) << algo << " " << direction << ": " << r.err;
+      if (direction == "auto") {
+        first = Slurp(out);
+        EXPECT_NE(Slurp(stats).find("\"chosen_by\": \"auto\""),
+                  std::string::npos);
+      } else {
+        EXPECT_EQ(Slurp(out), first) << algo << " --direction=" << direction;
+        EXPECT_NE(Slurp(stats).find("\"chosen_by\": \"flag\""),
+                  std::string::npos);
+        EXPECT_NE(Slurp(stats).find("\"direction\": \"" + direction + "\""),
+                  std::string::npos);
+      }
+    }
+  }
+}
+
 TEST(RunCliTest, AllAlgorithmsVerifyOnGeneratedGraphs) {
   for (std::string graph : {"kron:12", "urand:12"}) {
     for (std::string algo : {"pagerank", "bfs", "cc"}) {
@@ -194,6 +224,7 @@ TEST(RunCliTest, BadInputIsOneLineAndExitTwo) {
       "run --algo=bfs --graph=kron:8 --transport=carrier-pigeon",
       "run --algo=bfs --graph=kron:8 --source=somewhere",
       "run --algo=bc --graph=kron:8 --sources=-1",
+      "run --algo=bfs --graph=kron:8 --direction=sideways",
   };
   for (const std::string& c : cases) {
     testing::CommandResult r = RunDmg(c + " --output=" + out);

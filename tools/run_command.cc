@@ -54,6 +54,9 @@ DEFINE_int32(prefetch_window, 2,
 DEFINE_string(cache_policy, "graph_aware",
               "graph_aware | page_lru (4 KiB LRU pages for everything: the "
               "baseline to compare against)");
+DEFINE_string(direction, "auto",
+              "auto | push | pull: replaces the engine's choice for every "
+              "EdgeMap an algorithm leaves to it (ablation)");
 DECLARE_string(memory_nodes);
 
 namespace dmg::cli {
@@ -180,11 +183,12 @@ void PrintTop(const Values& values) {
 
 std::vector<std::string> RunFlagNames() {
   std::vector<std::string> names = {
-      "algo",           "source",    "sources",        "source_seed",
-      "max_iters",      "tolerance", "unit_weights",   "output",
-      "stats_json",     "verify",    "transport",      "top",
-      "memory_nodes",   "cache_mb",  "cache_fraction", "cache_policy",
-      "prefetch_window"};
+      "algo",         "source",          "sources",
+      "source_seed",  "max_iters",       "tolerance",
+      "unit_weights", "output",          "stats_json",
+      "verify",       "transport",       "top",
+      "memory_nodes", "cache_mb",        "cache_fraction",
+      "cache_policy", "prefetch_window", "direction"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -250,6 +254,14 @@ int RunCommand() {
         absl::InvalidArgumentError("--prefetch_window must be in 1..64"));
   }
   engine_options.prefetch_window = FLAGS_prefetch_window;
+  if (FLAGS_direction == "push") {
+    engine_options.direction = compute::Mode::kPush;
+  } else if (FLAGS_direction == "pull") {
+    engine_options.direction = compute::Mode::kPull;
+  } else if (FLAGS_direction != "auto") {
+    return ReportError(
+        absl::InvalidArgumentError("--direction must be auto, push or pull"));
+  }
   if (FLAGS_cache_policy == "page_lru") {
     engine_options.cache_policy = compute::CachePolicy::kPageLru;
   } else if (FLAGS_cache_policy != "graph_aware") {
