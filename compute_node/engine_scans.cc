@@ -28,6 +28,25 @@ bool ContinuesInNext(std::span<const DirectoryEntry> dir, uint32_t i) {
          dir[i + 1].first_vertex == dir[i].first_vertex;
 }
 
+// The offsets of entry i's block from its header bytes (header + offsets,
+// as a headers-only read delivers them), checked against the directory:
+// they came over the wire.
+absl::StatusOr<const uint32_t*> HeaderOffsets(
+    std::span<const DirectoryEntry> dir, uint32_t i, const std::byte* p) {
+  store::BlockHeader h;
+  std::memcpy(&h, p, sizeof(h));
+  if (h.magic != store::kBlockMagic || h.first_vertex != dir[i].first_vertex ||
+      h.vertex_count != dir[i].vertex_count) {
+    return absl::DataLossError("block header disagrees with directory");
+  }
+  const auto* off =
+      reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
+  if (off[0] != 0 || off[h.vertex_count] != h.edge_count) {
+    return absl::DataLossError("block offsets are malformed");
+  }
+  return off;
+}
+
 // Calls fn(v, N(v)) for every whole vertex of a block, assembling split
 // vertices across consecutive blocks (`continues`: the block's last vertex
 // goes on in the next one).
@@ -60,18 +79,7 @@ absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn) {
     return source_->Read(
         w, d, units[u], /*headers_only=*/true,
         [&](uint32_t i, const std::byte* p, uint32_t) -> absl::Status {
-          store::BlockHeader h;
-          std::memcpy(&h, p, sizeof(h));
-          if (h.magic != store::kBlockMagic ||
-              h.first_vertex != dir[i].first_vertex ||
-              h.vertex_count != dir[i].vertex_count) {
-            return absl::DataLossError("block header disagrees with directory");
-          }
-          const auto* off =
-              reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
-          if (off[0] != 0 || off[h.vertex_count] != h.edge_count) {
-            return absl::DataLossError("block offsets are malformed");
-          }
+          DMG_ASSIGN_OR_RETURN(const uint32_t* off, HeaderOffsets(dir, i, p));
           fn(w, i, off);
           return absl::OkStatus();
         });
@@ -206,11 +214,7 @@ absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
       0, d, Unit{static_cast<uint32_t>(first), static_cast<uint32_t>(last)},
       /*headers_only=*/true,
       [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
-        if (len < sizeof(store::BlockHeader) + 4 * (dir[i].vertex_count + 1)) {
-          return absl::DataLossError("short block header");
-        }
-        const auto* off =
-            reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
+        DMG_ASSIGN_OR_RETURN(const uint32_t* off, HeaderOffsets(dir, i, p));
         const uint32_t k = v - dir[i].first_vertex;
         degree += off[k + 1] - off[k];
         return absl::OkStatus();
