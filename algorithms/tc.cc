@@ -63,9 +63,9 @@ absl::StatusOr<uint64_t> TriangleCount(Engine& engine) {
         }
       }));
   DMG_RETURN_IF_ERROR(engine.EndSuperstep());
-  uint64_t total = 0;
+  uint64_t total = 0;  // this compute node's triangles
   for (const Count& c : count) total += c.n;
-  return total;
+  return engine.AllReduce<compute::Add>(total);
 }
 
 }  // namespace dmg::algorithms

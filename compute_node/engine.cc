@@ -1,4 +1,5 @@
 #include "compute_node/engine.h"
+#include "compute_node/vertex_program.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "workload/partition.h"
 
 namespace dmg::compute {
 
@@ -31,6 +33,30 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       new Engine(transport, std::move(graph),
                  std::make_unique<WorkerPool>(std::move(endpoints)), resolved));
   engine->start_ = start;
+  engine->own_end_ = static_cast<VertexId>(engine->num_vertices());
+  if (options.cluster.nodes > 1) {
+    // Stage 1 of the workload manager: node 0 splits the vertices by edges
+    // and vertices and records the ranges; the others take them from the
+    // record.
+    const RemoteGraph& g = engine->graph_;
+    std::vector<uint64_t> edges;
+    for (Direction d : {Direction::kOut, Direction::kIn}) {
+      workload::AddEdgesPerChunk(g.directory(d), g.num_vertices(),
+                                 g.num_arcs(), internal::kVertexGrain, edges);
+    }
+    const std::vector<uint64_t> bounds =
+        workload::SplitRanges(edges, g.num_vertices(), internal::kVertexGrain,
+                              options.cluster.nodes);
+    DMG_ASSIGN_OR_RETURN(
+        engine->cluster_,
+        Cluster::Join(transport, engine->pool_->endpoint(0), options.cluster,
+                      g.num_vertices(), bounds));
+    const int id = options.cluster.id;
+    engine->own_begin_ =
+        static_cast<VertexId>(engine->cluster_->bounds()[id]);
+    engine->own_end_ =
+        static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
+  }
   DMG_RETURN_IF_ERROR(engine->Init());
   return engine;
 }
@@ -72,6 +98,19 @@ absl::Status Engine::Init() {
         graph_.directory(static_cast<Direction>(d));
     all_units_[d] = MakeAllUnits(dir, buffers_.batch_bytes);
     touched_[d].assign(dir.size(), 0);
+    if (cluster_ == nullptr) {
+      own_units_[d] = all_units_[d];
+      continue;
+    }
+    // The blocks holding a vertex of this node's range (a block across a
+    // range boundary is read by both nodes, each taking its vertices).
+    std::vector<uint32_t> mine;
+    for (uint32_t i = 0; i < dir.size(); ++i) {
+      const uint64_t first = dir[i].first_vertex;
+      const uint64_t end = first + std::max<uint32_t>(dir[i].vertex_count, 1);
+      if (first < own_end_ && end > own_begin_) mine.push_back(i);
+    }
+    own_units_[d] = MakeUnits(dir, mine, buffers_.batch_bytes);
   }
   if (options_.cache_policy == CachePolicy::kPageLru) {
     const uint64_t bytes = planner_.PageCacheBytes(
@@ -87,9 +126,12 @@ absl::Status Engine::Init() {
     source_ = std::make_unique<GraphAwareBlockSource>(
         graph_, *pool_, buffers_.batch_bytes, buffers_.prefetch_window);
   }
-  DMG_ASSIGN_OR_RETURN(transport::RegionInfo counter,
-                       transport_.AllocateRegion(0, 64, "barrier"));
-  barrier_ = std::make_unique<Barrier>(counter, /*nodes=*/1);
+  if (cluster_ == nullptr) {
+    // Several compute nodes meet in their exchanges instead.
+    DMG_ASSIGN_OR_RETURN(transport::RegionInfo counter,
+                         transport_.AllocateRegion(0, 64, "barrier"));
+    barrier_ = std::make_unique<Barrier>(counter, /*nodes=*/1);
+  }
   stats_.transport = transport_.name();
   stats_.threads = threads();
   stats_.vertices = num_vertices();
@@ -110,6 +152,20 @@ StateContext Engine::state_context() {
       .budget = &budget_,
       .superstep = &superstep_,
       .healthy = [this] { return healthy(); },
+      .bounds = cluster_ != nullptr
+                    ? std::vector<uint64_t>(cluster_->bounds().begin(),
+                                            cluster_->bounds().end())
+                    : std::vector<uint64_t>(),
+      .node = compute_node(),
+      .exchange = [this](std::string mine)
+          -> absl::StatusOr<std::vector<std::string>> {
+        DMG_ASSIGN_OR_RETURN(
+            std::vector<Cluster::Received> all,
+            cluster_->Exchange(pool_->endpoint(0), mine));
+        std::vector<std::string> common;
+        for (Cluster::Received& r : all) common.push_back(std::move(r.common));
+        return common;
+      },
   };
 }
 
@@ -121,8 +177,130 @@ Frontier Engine::FrontierOf(VertexId v) const {
 }
 
 absl::Status Engine::Fail(absl::Status s) {
-  if (!s.ok()) failed_ = true;
+  if (!s.ok() && !failed_) {
+    failed_ = true;
+    // The others stop with this node's error instead of waiting for it.
+    if (cluster_ != nullptr && !absl::IsAborted(s) &&
+        !absl::IsDeadlineExceeded(s)) {
+      cluster_->Abort(pool_->endpoint(0), s);
+    }
+  }
   return s;
+}
+
+int Engine::OwnerOf(VertexId v) const {
+  if (cluster_ == nullptr) return 0;
+  std::span<const uint64_t> b = cluster_->bounds();
+  return static_cast<int>(std::upper_bound(b.begin() + 1, b.end() - 1, v) -
+                          (b.begin() + 1));
+}
+
+absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
+    std::string common, std::span<const std::string> to) {
+  if (cluster_ == nullptr) {
+    std::vector<Cluster::Received> one(1);
+    one[0].common = std::move(common);
+    if (!to.empty()) one[0].mine = to[0];
+    return one;
+  }
+  // This node's changes since the last collective, page runs per array.
+  MessageWriter out;
+  std::vector<uint64_t> pages;
+  for (size_t i = 0; i < placed_; ++i) {
+    pages.clear();
+    DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
+    std::vector<uint64_t> runs;  // (first, count) pairs
+    for (size_t k = 0; k < pages.size();) {
+      size_t j = k + 1;
+      while (j < pages.size() && pages[j] == pages[j - 1] + 1) ++j;
+      runs.push_back(pages[k]);
+      runs.push_back(j - k);
+      k = j;
+    }
+    out.PutArray<uint64_t>(runs);
+  }
+  out.bytes().append(common);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Fail(cluster_->Exchange(pool_->endpoint(0),
+                                               out.bytes(), to)));
+  // The others' changes: READ into resident copies, forgotten by the page
+  // cache; one batch per worker.
+  struct Refresh {
+    size_t array;
+    uint64_t first, count;
+  };
+  std::vector<Refresh> refresh;
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    for (size_t i = 0; i < placed_; ++i) {
+      std::vector<uint64_t> runs;
+      if (!in.GetArray<uint64_t>(&runs) || runs.size() % 2 != 0) {
+        return Fail(absl::DataLossError(absl::StrFormat(
+            "compute node %d posted malformed state changes (array %d of %d, "
+            "%d bytes)",
+            k, i, placed_, all[k].common.size())));
+      }
+      for (size_t r = 0; r < runs.size(); r += 2) {
+        if (runs[r] > states_[i]->pages() ||
+            runs[r + 1] > states_[i]->pages() - runs[r]) {
+          return Fail(absl::DataLossError(absl::StrFormat(
+              "compute node %d posted changes outside state '%s'", k,
+              states_[i]->name())));
+        }
+        if (k != compute_node()) {
+          refresh.push_back({i, runs[r], runs[r + 1]});
+        }
+      }
+    }
+    // What is left is the operation's own part.
+    const size_t used = all[k].common.size() - in.remaining();
+    all[k].common.erase(0, used);
+  }
+  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
+      refresh.size(), [&](int w, size_t j) {
+        states_[refresh[j].array]->Refresh(w, refresh[j].first,
+                                           refresh[j].count);
+        return pool_->endpoint(w).Flush();
+      })));
+  return all;
+}
+
+void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
+  std::vector<VertexId> members(local.vertices().begin(),
+                                local.vertices().end());
+  out.PutArray<VertexId>(members);
+}
+
+absl::Status Engine::TakeFrontier(MessageReader& in, int node,
+                                  Frontier& global) {
+  std::vector<VertexId> members;
+  if (!in.GetArray<VertexId>(&members)) {
+    return Fail(absl::DataLossError(absl::StrFormat(
+        "compute node %d posted a malformed frontier", node)));
+  }
+  for (VertexId v : members) {
+    if (v >= num_vertices()) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d posted vertex %d, beyond the graph", node, v)));
+    }
+    global.Add(0, v);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Frontier> Engine::MergeFrontier(Frontier local) {
+  if (cluster_ == nullptr) return local;
+  MessageWriter out;
+  PutFrontier(out, local);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Collective(out.Take()));
+  Frontier global = NewFrontier();
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+  }
+  global.Seal();
+  return global;
 }
 
 absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays) {
@@ -158,7 +336,7 @@ absl::Status Engine::Prepare(bool open_superstep) {
       arrays.push_back(states_[i].get());
     }
     placed_ = states_.size();
-    DMG_RETURN_IF_ERROR(PlaceStates(arrays));
+    DMG_RETURN_IF_ERROR(Fail(PlaceStates(arrays)));
   }
   if (open_superstep && !open_) {
     if (superstep_ == 0 && stats_.supersteps.empty()) {
@@ -230,11 +408,24 @@ void Engine::PlanDirection(Direction d, bool push) {
 absl::Status Engine::EndSuperstep() {
   DMG_RETURN_IF_ERROR(Prepare());
   for (const auto& a : states_) {
-    DMG_RETURN_IF_ERROR(Fail(a->Commit(superstep_ + 1)));
+    // Each node commits the pages of its own range (all, with one node).
+    const uint64_t elem = a->size() == 0 ? 1 : a->bytes() / a->size();
+    const uint64_t first = own_begin_ * elem / StateArrayBase::kPageBytes;
+    const uint64_t last =
+        own_end_ == num_vertices()
+            ? a->pages()
+            : own_end_ * elem / StateArrayBase::kPageBytes;
+    DMG_RETURN_IF_ERROR(Fail(a->Commit(superstep_ + 1, first, last)));
   }
   ++superstep_;
   open_ = false;
-  DMG_RETURN_IF_ERROR(Fail(barrier_->Arrive(pool_->endpoint(0), superstep_)));
+  if (cluster_ != nullptr) {
+    DMG_RETURN_IF_ERROR(Fail(
+        cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
+  } else {
+    DMG_RETURN_IF_ERROR(
+        Fail(barrier_->Arrive(pool_->endpoint(0), superstep_)));
+  }
   SuperstepStats& s = stats_.supersteps.back();
   if (s.direction.empty()) s.direction = "none";
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -260,6 +451,10 @@ void Engine::Finish() {
   if (open_ && healthy()) {
     absl::Status s = EndSuperstep();
     LOG_IF(WARNING, !s.ok()) << "ending the last superstep: " << s;
+  }
+  if (cluster_ != nullptr && healthy()) {
+    absl::Status s = Fail(cluster_->Leave(pool_->endpoint(0)));
+    LOG_IF(WARNING, !s.ok()) << "leaving job " << cluster_->job() << ": " << s;
   }
   stats_.total = pool_->TotalStats();
   stats_.total_cache = CacheTotals();

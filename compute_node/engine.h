@@ -30,9 +30,11 @@
 #include "compute_node/barrier.h"
 #include "compute_node/block_source.h"
 #include "compute_node/cache_planner.h"
+#include "compute_node/cluster.h"
 #include "compute_node/frontier.h"
 #include "compute_node/header_cache.h"
 #include "compute_node/hot_block_cache.h"
+#include "compute_node/message.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/remote_graph.h"
@@ -57,6 +59,14 @@ using State = StateArray<T>;
 // from frontier members), or let the engine choose per call.
 enum class Mode { kAuto, kPush, kPull };
 
+// With several compute nodes: how a push EdgeMap's updates to vertices that
+// other nodes own travel. kBatch: combined locally with the update's
+// combine and written to the owner's inbox once, at the end of the
+// operation; kAtomic: applied with remote atomics as they are made (later);
+// kPull: none travel, the EdgeMap runs pull (each node gathers for its own
+// vertices, reading its neighbours' state). kAuto: the engine chooses.
+enum class UpdateMode { kAuto, kPull, kBatch, kAtomic };
+
 struct EngineOptions {
   int threads = 1;
   // Most bytes of blocks READ in one batch (one round trip) by a worker.
@@ -73,6 +83,17 @@ struct EngineOptions {
   // (Mode::kAuto) — for ablations (`dmg run --direction`). Modes a program
   // forces itself stay.
   Mode direction = Mode::kAuto;
+  // The job's compute nodes and this one's place among them (one node: no
+  // cluster, nothing is exchanged).
+  ClusterOptions cluster;
+  UpdateMode update_mode = UpdateMode::kAuto;
+};
+
+// An update pushed to a vertex another compute node owns.
+template <typename T>
+struct RemoteUpdate {
+  VertexId v;
+  T x;
 };
 
 class Engine {
@@ -92,6 +113,13 @@ class Engine {
   // has v->u), as undirected algorithms need.
   bool symmetric() const { return graph_.symmetric(); }
   int threads() const { return pool_->size(); }
+  // This compute node among the job's, and the vertices it owns (stage 1 of
+  // the workload manager): it computes them, and only it writes their state.
+  int compute_node() const { return cluster_ ? cluster_->id() : 0; }
+  int compute_nodes() const { return cluster_ ? cluster_->nodes() : 1; }
+  VertexId own_begin() const { return own_begin_; }
+  VertexId own_end() const { return own_end_; }
+  bool Owns(VertexId v) const { return v >= own_begin_ && v < own_end_; }
 
   // ---- The vertex-program API (see vertex_program.h) -------------------
   template <typename T>
@@ -135,6 +163,12 @@ class Engine {
   absl::Status ForEachNeighbourhood(Direction d, const PickFn& pick,
                                     const VisitFn& visit);
 
+  // Combines a value each compute node computed on its own (a count its
+  // callbacks accumulated, say) over all of them with Op, in node order;
+  // every node gets the result. With one node, returns `mine`.
+  template <typename Op, typename T>
+  absl::StatusOr<T> AllReduce(T mine);
+
   // Ends the superstep: commits every state array (its new version goes to
   // buffer superstep() % 2), passes the barrier, records the figures.
   absl::Status EndSuperstep();
@@ -150,7 +184,8 @@ class Engine {
   bool healthy() const { return !pool_->failed() && !failed_; }
   const RemoteGraph& graph() const { return graph_; }
   RunStats& stats() { return stats_; }
-  // Closes the totals (ends an open superstep first).
+  // Closes the totals (ends an open superstep first) and, with several
+  // compute nodes, leaves the job (after this, no collective operation).
   void Finish();
 
  private:
@@ -189,7 +224,26 @@ class Engine {
   // Calls fn(worker, entry, offsets) for every block of d, from READs of
   // block headers and offsets only (validated).
   using HeaderFn = std::function<void(int, uint32_t, const uint32_t*)>;
-  absl::Status ScanHeaders(Direction d, const HeaderFn& fn);
+  absl::Status ScanHeaders(Direction d, const HeaderFn& fn,
+                           bool own_only = false);
+  // The end of a collective operation with several compute nodes: this
+  // node publishes its state changes, posts `common` (to every node) and
+  // `to` (one part per node), and takes in the others' state changes.
+  // Returns what every node posted for this one, in node order. With one
+  // compute node: returns `common` and `to`'s only part, moving nothing.
+  absl::StatusOr<std::vector<Cluster::Received>> Collective(
+      std::string common, std::span<const std::string> to = {});
+  // Frontier parts: a node's members of `local` (all in its range) go into
+  // a message; TakeFrontier adds a part read back into `global`.
+  void PutFrontier(MessageWriter& out, const Frontier& local) const;
+  absl::Status TakeFrontier(MessageReader& in, int node, Frontier& global);
+  // One frontier from the nodes' parts (a collective).
+  absl::StatusOr<Frontier> MergeFrontier(Frontier local);
+  template <typename Op, typename T>
+  absl::StatusOr<Frontier> FinishPush(
+      State<T>& target, Frontier next,
+      std::vector<std::vector<RemoteUpdate<T>>>& outbox);
+  int OwnerOf(VertexId v) const;
   // Push or pull for an EdgeMap asked for `mode`: the program's forced
   // mode, else the --direction override, else (kAuto) pull when the
   // frontier's edges in the push direction and its vertices exceed a
@@ -197,6 +251,11 @@ class Engine {
   // in the superstep's statistics.
   bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks);
   absl::Status Fail(absl::Status s);
+  template <typename T>
+  absl::StatusOr<T> Fail(absl::StatusOr<T> r) {
+    if (!r.ok()) (void)Fail(r.status());
+    return r;
+  }
   CacheCounters CacheTotals();
   StateContext state_context();
 
@@ -211,6 +270,10 @@ class Engine {
   std::unique_ptr<PageCache> page_cache_;
   std::unique_ptr<BlockSource> source_;
   std::vector<Unit> all_units_[2];
+  // The units holding this node's vertices (all units with one node).
+  std::vector<Unit> own_units_[2];
+  std::unique_ptr<Cluster> cluster_;  // nullptr: one compute node
+  VertexId own_begin_ = 0, own_end_ = 0;
   std::vector<uint8_t> touched_[2];  // scratch for frontier units
   bool headers_tried_[2] = {false, false};
   bool hot_tried_[2] = {false, false};

@@ -72,9 +72,11 @@ void ForEachWholeVertex(Assembler& a, const BlockView& b, bool continues,
 
 }  // namespace
 
-absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn) {
+absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
+                                bool own_only) {
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  std::span<const Unit> units = all_units_[static_cast<int>(d)];
+  std::span<const Unit> units =
+      (own_only ? own_units_ : all_units_)[static_cast<int>(d)];
   return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
     return source_->Read(
         w, d, units[u], /*headers_only=*/true,
@@ -91,7 +93,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/false);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  std::span<const Unit> units = all_units_[k];
+  std::span<const Unit> units = own_units_[k];
   std::vector<Unit> wanted;
   if (want != nullptr) {
     // Only the units holding a vertex the scan needs are READ.
@@ -130,7 +132,16 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   // The blocks holding the frontier's adjacency, cut into units.
   std::vector<uint8_t>& touched = touched_[k];
-  std::span<const VertexId> vs = frontier.vertices();
+  // With several compute nodes, each pushes from its own vertices.
+  Frontier own_part = cluster_ != nullptr ? NewFrontier() : Frontier(0, 0);
+  if (cluster_ != nullptr) {
+    for (VertexId v : frontier.vertices()) {
+      if (Owns(v)) own_part.Add(0, v);
+    }
+    own_part.Seal();
+  }
+  const Frontier& pushed = cluster_ != nullptr ? own_part : frontier;
+  std::span<const VertexId> vs = pushed.vertices();
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
       vs.size(), 4096, [&](int, uint64_t begin, uint64_t end) {
         for (uint64_t j = begin; j < end; ++j) {
@@ -152,7 +163,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   std::vector<Unit> units = MakeUnits(dir, entries, buffers_.batch_bytes);
   const HeaderCache* h = headers(d);
   return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
-    return source_->ReadFrontier(w, d, units[u], frontier, h, fn);
+    return source_->ReadFrontier(w, d, units[u], pushed, h, fn);
   }));
 }
 
@@ -191,15 +202,19 @@ absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {
   // The pieces of a split vertex arrive on one worker: read-add-write
   // needs no atomics.
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  return ScanHeaders(d, [&](int w, uint32_t entry, const uint32_t* offsets) {
-    const VertexId first = dir[entry].first_vertex;
-    for (uint32_t k = 0; k < dir[entry].vertex_count; ++k) {
-      const uint32_t degree = offsets[k + 1] - offsets[k];
-      if (degree != 0) {
-        out.Set(w, first + k, out.Get(w, first + k) + degree);
-      }
-    }
-  });
+  DMG_RETURN_IF_ERROR(ScanHeaders(
+      d,
+      [&](int w, uint32_t entry, const uint32_t* offsets) {
+        const VertexId first = dir[entry].first_vertex;
+        for (uint32_t k = 0; k < dir[entry].vertex_count; ++k) {
+          const uint32_t degree = offsets[k + 1] - offsets[k];
+          if (degree != 0 && Owns(first + k)) {
+            out.Set(w, first + k, out.Get(w, first + k) + degree);
+          }
+        }
+      },
+      /*own_only=*/true));
+  return Collective("").status();
 }
 
 absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
@@ -228,7 +243,7 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
   NoteEdgeOp("pull", num_vertices());
   PlanDirection(d, /*push=*/false);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  std::span<const Unit> units = all_units_[static_cast<int>(d)];
+  std::span<const Unit> units = own_units_[static_cast<int>(d)];
   auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
   // Per worker: what the vertices of its current unit asked for.
   struct Request {
@@ -243,7 +258,7 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
     std::vector<uint32_t> entries;
   };
   std::vector<Scratch> scratch(threads());
-  return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
+  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
     Scratch& s = scratch[w];
     s.wanted.clear();
     s.requests.clear();
@@ -254,6 +269,7 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
           ForEachWholeVertex(
               s.outer, b, continues(i),
               [&](VertexId v, std::span<const VertexId> nbrs) {
+                if (!Owns(v)) return;
                 const size_t begin = s.wanted.size();
                 pick(w, v, nbrs, s.wanted);
                 if (s.wanted.size() > begin) {
@@ -306,7 +322,8 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
           }));
     }
     return absl::OkStatus();
-  }));
+  })));
+  return Collective("").status();
 }
 
 }  // namespace dmg::compute

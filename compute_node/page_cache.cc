@@ -402,6 +402,22 @@ void PageCache::Drop(PageSource* source) {
   }
 }
 
+void PageCache::Invalidate(PageSource* source, uint64_t first,
+                           uint64_t count) {
+  MutexLock lock(&mu_);
+  while (source->busy_ > 0) mu_.Wait(io_done_);
+  for (uint64_t page = first; page < first + count; ++page) {
+    const int32_t f = source->table_[page].load(std::memory_order_acquire);
+    if (f < 0) continue;
+    Frame& fr = frame_[f];
+    source->table_[page].store(kNotCached, std::memory_order_release);
+    fr.gen.fetch_add(2, std::memory_order_acq_rel);
+    fr.dirty.store(false);
+    fr.referenced.store(false);
+    SetFrame(f, FrameState::kFree, nullptr, 0);
+  }
+}
+
 CacheCounters PageCache::counters() {
   CacheCounters total;
   for (const WorkerCounters& c : counters_) total += c;

@@ -189,6 +189,11 @@ class PageCache {
   // for its I/O in flight, of which there is none between supersteps). No
   // worker may hold its pages.
   void Drop(PageSource* source) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets pages [first, first + count) of `source` that are cached (another
+  // compute node changed them), like Drop: between operations, none of
+  // them dirty or pinned.
+  void Invalidate(PageSource* source, uint64_t first, uint64_t count)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   CacheCounters counters() ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -1,6 +1,7 @@
 #include "compute_node/state_array.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -29,6 +30,8 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       initial_(elem_size),
       dirty_((pages_ + 63) / 64, 0),
       prev_dirty_((pages_ + 63) / 64, 0),
+      published_((pages_ + 63) / 64, 0),
+      others_((pages_ + 63) / 64, 0),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
 }
@@ -39,10 +42,29 @@ StateArrayBase::~StateArrayBase() {
     ReleasePins();
     cache_->Drop(this);
   }
-  for (const transport::RegionInfo& r : regions_) {
-    if (r.length == 0 || !ctx_.healthy()) continue;
-    absl::Status s = ctx_.transport->FreeRegion(r.node, r.id);
-    VLOG_IF(1, !s.ok()) << "freeing state region " << r.name << ": " << s;
+  for (const Slice& slice : slices_) {
+    for (const transport::RegionInfo& r : slice.region) {
+      if (!slice.mine || r.length == 0 || !ctx_.healthy()) continue;
+      absl::Status s = ctx_.transport->FreeRegion(r.node, r.id);
+      VLOG_IF(1, !s.ok()) << "freeing state region " << r.name << ": " << s;
+    }
+  }
+}
+
+void StateArrayBase::Queue(transport::Endpoint& ep, bool write, int buffer,
+                           uint64_t at, std::byte* local, uint64_t length) {
+  while (length > 0) {
+    const Slice& s = SliceAt(at);
+    const uint64_t n = std::min({length, s.end - at, kMaxOp});
+    const transport::RegionInfo& r = s.region[buffer];
+    if (write) {
+      ep.Write(r.node, r.id, at - s.begin, local, static_cast<uint32_t>(n));
+    } else {
+      ep.Read(r.node, r.id, at - s.begin, local, static_cast<uint32_t>(n));
+    }
+    at += n;
+    local += n;
+    length -= n;
   }
 }
 
@@ -55,11 +77,26 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
   } else {
     local_ = AlignedBuffer(bytes_);
   }
+  // The slices: one per compute node's range (pages never straddle two:
+  // ranges start on multiples of 4096 vertices).
+  std::vector<uint64_t> bounds = ctx_.bounds;
+  if (bounds.empty()) bounds = {0, n_};
+  const int nodes = static_cast<int>(bounds.size()) - 1;
+  slices_.assign(nodes, Slice());
+  for (int k = 0; k < nodes; ++k) {
+    slices_[k].begin = bounds[k] * elem_;
+    slices_[k].end = k + 1 == nodes ? bytes_ : bounds[k + 1] * elem_;
+  }
+  Slice& own = slices_[ctx_.node];
+  own.mine = true;
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<transport::RegionInfo> r = ctx_.transport->AllocateRegion(
-        0, std::max<uint64_t>(bytes_, 8), name_ + "." + std::to_string(b));
+        ctx_.node % ctx_.transport->num_memory_nodes(),
+        std::max<uint64_t>(own.end - own.begin, 8),
+        nodes == 1 ? name_ + "." + std::to_string(b)
+                   : absl::StrFormat("%s.%d.%d", name_, b, ctx_.node));
     if (!r.ok()) return r.status();
-    regions_[b] = *r;
+    own.region[b] = *r;
   }
   const std::byte* initial = initial_.data();
   // Both versions start as the initial state: written from the local copy,
@@ -75,10 +112,16 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
       std::memcpy(local_.data() + at, initial, elem_);
     }
   }
-  // Chunks of kMaxOp bytes (whole pages), taken by whichever worker is free.
-  return ctx_.scheduler->ForRanges(
-      pages_, kMaxOp / kPageBytes,
+  // This node's slice, in chunks of kMaxOp bytes (whole pages), taken by
+  // whichever worker is free.
+  const uint64_t first_page = own.begin / kPageBytes;
+  const uint64_t own_pages =
+      (own.end + kPageBytes - 1) / kPageBytes - first_page;
+  absl::Status status = ctx_.scheduler->ForRanges(
+      own_pages, kMaxOp / kPageBytes,
       [&](int w, uint64_t first, uint64_t last) -> absl::Status {
+        first += first_page;
+        last += first_page;
         if (cache_ == nullptr) {
           QueueWrite(w, 0, first, last);
           QueueWrite(w, 1, first, last);
@@ -86,23 +129,45 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
         }
         const uint64_t begin = first * kPageBytes;
         const uint64_t end = std::min(last * kPageBytes, bytes_);
-        const uint32_t len = static_cast<uint32_t>(end - begin);
         for (int b = 0; b < 2; ++b) {
-          endpoint(w).Write(regions_[b].node, regions_[b].id, begin,
-                            pattern.data(), len);
+          Queue(endpoint(w), /*write=*/true, b, begin, pattern.data(),
+                end - begin);
         }
         return endpoint(w).Flush();
       });
+  if (!status.ok() || nodes == 1) return status;
+  // Where every node's slice is.
+  std::string mine;
+  for (const transport::RegionInfo& r : own.region) {
+    const uint32_t where[2] = {r.node, r.id};
+    mine.append(reinterpret_cast<const char*>(where), sizeof(where));
+  }
+  absl::StatusOr<std::vector<std::string>> all = ctx_.exchange(mine);
+  if (!all.ok()) return all.status();
+  for (int k = 0; k < nodes; ++k) {
+    if (k == ctx_.node) continue;
+    if ((*all)[k].size() != 4 * sizeof(uint32_t)) {
+      return absl::DataLossError(absl::StrFormat(
+          "compute node %d posted a malformed slice of state '%s'", k, name_));
+    }
+    uint32_t where[4];
+    std::memcpy(where, (*all)[k].data(), sizeof(where));
+    for (int b = 0; b < 2; ++b) {
+      slices_[k].region[b].node = where[2 * b];
+      slices_[k].region[b].id = where[2 * b + 1];
+      slices_[k].region[b].length = slices_[k].end - slices_[k].begin;
+    }
+  }
+  return absl::OkStatus();
 }
 
 void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
                                 uint64_t last_page) {
   uint64_t begin = first_page * kPageBytes;
   uint64_t end = std::min(last_page * kPageBytes, bytes_);
-  for (uint64_t at = begin; at < end; at += kMaxOp) {
-    uint64_t len = std::min(kMaxOp, end - at);
-    endpoint(w).Write(regions_[buffer].node, regions_[buffer].id, at,
-                      local_.data() + at, static_cast<uint32_t>(len));
+  if (begin < end) {
+    Queue(endpoint(w), /*write=*/true, buffer, begin, local_.data() + begin,
+          end - begin);
   }
 }
 
@@ -143,9 +208,12 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
   transport::Endpoint& ep = endpoint(worker);
   for (uint64_t k = 0; k < count; ++k) {
     uint64_t page = first + k;
-    const int buffer = Bit(dirty_, page) ? s % 2 : (s + 1) % 2;
-    ep.Read(regions_[buffer].node, regions_[buffer].id, page * kPageBytes,
-            dst[k], static_cast<uint32_t>(PageLength(page)));
+    const int buffer =
+        Bit(dirty_, page) || Bit(published_, page) || Bit(others_, page)
+            ? s % 2
+            : (s + 1) % 2;
+    Queue(ep, /*write=*/false, buffer, page * kPageBytes, dst[k],
+          PageLength(page));
   }
   return ep.Flush();
 }
@@ -155,22 +223,84 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
   const int buffer = (superstep() + 1) % 2;
   transport::Endpoint& ep = endpoint(worker);
   for (const DirtyPage& p : pages) {
-    ep.Write(regions_[buffer].node, regions_[buffer].id, p.page * kPageBytes,
-             p.data, static_cast<uint32_t>(PageLength(p.page)));
+    Queue(ep, /*write=*/true, buffer, p.page * kPageBytes,
+          const_cast<std::byte*>(p.data), PageLength(p.page));
   }
   return ep.Flush();
 }
 
-absl::Status StateArrayBase::Commit(int superstep) {
+absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
+  if (absl::Status s = error(); !s.ok()) return s;
+  const size_t from = pages.size();
+  for (uint64_t& word : dirty_) {
+    for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
+      pages.push_back((&word - dirty_.data()) * 64 + std::countr_zero(bits));
+    }
+  }
+  absl::Status status;
+  std::span<const uint64_t> fresh(pages.data() + from, pages.size() - from);
+  if (cache_ != nullptr) {
+    ReleasePins();
+    status = cache_->FlushDirty(this);
+  } else {
+    const int buffer = (superstep() + 1) % 2;
+    status = ctx_.scheduler->ForRanges(
+      fresh.size(), kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+        for (uint64_t k = first; k < last;) {
+          uint64_t j = k + 1;  // runs of consecutive pages: one WRITE each
+          while (j < last && fresh[j] == fresh[j - 1] + 1) ++j;
+          QueueWrite(w, buffer, fresh[k], fresh[j - 1] + 1);
+          k = j;
+        }
+        return endpoint(w).Flush();
+      });
+  }
+  // Published pages stay in the open superstep's buffer: later fetches and
+  // the commit go by published_ for them.
+  for (size_t word = 0; word < dirty_.size(); ++word) {
+    published_[word] |= dirty_[word];
+    dirty_[word] = 0;
+  }
+  return status;
+}
+
+void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
+  for (uint64_t p = first; p < first + count; ++p) {
+    std::atomic_ref<uint64_t>(others_[p >> 6])
+        .fetch_or(uint64_t{1} << (p & 63), std::memory_order_relaxed);
+  }
+  if (cache_ != nullptr) {
+    cache_->Invalidate(this, first, count);
+    return;
+  }
+  const int buffer = (superstep() + 1) % 2;
+  const uint64_t begin = first * kPageBytes;
+  const uint64_t end = std::min((first + count) * kPageBytes, bytes_);
+  if (begin < end) {
+    Queue(endpoint(w), /*write=*/false, buffer, begin, local_.data() + begin,
+          end - begin);
+  }
+}
+
+absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
+                                    uint64_t page_end) {
   const int buffer = superstep % 2;
   if (absl::Status s = error(); !s.ok()) return s;
   UnitScheduler& scheduler = *ctx_.scheduler;
+  page_end = std::min(page_end, pages_);
+  page_begin = std::min(page_begin, page_end);
+  const uint64_t owned = page_end - page_begin;
   absl::Status status;
   if (cache_ == nullptr) {
     status = scheduler.ForRanges(
-        pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+        owned, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+          first += page_begin;
+          last += page_begin;
+          // Changed and not yet published, or changed last superstep and
+          // not in this one (this buffer still holds the one before).
           auto needed = [&](uint64_t p) {
-            return Bit(dirty_, p) || Bit(prev_dirty_, p);
+            return Bit(dirty_, p) ||
+                   (Bit(prev_dirty_, p) && !Bit(published_, p));
           };
           // Coalesce runs of pages that need writing into single WRITEs.
           for (uint64_t p = first; p < last;) {
@@ -195,11 +325,12 @@ absl::Status StateArrayBase::Commit(int superstep) {
     // round trip READs the uncached ones into a bounce buffer, a second
     // WRITEs them all.
     if (status.ok()) {
-      const transport::RegionInfo& from = regions_[(superstep + 1) % 2];
-      const transport::RegionInfo& to = regions_[buffer];
+      const int from = (superstep + 1) % 2;
       std::vector<std::vector<std::byte>> bounces(scheduler.workers());
       status = scheduler.ForRanges(
-          pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+          owned, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+            first += page_begin;
+            last += page_begin;
             transport::Endpoint& ep = endpoint(w);
             std::vector<std::byte>& bounce = bounces[w];
             bounce.resize(kCopyBatch * kPageBytes);
@@ -207,19 +338,22 @@ absl::Status StateArrayBase::Commit(int superstep) {
             auto copy = [&]() -> absl::Status {
               if (absl::Status s = ep.Flush(); !s.ok()) return s;  // the READs
               for (const DirtyPage& p : batch) {
-                ep.Write(to.node, to.id, p.page * kPageBytes, p.data,
-                         static_cast<uint32_t>(PageLength(p.page)));
+                Queue(ep, /*write=*/true, buffer, p.page * kPageBytes,
+                      const_cast<std::byte*>(p.data), PageLength(p.page));
               }
               batch.clear();
               return ep.Flush();
             };
             for (uint64_t p = first; p < last; ++p) {
-              if (!Bit(prev_dirty_, p) || Bit(dirty_, p)) continue;
+              if (!Bit(prev_dirty_, p) || Bit(dirty_, p) ||
+                  Bit(published_, p)) {
+                continue;
+              }
               const std::byte* cached = cache_->Peek(this, p);
               if (cached == nullptr) {
                 std::byte* slot = bounce.data() + batch.size() * kPageBytes;
-                ep.Read(from.node, from.id, p * kPageBytes, slot,
-                        static_cast<uint32_t>(PageLength(p)));
+                Queue(ep, /*write=*/false, from, p * kPageBytes, slot,
+                      PageLength(p));
                 cached = slot;
               }
               batch.push_back({p, cached});
@@ -231,8 +365,12 @@ absl::Status StateArrayBase::Commit(int superstep) {
           });
     }
   }
-  prev_dirty_.swap(dirty_);
+  for (size_t word = 0; word < dirty_.size(); ++word) {
+    prev_dirty_[word] = dirty_[word] | published_[word];
+  }
   std::fill(dirty_.begin(), dirty_.end(), 0);
+  std::fill(published_.begin(), published_.end(), 0);
+  std::fill(others_.begin(), others_.end(), 0);
   return status;
 }
 
@@ -242,9 +380,8 @@ absl::Status StateArrayBase::ReadVersion(int superstep, uint64_t begin,
   const uint64_t b0 = begin * elem_, b1 = end * elem_;
   return ctx_.scheduler->ForRanges(
       b1 - b0, kMaxOp, [&](int w, uint64_t first, uint64_t last) {
-        endpoint(w).Read(regions_[buffer].node, regions_[buffer].id, b0 + first,
-                         static_cast<std::byte*>(dst) + first,
-                         static_cast<uint32_t>(last - first));
+        Queue(endpoint(w), /*write=*/false, buffer, b0 + first,
+              static_cast<std::byte*>(dst) + first, last - first);
         return endpoint(w).Flush();
       });
 }

@@ -54,6 +54,14 @@ struct StateContext {
   const int* superstep = nullptr;  // supersteps completed
   // False after a transport failure: skip remote frees.
   std::function<bool()> healthy;
+  // With several compute nodes: their vertex ranges (nodes + 1 bounds),
+  // this node's index, and the raw exchange (Cluster::Exchange's common
+  // parts, in node order) through which they tell each other where their
+  // slices are. Empty bounds: one node, one slice.
+  std::vector<uint64_t> bounds;
+  int node = 0;
+  std::function<absl::StatusOr<std::vector<std::string>>(std::string)>
+      exchange;
 };
 
 class StateArrayBase : public PageSource {
@@ -70,15 +78,31 @@ class StateArrayBase : public PageSource {
   bool materialized() const { return materialized_; }
   bool resident() const { return cache_ == nullptr; }
 
-  // Allocates both versions on memory node 0 and writes the initial value
-  // into them: resident (a local copy whose `reserved` budget bytes this
-  // array releases when destroyed) when cache is nullptr, else paged
-  // through `cache`.
+  // Allocates both versions and writes the initial value into them:
+  // resident (a local copy whose `reserved` budget bytes this array
+  // releases when destroyed) when cache is nullptr, else paged through
+  // `cache`. With several compute nodes each allocates the slice of its
+  // own vertex range, on memory node (node mod memory nodes), so the
+  // array is striped over the memory nodes; the nodes then exchange where
+  // their slices are (a collective: every node materializes the same
+  // arrays in the same order).
   absl::Status Materialize(PageCache* cache, uint64_t reserved);
 
   // Ends superstep `superstep` (1-based) for this array: afterwards buffer
-  // superstep % 2 holds the whole version. Called by Engine::EndSuperstep.
-  absl::Status Commit(int superstep);
+  // superstep % 2 holds the whole version (of the pages in [page_begin,
+  // page_end), the pages this compute node owns; the other nodes commit
+  // theirs). Called by Engine::EndSuperstep.
+  absl::Status Commit(int superstep, uint64_t page_begin = 0,
+                      uint64_t page_end = ~uint64_t{0});
+
+  // With several compute nodes, at the end of every operation:
+  // Publish writes the pages this node changed since its last publish into
+  // the open superstep's buffer and appends them to `pages` (ascending);
+  // Refresh takes pages another node published: a resident copy READs them
+  // (worker w's endpoint, flushed by the caller), a paged one forgets them.
+  absl::Status Publish(std::vector<uint64_t>& pages);
+  void Refresh(int w, uint64_t first, uint64_t count);
+  uint64_t pages() const { return pages_; }
   // Reads elements [begin, end) of the version after `superstep` into dst.
   absl::Status ReadVersion(int superstep, uint64_t begin, uint64_t end,
                            void* dst);
@@ -160,8 +184,29 @@ class StateArrayBase : public PageSource {
   bool materialized_ = false;
   PageCache* cache_ = nullptr;  // nullptr: resident
   AlignedBuffer local_;         // resident mode only
-  transport::RegionInfo regions_[2];
-  std::vector<uint64_t> dirty_, prev_dirty_;
+  // One slice per compute node's vertex range: array bytes [begin, end)
+  // in a region of each version.
+  struct Slice {
+    uint64_t begin = 0, end = 0;
+    transport::RegionInfo region[2];
+    bool mine = false;  // allocated by this node (and freed by it)
+  };
+  const Slice& SliceAt(uint64_t at) const {
+    for (const Slice& s : slices_) {
+      if (at >= s.begin && at < s.end) return s;
+    }
+    return slices_.back();
+  }
+  // Queues READs (or WRITEs) of array bytes [at, at + length) of version
+  // buffer `buffer`, cut at slice boundaries and into pieces the transports
+  // take, on endpoint `ep`.
+  void Queue(transport::Endpoint& ep, bool write, int buffer, uint64_t at,
+             std::byte* local, uint64_t length);
+  std::vector<Slice> slices_;
+  // Pages this node changed since it last published (all of the open
+  // superstep's changes with one compute node), in the previous superstep;
+  // pages it published in this superstep; pages others published in it.
+  std::vector<uint64_t> dirty_, prev_dirty_, published_, others_;
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy

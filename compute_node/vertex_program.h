@@ -42,10 +42,13 @@
 #ifndef DMG_COMPUTE_NODE_VERTEX_PROGRAM_H_
 #define DMG_COMPUTE_NODE_VERTEX_PROGRAM_H_
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/engine.h"
 
@@ -78,46 +81,58 @@ State<T>& Engine::NewState(const std::string& name, T initial, CacheHint hint) {
   return state;
 }
 
+// With several compute nodes, every operation below is collective: each
+// node does the part in its own range (stage 1 of the workload manager),
+// then publishes its state changes and takes in the others' (Collective),
+// so that the next operation reads the same state on every node.
+
 template <typename Fn>
 absl::Status Engine::VertexMap(Fn fn) {
   DMG_RETURN_IF_ERROR(Prepare());
-  return scheduler_.ForRanges(num_vertices(), internal::kVertexGrain,
-                              [&](int, uint64_t begin, uint64_t end) {
-                                for (uint64_t v = begin; v < end; ++v)
-                                  fn(static_cast<VertexId>(v));
-                                return absl::OkStatus();
-                              });
+  const uint64_t base = own_begin_;
+  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+      own_end_ - own_begin_, internal::kVertexGrain,
+      [&](int, uint64_t begin, uint64_t end) {
+        for (uint64_t v = base + begin; v < base + end; ++v) {
+          fn(static_cast<VertexId>(v));
+        }
+        return absl::OkStatus();
+      }));
+  return Collective("").status();
 }
 
 template <typename Fn>
 absl::Status Engine::VertexMap(const Frontier& subset, Fn fn) {
   DMG_RETURN_IF_ERROR(Prepare());
   std::span<const VertexId> vs = subset.vertices();
-  return scheduler_.ForRanges(vs.size(), internal::kVertexGrain,
-                              [&](int, uint64_t begin, uint64_t end) {
-                                for (uint64_t k = begin; k < end; ++k) {
-                                  fn(vs[k]);
-                                }
-                                return absl::OkStatus();
-                              });
+  DMG_RETURN_IF_ERROR(
+      scheduler_.ForRanges(vs.size(), internal::kVertexGrain,
+                           [&](int, uint64_t begin, uint64_t end) {
+                             for (uint64_t k = begin; k < end; ++k) {
+                               if (Owns(vs[k])) fn(vs[k]);
+                             }
+                             return absl::OkStatus();
+                           }));
+  return Collective("").status();
 }
 
 template <typename Fn>
 absl::StatusOr<Frontier> Engine::VertexFilter(Fn keep) {
   DMG_RETURN_IF_ERROR(Prepare());
   Frontier out = NewFrontier();
-  DMG_RETURN_IF_ERROR(
-      scheduler_.ForRanges(num_vertices(), internal::kVertexGrain,
-                           [&](int w, uint64_t begin, uint64_t end) {
-                             for (uint64_t v = begin; v < end; ++v) {
-                               if (keep(static_cast<VertexId>(v))) {
-                                 out.Add(w, static_cast<VertexId>(v));
-                               }
-                             }
-                             return absl::OkStatus();
-                           }));
+  const uint64_t base = own_begin_;
+  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+      own_end_ - own_begin_, internal::kVertexGrain,
+      [&](int w, uint64_t begin, uint64_t end) {
+        for (uint64_t v = base + begin; v < base + end; ++v) {
+          if (keep(static_cast<VertexId>(v))) {
+            out.Add(w, static_cast<VertexId>(v));
+          }
+        }
+        return absl::OkStatus();
+      }));
   out.Seal();
-  return out;
+  return MergeFrontier(std::move(out));
 }
 
 template <typename Fn>
@@ -129,35 +144,169 @@ absl::StatusOr<Frontier> Engine::VertexFilter(const Frontier& subset, Fn keep) {
       scheduler_.ForRanges(vs.size(), internal::kVertexGrain,
                            [&](int w, uint64_t begin, uint64_t end) {
                              for (uint64_t k = begin; k < end; ++k) {
-                               if (keep(vs[k])) out.Add(w, vs[k]);
+                               if (Owns(vs[k]) && keep(vs[k])) {
+                                 out.Add(w, vs[k]);
+                               }
                              }
                              return absl::OkStatus();
                            }));
   out.Seal();
-  return out;
+  return MergeFrontier(std::move(out));
 }
 
 template <typename Op, typename Fn>
 auto Engine::Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))> {
   using R = decltype(fn(VertexId{}));
   DMG_RETURN_IF_ERROR(Prepare());
-  const uint64_t n = num_vertices();
-  // One partial per fixed chunk, combined in chunk order.
+  // One partial per fixed chunk, combined in chunk order. Ranges start on
+  // chunk boundaries, so each chunk is one node's.
+  const uint64_t base = own_begin_;
   std::vector<R> partial(
-      (n + internal::kVertexGrain - 1) / internal::kVertexGrain,
+      (own_end_ - own_begin_ + internal::kVertexGrain - 1) /
+          internal::kVertexGrain,
       Op::template Identity<R>());
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
-      n, internal::kVertexGrain, [&](int, uint64_t begin, uint64_t end) {
+      own_end_ - own_begin_, internal::kVertexGrain,
+      [&](int, uint64_t begin, uint64_t end) {
         R acc = Op::template Identity<R>();
-        for (uint64_t v = begin; v < end; ++v) {
+        for (uint64_t v = base + begin; v < base + end; ++v) {
           acc = Op::Combine(acc, fn(static_cast<VertexId>(v)));
         }
         partial[begin / internal::kVertexGrain] = acc;
         return absl::OkStatus();
       }));
   R total = Op::template Identity<R>();
-  for (const R& x : partial) total = Op::Combine(total, x);
+  if (cluster_ == nullptr) {
+    for (const R& x : partial) total = Op::Combine(total, x);
+    return total;
+  }
+  MessageWriter out;
+  out.PutArray<R>(partial);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Collective(out.Take()));
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    std::vector<R> theirs;
+    if (!in.GetArray<R>(&theirs)) {
+      return Fail(absl::DataLossError("malformed partial reduction"));
+    }
+    for (const R& x : theirs) total = Op::Combine(total, x);
+  }
   return total;
+}
+
+template <typename Op, typename T>
+absl::StatusOr<T> Engine::AllReduce(T mine) {
+  if (cluster_ == nullptr) return mine;
+  MessageWriter out;
+  out.Put(mine);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Collective(out.Take()));
+  T total = Op::template Identity<T>();
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    T x;
+    if (!in.Get(&x)) return Fail(absl::DataLossError("malformed AllReduce"));
+    total = Op::Combine(total, x);
+  }
+  return total;
+}
+
+// The end of a push EdgeMap with several compute nodes: `outbox` holds, per
+// worker, the updates made to other nodes' vertices. They are combined per
+// target with Op's combine and each owner gets its own in one part of an
+// exchange (the batch update mode); owners apply them, and a second
+// exchange carries what that changed. `next` holds this node's changes.
+template <typename Op, typename T>
+absl::StatusOr<Frontier> Engine::FinishPush(
+    State<T>& target, Frontier next,
+    std::vector<std::vector<RemoteUpdate<T>>>& outbox) {
+  using Update = RemoteUpdate<T>;
+  std::vector<Update> all;
+  for (auto& o : outbox) {
+    all.insert(all.end(), o.begin(), o.end());
+    o.clear();
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Update& a,
+                                              const Update& b) {
+    return a.v < b.v;
+  });
+  size_t kept = 0;
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (kept > 0 && all[kept - 1].v == all[k].v) {
+      all[kept - 1].x = Op::Combine(all[kept - 1].x, all[k].x);
+    } else {
+      all[kept++] = all[k];
+    }
+  }
+  all.resize(kept);
+  std::vector<std::string> to(compute_nodes());
+  for (size_t k = 0; k < all.size();) {
+    const int owner = OwnerOf(all[k].v);
+    const VertexId end =
+        static_cast<VertexId>(cluster_->bounds()[owner + 1]);
+    size_t j = k;
+    while (j < all.size() && all[j].v < end) ++j;
+    to[owner].assign(reinterpret_cast<const char*>(all.data() + k),
+                     (j - k) * sizeof(Update));
+    k = j;
+  }
+  MessageWriter out;
+  out.Put<uint8_t>(all.empty() ? 0 : 1);
+  PutFrontier(out, next);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> got,
+                       Collective(out.Take(), to));
+  Frontier global = NewFrontier();
+  bool sent = false;
+  std::vector<Update> inbox;
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(got[k].common);
+    uint8_t flag = 0;
+    if (!in.Get(&flag)) return Fail(absl::DataLossError("malformed post"));
+    sent |= flag != 0;
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    const std::string& part = got[k].mine;
+    if (part.size() % sizeof(Update) != 0) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d sent a malformed batch of updates", k)));
+    }
+    const size_t at = inbox.size();
+    inbox.resize(at + part.size() / sizeof(Update));
+    std::memcpy(inbox.data() + at, part.data(), part.size());
+  }
+  if (!sent) {  // every update stayed on its node: one exchange was enough
+    global.Seal();
+    return global;
+  }
+  for (const Update& u : inbox) {
+    if (!Owns(u.v)) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "an update for vertex %d reached compute node %d, not its owner",
+          u.v, compute_node())));
+    }
+  }
+  Frontier changed = NewFrontier();
+  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+      inbox.size(), internal::kVertexGrain,
+      [&](int w, uint64_t begin, uint64_t end) {
+        for (uint64_t k = begin; k < end; ++k) {
+          if (target.template Apply<Op>(w, inbox[k].v, inbox[k].x)) {
+            changed.Add(w, inbox[k].v);
+          }
+        }
+        return absl::OkStatus();
+      }));
+  changed.Seal();
+  MessageWriter second;
+  PutFrontier(second, changed);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> more,
+                       Collective(second.Take()));
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(more[k].common);
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+  }
+  global.Seal();
+  return global;
 }
 
 template <typename Op, typename T, typename Value, typename Cond>
@@ -177,6 +326,9 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   Frontier next = NewFrontier();
   const bool pull = ChoosePull(mode, frontier, along);
   if (!pull) {
+    // Updates to other nodes' vertices wait here, per worker.
+    std::vector<std::vector<RemoteUpdate<T>>> outbox(
+        cluster_ != nullptr ? threads() : 0);
     DMG_RETURN_IF_ERROR(ScanFrontier(
         along, frontier,
         [&](VertexId u, std::span<const VertexId> out,
@@ -185,14 +337,17 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
           for (size_t k = 0; k < out.size(); ++k) {
             const VertexId v = out[k];
             if (!candidate(v)) continue;
-            if (target.template Apply<Op>(
-                    w, v, value(u, v, internal::WeightAt(weights, k)))) {
+            const T x = value(u, v, internal::WeightAt(weights, k));
+            if (!Owns(v)) {
+              outbox[w].push_back({v, x});
+            } else if (target.template Apply<Op>(w, v, x)) {
               next.Add(w, v);
             }
           }
         }));
     next.Seal();
-    return next;
+    if (cluster_ == nullptr) return next;
+    return FinishPush<Op>(target, std::move(next), outbox);
   }
   // Pull: each candidate folds the updates of its frontier neighbours in
   // adjacency order and applies them once. A split vertex's partial fold
@@ -216,7 +371,14 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
-        for (uint32_t i = 0; i < count; ++i) {
+        // This node's vertices of the block (all of them, but at the ends
+        // of its range).
+        const uint32_t lo = b.first_vertex() < own_begin_
+                                ? own_begin_ - b.first_vertex()
+                                : 0;
+        const uint32_t hi = std::min<uint64_t>(
+            count, static_cast<uint64_t>(own_end_) - b.first_vertex());
+        for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
           if (!candidate(v)) continue;
           T acc = p.acc;
@@ -243,7 +405,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
         }
       }));
   next.Seal();
-  return next;
+  return MergeFrontier(std::move(next));
 }
 
 template <typename Op, typename Value, typename FinishFn>
@@ -270,8 +432,13 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
+        const uint32_t lo = b.first_vertex() < own_begin_
+                                ? own_begin_ - b.first_vertex()
+                                : 0;
+        const uint32_t hi = std::min<uint64_t>(
+            count, static_cast<uint64_t>(own_end_) - b.first_vertex());
         R sum{};
-        for (uint32_t i = 0; i < count; ++i) {
+        for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
           T acc = p.open ? p.acc : Op::template Identity<T>();
           std::span<const VertexId> in = b.targets(v);
@@ -293,6 +460,31 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
         partial[entry] = sum;
       }));
   R total{};
+  if (cluster_ == nullptr) {
+    for (const R& x : partial) total += x;
+    return total;
+  }
+  // Each node posts the partials of its blocks; a block across a range
+  // boundary has one from each side, added in node order.
+  const std::span<const Unit> units = own_units_[static_cast<int>(neighbours)];
+  const uint32_t first = units.empty() ? 0 : units.front().first;
+  const uint32_t last = units.empty() ? 0 : units.back().last;
+  MessageWriter out;
+  out.Put<uint32_t>(first);
+  out.PutArray<R>(std::span<const R>(partial.data() + first, last - first));
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Collective(out.Take()));
+  std::fill(partial.begin(), partial.end(), R{});
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    uint32_t at = 0;
+    std::vector<R> theirs;
+    if (!in.Get(&at) || !in.GetArray<R>(&theirs) ||
+        theirs.size() > partial.size() - std::min<size_t>(at, partial.size())) {
+      return Fail(absl::DataLossError("malformed partial sums"));
+    }
+    for (size_t j = 0; j < theirs.size(); ++j) partial[at + j] += theirs[j];
+  }
   for (const R& x : partial) total += x;
   return total;
 }

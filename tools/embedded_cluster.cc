@@ -1,5 +1,6 @@
 #include "tools/embedded_cluster.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dmg::cli {
@@ -26,10 +27,16 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(
     cluster->nodes_.push_back(std::move(node));
   }
   cluster->transport_ = std::make_unique<transport::LocalTransport>(targets);
-  absl::StatusOr<std::unique_ptr<compute::Engine>> engine =
-      compute::Engine::Create(*cluster->transport_, options);
-  if (!engine.ok()) return engine.status();
-  cluster->engine_ = *std::move(engine);
+  // Node 0 creates the job record and the others join it, so creating the
+  // engines one after another is enough; they run together later.
+  for (int k = 0; k < std::max(1, options.cluster.nodes); ++k) {
+    compute::EngineOptions mine = options;
+    mine.cluster.id = k;
+    absl::StatusOr<std::unique_ptr<compute::Engine>> engine =
+        compute::Engine::Create(*cluster->transport_, mine);
+    if (!engine.ok()) return engine.status();
+    cluster->engines_.push_back(*std::move(engine));
+  }
   return cluster;
 }
 

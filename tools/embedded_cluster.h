@@ -1,11 +1,17 @@
 // The cluster `dmg run` starts in its own process when no --memory_nodes are
 // given: memory nodes holding the store image (one, or as many as the image
 // is laid out for, each with its slice), reached through the local transport
-// (copies, never shared pointers), and one compute engine.
+// (copies, never shared pointers), and one compute engine — or, with
+// options.cluster.nodes > 1, that many compute nodes as separate engines,
+// each with its own endpoints and cache, meeting through memory node 0 as
+// separate processes would.
 #ifndef DMG_TOOLS_EMBEDDED_CLUSTER_H_
 #define DMG_TOOLS_EMBEDDED_CLUSTER_H_
 
 #include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compute_node/engine.h"
@@ -21,7 +27,23 @@ class EmbeddedCluster {
       store::StoreImage image, const compute::EngineOptions& options,
       memory_node::MemoryNode::Options node_options = {});
 
-  compute::Engine& engine() { return *engine_; }
+  compute::Engine& engine(int k = 0) { return *engines_[k]; }
+  int compute_nodes() const { return static_cast<int>(engines_.size()); }
+  // Runs fn(engine) on every compute node at once, one thread each, and
+  // returns the results in node order.
+  template <typename Fn>
+  auto RunEverywhere(Fn fn) -> std::vector<decltype(fn(engine()))> {
+    std::vector<std::optional<decltype(fn(engine()))>> out(engines_.size());
+    std::vector<std::thread> threads;
+    for (size_t k = 1; k < engines_.size(); ++k) {
+      threads.emplace_back([&, k] { out[k].emplace(fn(*engines_[k])); });
+    }
+    out[0].emplace(fn(*engines_[0]));
+    for (std::thread& t : threads) t.join();
+    std::vector<decltype(fn(engine()))> results;
+    for (auto& r : out) results.push_back(*std::move(r));
+    return results;
+  }
   memory_node::MemoryNode& memory_node(int i = 0) { return *nodes_[i]; }
   transport::Transport& transport() { return *transport_; }
 
@@ -29,7 +51,7 @@ class EmbeddedCluster {
   EmbeddedCluster() = default;
   std::vector<std::unique_ptr<memory_node::MemoryNode>> nodes_;
   std::unique_ptr<transport::LocalTransport> transport_;
-  std::unique_ptr<compute::Engine> engine_;
+  std::vector<std::unique_ptr<compute::Engine>> engines_;
 };
 
 }  // namespace dmg::cli

@@ -1,0 +1,397 @@
+#include "compute_node/cluster.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace dmg::compute {
+namespace {
+
+// The job record's layout (all fields little-endian u64 unless noted).
+constexpr uint64_t kMagic = 0x31424f4a474d44;  // "DMGJOB1"
+constexpr uint64_t kMagicAt = 0, kNodesAt = 8, kVerticesAt = 16,
+                   kCounterAt = 24, kJoinedAt = 32, kLeftAt = 40,
+                   kBoundsAt = 64;
+constexpr uint64_t kMaxPiece = 4 << 20;  // bytes per READ/WRITE
+
+// A node's slot: where its post of the last round it reached is, then
+// (SectionAt) one (offset, length) pair per node for the part it addressed
+// to that node, in the same board.
+struct Slot {
+  uint64_t round;
+  uint32_t board_node;
+  uint32_t board_region;
+  uint64_t length;  // of the common part, at offset 0 of the board
+  uint64_t failed;  // nonzero: the node failed; message says why
+  char message[224];
+};
+static_assert(sizeof(Slot) == 256);
+struct Section {
+  uint64_t offset;
+  uint64_t length;
+};
+
+uint64_t SlotsAt(int nodes) {
+  return (kBoundsAt + 8 * (nodes + 1) + 63) / 64 * 64;
+}
+uint64_t SlotBytes(int nodes) { return (256 + 16 * nodes + 63) / 64 * 64; }
+// Two slots per node, by round parity: a node that has moved on to the
+// next round must not overwrite what a slower one still reads.
+uint64_t RecordBytes(int nodes) {
+  return SlotsAt(nodes) + SlotBytes(nodes) * 2 * nodes;
+}
+std::string RecordName(const std::string& job) { return "job." + job; }
+
+uint64_t Load64(const std::vector<std::byte>& b, uint64_t at) {
+  uint64_t x;
+  std::memcpy(&x, b.data() + at, 8);
+  return x;
+}
+
+// Queues READs or WRITEs of `length` bytes in pieces the transports accept.
+void ReadPieces(transport::Endpoint& ep, const transport::RegionInfo& r,
+                uint64_t offset, std::byte* dst, uint64_t length) {
+  for (uint64_t at = 0; at < length; at += kMaxPiece) {
+    ep.Read(r.node, r.id, offset + at, dst + at,
+            static_cast<uint32_t>(std::min(kMaxPiece, length - at)));
+  }
+}
+
+// Polls with a growing pause once the others are clearly not about to
+// arrive, so waiting nodes leave the cores to the ones still working.
+class Backoff {
+ public:
+  void Pause() {
+    if (++polls_ < 64) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
+    pause_us_ = std::min<uint64_t>(pause_us_ * 2, 1000);
+  }
+
+ private:
+  int polls_ = 0;
+  uint64_t pause_us_ = 20;
+};
+
+}  // namespace
+
+Cluster::Cluster(transport::Transport& transport, ClusterOptions options,
+                 transport::RegionInfo record, std::vector<uint64_t> bounds)
+    : transport_(transport),
+      options_(std::move(options)),
+      record_(std::move(record)),
+      bounds_(std::move(bounds)) {}
+
+uint64_t Cluster::slot_offset(int k, uint64_t round) const {
+  return SlotsAt(options_.nodes) +
+         SlotBytes(options_.nodes) * (2 * static_cast<uint64_t>(k) + round % 2);
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
+    transport::Transport& transport, transport::Endpoint& ep,
+    const ClusterOptions& options, uint64_t num_vertices,
+    std::span<const uint64_t> bounds) {
+  const int nodes = options.nodes;
+  if (nodes < 1 || options.id < 0 || options.id >= nodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "compute node id %d is not in [0, %d)", options.id, nodes));
+  }
+  if (options.job.empty() || options.job.size() > 64 ||
+      options.job.find_first_of(" \t\n/") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "--job must be 1 to 64 characters, without spaces or '/'");
+  }
+  const std::string name = RecordName(options.job);
+  auto find = [&]() -> absl::StatusOr<std::optional<transport::RegionInfo>> {
+    DMG_ASSIGN_OR_RETURN(std::vector<transport::RegionInfo> regions,
+                         transport.ListRegions(0));
+    for (const transport::RegionInfo& r : regions) {
+      if (r.name == name) return r;
+    }
+    return std::nullopt;
+  };
+  const uint64_t bytes = RecordBytes(nodes);
+  transport::RegionInfo record;
+  std::vector<uint64_t> recorded(bounds.begin(), bounds.end());
+  if (options.id == 0) {
+    if (bounds.size() != static_cast<size_t>(nodes) + 1) {
+      return absl::InternalError("job record needs nodes + 1 bounds");
+    }
+    DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> existing,
+                         find());
+    if (existing.has_value()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a job named '", options.job,
+          "' is already running on these memory nodes; pick another --job"));
+    }
+    DMG_ASSIGN_OR_RETURN(record, transport.AllocateRegion(0, bytes, name));
+    std::vector<std::byte> image(bytes);
+    auto put = [&](uint64_t at, uint64_t x) {
+      std::memcpy(image.data() + at, &x, 8);
+    };
+    put(kNodesAt, nodes);
+    put(kVerticesAt, num_vertices);
+    for (int k = 0; k <= nodes; ++k) put(kBoundsAt + 8 * k, bounds[k]);
+    // Everything but the magic first: a joiner that sees the magic sees a
+    // whole record.
+    ep.Write(record.node, record.id, 8, image.data() + 8,
+             static_cast<uint32_t>(bytes - 8));
+    DMG_RETURN_IF_ERROR(ep.Flush());
+    ep.Write(record.node, record.id, kMagicAt, &kMagic, 8);
+    DMG_RETURN_IF_ERROR(ep.Flush());
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    std::vector<std::byte> head(kBoundsAt);
+    for (;;) {
+      DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> found, find());
+      if (found.has_value() && found->length >= kBoundsAt) {
+        ep.Read(found->node, found->id, 0, head.data(), kBoundsAt);
+        DMG_RETURN_IF_ERROR(ep.Flush());
+        if (Load64(head, kMagicAt) == kMagic) {
+          record = *found;
+          break;
+        }
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "job '%s': no job record on memory node 0 after %d ms; is compute "
+            "node 0 running with --job=%s?",
+            options.job, options.timeout.count(), options.job));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (Load64(head, kNodesAt) != static_cast<uint64_t>(nodes) ||
+        record.length < bytes) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job '%s' was started with --compute_nodes=%d, this node has %d",
+          options.job, Load64(head, kNodesAt), nodes));
+    }
+    if (Load64(head, kVerticesAt) != num_vertices) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job '%s' runs on a graph of %d vertices, this node sees %d: the "
+          "memory nodes were reloaded",
+          options.job, Load64(head, kVerticesAt), num_vertices));
+    }
+    recorded.assign(nodes + 1, 0);
+    ep.Read(record.node, record.id, kBoundsAt, recorded.data(),
+            8 * (nodes + 1));
+    DMG_RETURN_IF_ERROR(ep.Flush());
+  }
+  uint64_t joined = 0;
+  ep.FetchAndAdd(record.node, record.id, kJoinedAt, 1, &joined);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  if (joined >= static_cast<uint64_t>(nodes)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job '%s' already has its %d compute nodes; is another node running "
+        "with --compute_node_id=%d?",
+        options.job, nodes, options.id));
+  }
+  return std::unique_ptr<Cluster>(
+      new Cluster(transport, options, record, std::move(recorded)));
+}
+
+Cluster::~Cluster() {
+  FreeRegions();
+  // A job that ends badly frees its record too, so that it blocks no later
+  // job (the others then stop, naming node 0).
+  if (id() == 0 && !record_freed_) {
+    absl::Status s = transport_.FreeRegion(record_.node, record_.id);
+    VLOG_IF(1, !s.ok()) << "freeing the job record: " << s;
+  }
+}
+
+void Cluster::FreeRegions() {
+  for (Board& b : boards_) {
+    if (!b.allocated) continue;
+    absl::Status s = transport_.FreeRegion(b.region.node, b.region.id);
+    VLOG_IF(1, !s.ok()) << "freeing board " << b.region.name << ": " << s;
+    b.allocated = false;
+  }
+}
+
+absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
+                                   std::vector<std::byte>& image) {
+  const int nodes = options_.nodes;
+  const auto start = std::chrono::steady_clock::now();
+  Backoff backoff;
+  for (;;) {
+    ep.Read(record_.node, record_.id, 0, image.data(),
+            static_cast<uint32_t>(image.size()));
+    if (absl::Status s = ep.Flush(); !s.ok()) {
+      if (id() != 0 && absl::IsNotFound(s)) {
+        return absl::UnavailableError(absl::StrFormat(
+            "job '%s': the job record is gone from memory node 0: compute "
+            "node 0 (its owner) has stopped",
+            job()));
+      }
+      return s;
+    }
+    bool all = Load64(image, kCounterAt) >= round_ * nodes;
+    for (int k = 0; k < nodes; ++k) {
+      Slot slot;
+      std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
+      if (slot.failed != 0 && k != id()) {
+        slot.message[sizeof(slot.message) - 1] = '\0';
+        return absl::AbortedError(absl::StrFormat(
+            "compute node %d of job '%s' failed: %s", k, job(), slot.message));
+      }
+      if (slot.round < round_) all = false;
+    }
+    if (all) break;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited > options_.timeout) {
+      std::string missing;
+      for (int k = 0; k < nodes; ++k) {
+        Slot slot;
+        std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
+        if (slot.round < round_) {
+          absl::StrAppend(&missing, missing.empty() ? "" : ", ", k);
+        }
+      }
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "job '%s': compute node %s did not reach round %d within %d ms "
+          "(stopped or stalled)",
+          job(), missing, round_, options_.timeout.count()));
+    }
+    backoff.Pause();
+  }
+  wait_us_ += std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
+    transport::Endpoint& ep, std::string_view common,
+    std::span<const std::string> to) {
+  if (failed_) return absl::AbortedError("this compute node has failed");
+  if (!to.empty() && to.size() != static_cast<size_t>(nodes())) {
+    return absl::InternalError("Exchange: one part per node");
+  }
+  ++round_;
+  // The board: the common part, then the parts addressed to each node.
+  std::vector<Section> sections(nodes(), Section{0, 0});
+  uint64_t total = common.size();
+  for (size_t k = 0; k < to.size(); ++k) {
+    sections[k] = {total, to[k].size()};
+    total += to[k].size();
+  }
+  Board& board = boards_[round_ % 2];
+  if (total > board.region.length || !board.allocated) {
+    if (board.allocated) {
+      DMG_RETURN_IF_ERROR(
+          transport_.FreeRegion(board.region.node, board.region.id));
+      board.allocated = false;
+    }
+    const uint64_t bytes = std::max<uint64_t>(
+        4096, std::max<uint64_t>(total, board.region.length * 2));
+    DMG_ASSIGN_OR_RETURN(
+        board.region,
+        transport_.AllocateRegion(
+            id() % transport_.num_memory_nodes(), bytes,
+            absl::StrFormat("job.%s.board.%d.%d", job(), id(), round_ % 2)));
+    board.allocated = true;
+  }
+  auto write = [&](uint64_t at, std::string_view bytes) {
+    for (uint64_t k = 0; k < bytes.size(); k += kMaxPiece) {
+      ep.Write(board.region.node, board.region.id, at + k, bytes.data() + k,
+               static_cast<uint32_t>(
+                   std::min<uint64_t>(kMaxPiece, bytes.size() - k)));
+    }
+  };
+  write(0, common);
+  for (size_t k = 0; k < to.size(); ++k) write(sections[k].offset, to[k]);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  std::vector<std::byte> slot(SlotBytes(nodes()));
+  Slot head{};
+  head.round = round_;
+  head.board_node = board.region.node;
+  head.board_region = board.region.id;
+  head.length = common.size();
+  std::memcpy(slot.data(), &head, sizeof(head));
+  std::memcpy(slot.data() + sizeof(head), sections.data(),
+              sections.size() * sizeof(Section));
+  ep.Write(record_.node, record_.id, slot_offset(id(), round_), slot.data(),
+           static_cast<uint32_t>(slot.size()));
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  uint64_t old = 0;
+  ep.FetchAndAdd(record_.node, record_.id, kCounterAt, 1, &old);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+
+  std::vector<std::byte> image(RecordBytes(nodes()));
+  DMG_RETURN_IF_ERROR(WaitForRound(ep, image));
+  std::vector<Received> all(nodes());
+  for (int k = 0; k < nodes(); ++k) {
+    if (k == id()) {
+      all[k].common = std::string(common);
+      if (!to.empty()) all[k].mine = to[k];
+      continue;
+    }
+    Slot s;
+    std::memcpy(&s, image.data() + slot_offset(k, round_), sizeof(s));
+    Section part;
+    std::memcpy(&part,
+                image.data() + slot_offset(k, round_) + sizeof(Slot) +
+                    sizeof(Section) * id(),
+                sizeof(part));
+    transport::RegionInfo from;
+    from.node = s.board_node;
+    from.id = s.board_region;
+    all[k].common.resize(s.length);
+    ReadPieces(ep, from, 0, reinterpret_cast<std::byte*>(all[k].common.data()),
+               s.length);
+    all[k].mine.resize(part.length);
+    ReadPieces(ep, from, part.offset,
+               reinterpret_cast<std::byte*>(all[k].mine.data()), part.length);
+  }
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  return all;
+}
+
+void Cluster::Abort(transport::Endpoint& ep, const absl::Status& status) {
+  if (failed_ || left_) return;
+  failed_ = true;
+  Slot slot{};
+  slot.round = round_;
+  slot.failed = 1;
+  const std::string text(status.message());
+  std::snprintf(slot.message, sizeof(slot.message), "%s", text.c_str());
+  for (uint64_t r : {round_, round_ + 1}) {
+    ep.Write(record_.node, record_.id, slot_offset(id(), r), &slot,
+             sizeof(slot));
+  }
+  absl::Status s = ep.Flush();
+  VLOG_IF(1, !s.ok()) << "posting this node's failure: " << s;
+}
+
+absl::Status Cluster::Leave(transport::Endpoint& ep) {
+  if (left_) return absl::OkStatus();
+  DMG_RETURN_IF_ERROR(Exchange(ep, "").status());  // everyone is done
+  left_ = true;
+  uint64_t left = 0;
+  ep.FetchAndAdd(record_.node, record_.id, kLeftAt, 1, &left);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  FreeRegions();
+  if (id() != 0) return absl::OkStatus();
+  // Node 0 owns the record: it frees it once every node has stopped
+  // reading it (or the wait runs out: their connections are gone then).
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  Backoff backoff;
+  while (left + 1 < static_cast<uint64_t>(nodes()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    backoff.Pause();
+    uint64_t now = 0;
+    ep.Read(record_.node, record_.id, kLeftAt, &now, 8);
+    DMG_RETURN_IF_ERROR(ep.Flush());
+    left = now - 1;
+  }
+  record_freed_ = true;
+  return transport_.FreeRegion(record_.node, record_.id);
+}
+
+}  // namespace dmg::compute

@@ -1,0 +1,119 @@
+// The compute nodes of one job, and how they meet: through memory node 0,
+// with no process of their own. Compute node 0 creates the job record (a
+// region named "job.<name>": the node count, the vertex ranges stage 1 of
+// the workload manager chose, a barrier counter and one slot per node); the
+// others find it by name and join. Any launcher works: a shell loop, ssh,
+// srun, or `dmg run --compute_nodes=N` itself.
+//
+// Exchange is the one collective: every node posts a payload (bytes) and
+// gets every node's payload back, in node order, once all have posted. A
+// node WRITEs its payload to its own board (a region it owns, two of them
+// alternating by round so a fast node never overwrites what a slow one is
+// still reading), then WRITEs its slot (round, board) and adds one to the
+// barrier counter with a fetch-and-add; it READs the counter and the slots
+// until every node has reached the round, then READs the others' boards.
+// The engine builds everything on it: state changes, frontiers, partial
+// reductions, remote-update inboxes, the superstep barrier.
+//
+// Failure: a node that fails posts its error in its slot, and the others
+// stop with it; a node that stops posting (killed, stalled) is named by the
+// others once `timeout` passes. Regions are owned by the connections that
+// allocated them, so a job that dies leaves nothing behind on tcp and rdma
+// memory nodes; a job that ends frees its record and boards.
+#ifndef DMG_COMPUTE_NODE_CLUSTER_H_
+#define DMG_COMPUTE_NODE_CLUSTER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/transport.h"
+
+namespace dmg::compute {
+
+struct ClusterOptions {
+  int nodes = 1;  // compute nodes in the job
+  int id = 0;     // this node, 0 <= id < nodes
+  std::string job = "dmg";
+  // How long a node waits for the others (to join, to reach a round)
+  // before it names the missing ones and fails.
+  std::chrono::milliseconds timeout{30000};
+};
+
+class Cluster {
+ public:
+  // Joins the job. Node 0 creates its record with `bounds` (nodes + 1
+  // ascending vertex ids: node k owns [bounds[k], bounds[k+1])) and
+  // `num_vertices`; the others wait for the record to appear, check it
+  // against their own view (node count, vertices) and read the bounds.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Join(
+      transport::Transport& transport, transport::Endpoint& endpoint,
+      const ClusterOptions& options, uint64_t num_vertices,
+      std::span<const uint64_t> bounds);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  int id() const { return options_.id; }
+  int nodes() const { return options_.nodes; }
+  const std::string& job() const { return options_.job; }
+  // Vertex range bounds as recorded in the job record.
+  std::span<const uint64_t> bounds() const { return bounds_; }
+  uint64_t rounds() const { return round_; }
+  // Microseconds this node spent waiting for the others (in Exchange).
+  uint64_t wait_us() const { return wait_us_; }
+
+  // What one node posted in a round: its part for everyone, and the part
+  // it addressed to this node.
+  struct Received {
+    std::string common;
+    std::string mine;
+  };
+  // Posts `common` (for every node) and `to[k]` (for node k alone; empty or
+  // nodes() long), waits for every node's post of this round, and returns
+  // what each posted for this node, in node order (this node's included).
+  absl::StatusOr<std::vector<Received>> Exchange(
+      transport::Endpoint& endpoint, std::string_view common,
+      std::span<const std::string> to = {});
+
+  // Tells the others this node failed (best effort; they stop with
+  // `status` naming this node). Later exchanges fail.
+  void Abort(transport::Endpoint& endpoint, const absl::Status& status);
+
+  // The last round: after it every node stops touching the record, and
+  // node 0 frees it once all have said so.
+  absl::Status Leave(transport::Endpoint& endpoint);
+
+ private:
+  struct Board {
+    transport::RegionInfo region;
+    bool allocated = false;
+  };
+  Cluster(transport::Transport& transport, ClusterOptions options,
+          transport::RegionInfo record, std::vector<uint64_t> bounds);
+  uint64_t slot_offset(int k, uint64_t round) const;
+  absl::Status WaitForRound(transport::Endpoint& endpoint,
+                            std::vector<std::byte>& slots);
+  void FreeRegions();
+
+  transport::Transport& transport_;
+  ClusterOptions options_;
+  transport::RegionInfo record_;
+  std::vector<uint64_t> bounds_;
+  Board boards_[2];
+  uint64_t round_ = 0;
+  uint64_t wait_us_ = 0;
+  bool failed_ = false;
+  bool left_ = false;
+  bool record_freed_ = false;
+};
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_CLUSTER_H_
