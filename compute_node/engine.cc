@@ -141,6 +141,8 @@ absl::Status Engine::Init() {
                             ? "graph_aware"
                             : "page_lru";
   stats_.cache_capacity_bytes = budget_.unlimited() ? 0 : budget_.capacity();
+  stats_.compute_nodes = compute_nodes();
+  if (cluster_ != nullptr) stats_.job = cluster_->job();
   return absl::OkStatus();
 }
 
@@ -452,11 +454,38 @@ void Engine::Finish() {
     absl::Status s = EndSuperstep();
     LOG_IF(WARNING, !s.ok()) << "ending the last superstep: " << s;
   }
+  stats_.total = pool_->TotalStats();
+  stats_.job_total = stats_.total;
   if (cluster_ != nullptr && healthy()) {
-    absl::Status s = Fail(cluster_->Leave(pool_->endpoint(0)));
+    // Every node's figures to every node (node 0 reports them), then leave.
+    NodeStats mine;
+    mine.id = compute_node();
+    mine.own_begin = own_begin_;
+    mine.own_end = own_end_;
+    mine.seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start_)
+                       .count();
+    mine.wait_seconds = cluster_->wait_us() / 1e6;
+    mine.rounds = cluster_->rounds();
+    mine.total = stats_.total;
+    std::string bytes(reinterpret_cast<const char*>(&mine), sizeof(mine));
+    absl::StatusOr<std::vector<Cluster::Received>> all =
+        Fail(cluster_->Exchange(pool_->endpoint(0), bytes));
+    if (all.ok()) {
+      stats_.nodes.clear();
+      stats_.job_total = transport::OpStats();
+      for (const Cluster::Received& r : *all) {
+        NodeStats n;
+        if (r.common.size() != sizeof(n)) continue;
+        std::memcpy(&n, r.common.data(), sizeof(n));
+        stats_.nodes.push_back(n);
+        stats_.job_total += n.total;
+      }
+    }
+    absl::Status s = all.ok() ? Fail(cluster_->Leave(pool_->endpoint(0)))
+                              : all.status();
     LOG_IF(WARNING, !s.ok()) << "leaving job " << cluster_->job() << ": " << s;
   }
-  stats_.total = pool_->TotalStats();
   stats_.total_cache = CacheTotals();
   stats_.cache_peak_bytes = budget_.peak();
   if (stats_.supersteps.empty()) stats_.setup = stats_.total;

@@ -67,8 +67,21 @@ std::string ToJson(const RunStats& s) {
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "
-                        "%s\n}\n",
-                        OpsJson(s.total), CacheJson(s.total_cache));
+                        "%s,\n  \"compute_nodes\": %d,\n  \"job\": \"%s\",\n"
+                        "  \"job_totals\": %s,\n  \"nodes\": [",
+                        OpsJson(s.total), CacheJson(s.total_cache),
+                        s.compute_nodes, s.job, OpsJson(s.job_total));
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const NodeStats& n = s.nodes[i];
+    absl::StrAppendFormat(
+        &out,
+        "%s\n    {\"id\": %d, \"own_begin\": %d, \"own_end\": %d, "
+        "\"seconds\": %.6f, \"wait_seconds\": %.6f, \"rounds\": %d, "
+        "\"ops\": %s}",
+        i ? "," : "", n.id, n.own_begin, n.own_end, n.seconds, n.wait_seconds,
+        n.rounds, OpsJson(n.total));
+  }
+  absl::StrAppend(&out, s.nodes.empty() ? "]\n}\n" : "\n  ]\n}\n");
   return out;
 }
 

@@ -28,6 +28,17 @@ struct SuperstepStats {
   uint64_t max_outstanding = 0;  // most READ batches one worker had posted
 };
 
+// One compute node's figures in a job of several (compute node 0 gathers
+// them all at the end).
+struct NodeStats {
+  int id = 0;
+  uint64_t own_begin = 0, own_end = 0;  // its vertex range
+  double seconds = 0;                   // its whole run
+  double wait_seconds = 0;  // waiting for the other nodes in exchanges
+  uint64_t rounds = 0;      // exchanges
+  transport::OpStats total;
+};
+
 struct RunStats {
   std::string algorithm;
   std::string transport;
@@ -48,6 +59,12 @@ struct RunStats {
   // resident set before the engine started, and the process's peak.
   uint64_t rss_start_bytes = 0;
   uint64_t rss_peak_bytes = 0;
+  // The job's compute nodes; with more than one, `nodes` holds each one's
+  // figures (on compute node 0) and `job_total` their sum.
+  int compute_nodes = 1;
+  std::string job;
+  std::vector<NodeStats> nodes;
+  transport::OpStats job_total;
 };
 
 std::string ToJson(const RunStats& stats);

@@ -78,4 +78,16 @@ int ReportError(const absl::Status& status) {
   }
 }
 
+namespace {
+std::vector<std::string>& StoredCommandLine() {
+  static auto* line = new std::vector<std::string>();
+  return *line;
+}
+}  // namespace
+
+void SetCommandLine(int argc, char** argv) {
+  StoredCommandLine().assign(argv, argv + argc);
+}
+const std::vector<std::string>& CommandLine() { return StoredCommandLine(); }
+
 }  // namespace dmg::cli

@@ -25,6 +25,11 @@ absl::Status ParseFlags(const std::vector<std::string>& args,
 // out of range, permission denied) give 2, everything else 1.
 int ReportError(const absl::Status& status);
 
+// The command line this process was started with (for commands that start
+// copies of themselves: dmg run --compute_nodes).
+void SetCommandLine(int argc, char** argv);
+const std::vector<std::string>& CommandLine();
+
 }  // namespace dmg::cli
 
 #endif  // DMG_TOOLS_CLI_H_

@@ -73,6 +73,7 @@ int Info() {
 }
 
 int Main(int argc, char** argv) {
+  SetCommandLine(argc, argv);
   if (argc < 2) {
     std::fprintf(stderr, kUsage, AlgorithmHelp().c_str());
     return kExitBadInput;

@@ -4,6 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <csignal>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <numeric>
 #include <type_traits>
 #include <variant>
@@ -57,7 +62,23 @@ DEFINE_string(cache_policy, "graph_aware",
 DEFINE_string(direction, "auto",
               "auto | push | pull: replaces the engine's choice for every "
               "EdgeMap an algorithm leaves to it (ablation)");
+DEFINE_int32(compute_nodes, 1,
+             "compute nodes in the job: each runs this command with "
+             "--compute_node_id=K and the same --job; without an id, dmg "
+             "run starts all N itself (threads in one process with the "
+             "embedded cluster, processes on this host with --memory_nodes)");
+DEFINE_int32(compute_node_id, -1,
+             "this process's place among --compute_nodes, 0..N-1 (absent: "
+             "SLURM_PROCID when srun started it)");
+DEFINE_string(job, "",
+              "the job's name: its compute nodes meet by it on memory node 0; "
+              "jobs with different names share memory nodes untouched");
+DEFINE_string(update_mode, "auto",
+              "auto | pull | batch: how updates to vertices other compute "
+              "nodes own travel (ablation; see docs/ARCHITECTURE.md)");
 DECLARE_string(memory_nodes);
+DECLARE_int32(transport_timeout_ms);
+DECLARE_int32(threads);
 
 namespace dmg::cli {
 namespace {
@@ -179,6 +200,113 @@ void PrintTop(const Values& values) {
       values);
 }
 
+// Where this process stands in a job of several compute nodes.
+struct JobPlace {
+  int nodes = 1;
+  int id = -1;  // -1: start the nodes here
+  std::string job;
+};
+
+absl::StatusOr<JobPlace> ResolveJob() {
+  JobPlace p{FLAGS_compute_nodes, FLAGS_compute_node_id, FLAGS_job};
+  const char* procid = std::getenv("SLURM_PROCID");
+  const char* ntasks = std::getenv("SLURM_NTASKS");
+  int slurm_id = -1, slurm_tasks = 0;
+  if (p.id < 0 && procid != nullptr && ntasks != nullptr &&
+      absl::SimpleAtoi(procid, &slurm_id) &&
+      absl::SimpleAtoi(ntasks, &slurm_tasks) && slurm_tasks > 1) {
+    // Started by srun: one task per compute node.
+    if (p.nodes != 1 && p.nodes != slurm_tasks) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--compute_nodes=%d but srun started %d tasks", p.nodes,
+          slurm_tasks));
+    }
+    p.nodes = slurm_tasks;
+    p.id = slurm_id;
+    if (p.job.empty()) {
+      const char* job = std::getenv("SLURM_JOB_ID");
+      const char* step = std::getenv("SLURM_STEP_ID");
+      p.job = absl::StrCat("slurm-", job ? job : "0", ".", step ? step : "0");
+    }
+  }
+  if (p.nodes < 1 || p.nodes > 64) {
+    return absl::InvalidArgumentError("--compute_nodes must be in 1..64");
+  }
+  if (p.id >= p.nodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--compute_node_id=%d is not below --compute_nodes=%d", p.id,
+        p.nodes));
+  }
+  if (p.id >= 0 && p.job.empty() && p.nodes > 1) {
+    return absl::InvalidArgumentError(
+        "--compute_node_id needs --job=NAME, the same on every compute node");
+  }
+  if (p.job.empty()) p.job = absl::StrCat("dmg-", getpid());
+  return p;
+}
+
+// dmg run --compute_nodes=N --memory_nodes=... without an id: starts N
+// copies of this command on this host, one per compute node, and waits.
+// Node 0 keeps stdout (its summary is the job's) and writes the outputs;
+// the others' stdout is dropped, their errors still show on stderr.
+int SpawnComputeNodes(const JobPlace& place, int threads) {
+  std::vector<pid_t> children;
+  for (int k = 0; k < place.nodes; ++k) {
+    std::vector<std::string> args = CommandLine();
+    args.push_back(absl::StrCat("--compute_node_id=", k));
+    args.push_back("--job=" + place.job);
+    args.push_back(absl::StrCat("--threads=", threads));
+    if (k > 0) {
+      for (const char* quiet : {"--output=", "--stats_json=", "--noverify",
+                                "--top=0"}) {
+        args.push_back(quiet);
+      }
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      return ReportError(absl::InternalError(
+          absl::StrCat("fork: ", std::strerror(errno))));
+    }
+    if (pid == 0) {
+      if (k > 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDOUT_FILENO);
+      }
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv("/proc/self/exe", argv.data());
+      std::fprintf(stderr, "dmg: error: exec: %s\n", std::strerror(errno));
+      _exit(kExitFailure);
+    }
+    children.push_back(pid);
+  }
+  // The job's status is the first failure's; once a node has failed (and
+  // said why) the others are stopped rather than left to time out.
+  int result = kExitOk;
+  for (size_t left = children.size(); left > 0;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (std::find(children.begin(), children.end(), pid) == children.end()) {
+      continue;
+    }
+    --left;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                     : WTERMSIG(status) == SIGTERM && result != kExitOk
+                         ? result
+                         : kExitFailure;
+    if (code != kExitOk && result == kExitOk) {
+      result = code;
+      for (pid_t other : children) kill(other, SIGTERM);
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 std::vector<std::string> RunFlagNames() {
@@ -188,7 +316,8 @@ std::vector<std::string> RunFlagNames() {
       "unit_weights", "output",          "stats_json",
       "verify",       "transport",       "top",
       "memory_nodes", "cache_mb",        "cache_fraction",
-      "cache_policy", "prefetch_window", "direction"};
+      "cache_policy", "prefetch_window", "direction",
+      "compute_nodes", "compute_node_id", "job", "update_mode"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -262,6 +391,41 @@ int RunCommand() {
     return ReportError(
         absl::InvalidArgumentError("--direction must be auto, push or pull"));
   }
+  if (FLAGS_update_mode == "pull") {
+    engine_options.update_mode = compute::UpdateMode::kPull;
+  } else if (FLAGS_update_mode == "batch") {
+    engine_options.update_mode = compute::UpdateMode::kBatch;
+  } else if (FLAGS_update_mode != "auto") {
+    return ReportError(absl::InvalidArgumentError(
+        "--update_mode must be auto, pull or batch"));
+  }
+  if (engine_options.update_mode == compute::UpdateMode::kPull &&
+      engine_options.direction == compute::Mode::kPush) {
+    return ReportError(absl::InvalidArgumentError(
+        "--update_mode=pull sends no updates, so it runs every EdgeMap "
+        "pull: it contradicts --direction=push"));
+  }
+  absl::StatusOr<JobPlace> place = ResolveJob();
+  if (!place.ok()) return ReportError(place.status());
+  if (place->nodes > 1 && place->id >= 0 && !remote) {
+    return ReportError(absl::InvalidArgumentError(
+        "--compute_node_id needs --memory_nodes: compute nodes in separate "
+        "processes meet through memory node 0 (without an id, dmg run starts "
+        "all --compute_nodes itself)"));
+  }
+  if (place->nodes > 1 && FLAGS_threads == 0) {
+    // The cores are shared out between the compute nodes on this host.
+    options->threads = std::max(1, DefaultThreads() / place->nodes);
+  }
+  if (place->nodes > 1 && place->id < 0 && remote) {
+    return SpawnComputeNodes(*place, options->threads);
+  }
+  engine_options.threads = options->threads;
+  engine_options.cluster.nodes = place->nodes;
+  engine_options.cluster.id = std::max(0, place->id);
+  engine_options.cluster.job = place->job;
+  engine_options.cluster.timeout =
+      std::chrono::milliseconds(FLAGS_transport_timeout_ms);
   if (FLAGS_cache_policy == "page_lru") {
     engine_options.cache_policy = compute::CachePolicy::kPageLru;
   } else if (FLAGS_cache_policy != "graph_aware") {
@@ -297,26 +461,64 @@ int RunCommand() {
   const double load_seconds = Since(t0);
   compute::Engine& engine = remote ? *remote_engine : cluster->engine();
 
-  absl::StatusOr<algorithms::Params> params = ParamsFromFlags(*algo, engine);
-  if (!params.ok()) return ReportError(params.status());
-  absl::StatusOr<algorithms::Outcome> outcome = algo->run(engine, *params);
-  if (!outcome.ok()) return ReportError(outcome.status());
-  Values* values = &outcome->values;
-  const std::string& detail = outcome->detail;
-  engine.Finish();
+  // Every compute node of this process (several: the embedded cluster's)
+  // runs the algorithm; node 0's outcome is the job's.
+  struct Run {
+    absl::StatusOr<algorithms::Params> params;
+    absl::StatusOr<algorithms::Outcome> outcome;
+  };
+  auto run_one = [&](compute::Engine& e) {
+    Run r{ParamsFromFlags(*algo, e), absl::UnknownError("not run")};
+    if (r.params.ok()) r.outcome = algo->run(e, *r.params);
+    if (r.outcome.ok()) e.Finish();
+    return r;
+  };
+  std::vector<Run> runs;
+  if (!remote && cluster->compute_nodes() > 1) {
+    runs = cluster->RunEverywhere(run_one);
+  } else {
+    runs.push_back(run_one(engine));
+  }
+  // The first error that is not another node's echo of it.
+  for (const Run& r : runs) {
+    const absl::Status s = r.params.ok() ? r.outcome.status() : r.params.status();
+    if (!s.ok() && !absl::IsAborted(s)) return ReportError(s);
+  }
+  for (const Run& r : runs) {
+    if (!r.params.ok()) return ReportError(r.params.status());
+    if (!r.outcome.ok()) return ReportError(r.outcome.status());
+  }
+  const algorithms::Params* params = &*runs[0].params;
+  Values* values = &runs[0].outcome->values;
+  const std::string& detail = runs[0].outcome->detail;
   compute::RunStats& stats = engine.stats();
+  if (engine.compute_node() != 0) {
+    // One of several processes: node 0 reports for the job.
+    const transport::OpStats& t = stats.total;
+    absl::PrintF(
+        "compute node %d of job %s: %.3f s; remote %.1f MB read, %.1f MB "
+        "written, %d round trips\n",
+        engine.compute_node(), stats.job, stats.seconds, t.bytes_read / 1e6,
+        t.bytes_written / 1e6, t.round_trips);
+    return kExitOk;
+  }
   stats.algorithm = a;
   stats.rss_start_bytes = rss_start;
   stats.rss_peak_bytes = compute::PeakRssBytes();
 
-  const transport::OpStats& t = stats.total;
+  // With several compute nodes, the remote figures are the job's (every
+  // node's added up).
+  const transport::OpStats& t = stats.job_total;
   absl::PrintF(
       "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
-      "remote %.1f MB read, %.1f MB written, %d round trips; %s\n",
+      "remote %.1f MB read, %.1f MB written, %d round trips; %s%s\n",
       a, remote ? FLAGS_transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
       engine.num_vertices(), engine.num_arcs(), stats.supersteps.size(),
       stats.seconds, load_seconds, t.bytes_read / 1e6, t.bytes_written / 1e6,
-      t.round_trips, detail);
+      t.round_trips, detail,
+      stats.compute_nodes > 1
+          ? absl::StrFormat("; %d compute nodes", stats.compute_nodes)
+          : "");
   if (stats.cache_capacity_bytes > 0 || stats.cache_policy == "page_lru") {
     absl::PrintF(
         "cache: %s, bound %.1f MB, peak %.1f MB; %d hits, %d misses, "
