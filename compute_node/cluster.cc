@@ -19,6 +19,9 @@ constexpr uint64_t kMagicAt = 0, kNodesAt = 8, kVerticesAt = 16,
                    kCounterAt = 24, kJoinedAt = 32, kLeftAt = 40,
                    kBoundsAt = 64;
 constexpr uint64_t kMaxPiece = 4 << 20;  // bytes per READ/WRITE
+// Slot.failed: the node failed (message: its error), or it gave up waiting
+// for others (message: which, passed on verbatim).
+constexpr uint64_t kFailed = 1, kVerdict = 2;
 
 // A node's slot: where its post of the last round it reached is, then
 // (SectionAt) one (offset, length) pair per node for the part it addressed
@@ -198,7 +201,23 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
 Cluster::~Cluster() {
   FreeRegions();
   // A job that ends badly frees its record too, so that it blocks no later
-  // job (the others then stop, naming node 0).
+  // job; first node 0 gives the other live nodes (those it did not find
+  // missing) until the timeout to read why and stop.
+  if (id() == 0 && !record_freed_ && failed_) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    Backoff backoff;
+    absl::StatusOr<std::unique_ptr<transport::Endpoint>> ep =
+        transport_.NewEndpoint();
+    while (ep.ok() && std::chrono::steady_clock::now() < deadline) {
+      uint64_t left = 0;
+      (*ep)->Read(record_.node, record_.id, kLeftAt, &left, 8);
+      if (!(*ep)->Flush().ok() ||
+          left + missing_ >= static_cast<uint64_t>(nodes())) {
+        break;
+      }
+      backoff.Pause();
+    }
+  }
   if (id() == 0 && !record_freed_) {
     absl::Status s = transport_.FreeRegion(record_.node, record_.id);
     VLOG_IF(1, !s.ok()) << "freeing the job record: " << s;
@@ -219,11 +238,35 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
   const int nodes = options_.nodes;
   const auto start = std::chrono::steady_clock::now();
   Backoff backoff;
+  // The nodes that had not reached this round when the record was last read.
+  auto missing = [&] {
+    std::string names;
+    for (int k = 0; k < nodes; ++k) {
+      Slot slot;
+      std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
+      if (slot.round < round_) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", k);
+      }
+    }
+    return names;
+  };
+  bool read_once = false;
   for (;;) {
+    std::vector<std::byte> last = image;
     ep.Read(record_.node, record_.id, 0, image.data(),
             static_cast<uint32_t>(image.size()));
     if (absl::Status s = ep.Flush(); !s.ok()) {
       if (id() != 0 && absl::IsNotFound(s)) {
+        // Node 0 has gone (and the record with it): name whoever it was
+        // waiting for with us, if anyone.
+        image = last;
+        const std::string late = read_once ? missing() : "";
+        if (!late.empty() && late != "0") {
+          return absl::DeadlineExceededError(absl::StrFormat(
+              "job '%s': compute node %s did not reach round %d (stopped or "
+              "stalled); compute node 0 gave up waiting too",
+              job(), late, round_));
+        }
         return absl::UnavailableError(absl::StrFormat(
             "job '%s': the job record is gone from memory node 0: compute "
             "node 0 (its owner) has stopped",
@@ -231,12 +274,17 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
       }
       return s;
     }
+    read_once = true;
     bool all = Load64(image, kCounterAt) >= round_ * nodes;
     for (int k = 0; k < nodes; ++k) {
       Slot slot;
       std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
       if (slot.failed != 0 && k != id()) {
         slot.message[sizeof(slot.message) - 1] = '\0';
+        relayed_ = true;
+        if (slot.failed == kVerdict) {  // about others: passed on as it is
+          return absl::DeadlineExceededError(slot.message);
+        }
         return absl::AbortedError(absl::StrFormat(
             "compute node %d of job '%s' failed: %s", k, job(), slot.message));
       }
@@ -245,18 +293,16 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
     if (all) break;
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > options_.timeout) {
-      std::string missing;
       for (int k = 0; k < nodes; ++k) {
         Slot slot;
-        std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
-        if (slot.round < round_) {
-          absl::StrAppend(&missing, missing.empty() ? "" : ", ", k);
-        }
+        std::memcpy(&slot, image.data() + slot_offset(k, round_),
+                    sizeof(slot));
+        missing_ += slot.round < round_ ? 1 : 0;
       }
       return absl::DeadlineExceededError(absl::StrFormat(
           "job '%s': compute node %s did not reach round %d within %d ms "
           "(stopped or stalled)",
-          job(), missing, round_, options_.timeout.count()));
+          job(), missing(), round_, options_.timeout.count()));
     }
     backoff.Pause();
   }
@@ -316,11 +362,13 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   std::memcpy(slot.data(), &head, sizeof(head));
   std::memcpy(slot.data() + sizeof(head), sections.data(),
               sections.size() * sizeof(Section));
-  ep.Write(record_.node, record_.id, slot_offset(id(), round_), slot.data(),
-           static_cast<uint32_t>(slot.size()));
-  DMG_RETURN_IF_ERROR(ep.Flush());
+  // Arrive (the fetch-and-add), then say where the post is (the slot), in
+  // one batch to memory node 0, executed in order: a node that dies between
+  // the two is still named by its slot.
   uint64_t old = 0;
   ep.FetchAndAdd(record_.node, record_.id, kCounterAt, 1, &old);
+  ep.Write(record_.node, record_.id, slot_offset(id(), round_), slot.data(),
+           static_cast<uint32_t>(slot.size()));
   DMG_RETURN_IF_ERROR(ep.Flush());
 
   std::vector<std::byte> image(RecordBytes(nodes()));
@@ -353,12 +401,55 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   return all;
 }
 
+absl::Status Cluster::Diagnose(const absl::Status& status) {
+  if (round_ == 0) return status;  // no boards yet to look for
+  // Regions are freed when their owner's connections close: a node whose
+  // boards are gone from every memory node has stopped.
+  std::vector<bool> alive(nodes(), false);
+  alive[id()] = true;
+  const std::string prefix = absl::StrFormat("job.%s.board.", job());
+  for (uint32_t m = 0; m < transport_.num_memory_nodes(); ++m) {
+    absl::StatusOr<std::vector<transport::RegionInfo>> regions =
+        transport_.ListRegions(m);
+    if (!regions.ok()) return status;
+    for (const transport::RegionInfo& r : *regions) {
+      int k = -1;
+      if (r.name.rfind(prefix, 0) == 0 &&
+          std::sscanf(r.name.c_str() + prefix.size(), "%d", &k) == 1 &&
+          k >= 0 && k < nodes()) {
+        alive[k] = true;
+      }
+    }
+  }
+  std::string dead;
+  uint64_t count = 0;
+  for (int k = 0; k < nodes(); ++k) {
+    if (alive[k]) continue;
+    absl::StrAppend(&dead, dead.empty() ? "" : ", ", k);
+    ++count;
+  }
+  missing_ = std::max(missing_, count);
+  if (dead.empty()) return status;
+  return absl::UnavailableError(absl::StrFormat(
+      "job '%s': compute node %s has stopped (its regions on the memory "
+      "nodes are gone)",
+      job(), dead));
+}
+
 void Cluster::Abort(transport::Endpoint& ep, const absl::Status& status) {
   if (failed_ || left_) return;
   failed_ = true;
+  // This node stops touching the record (node 0 waits for that before it
+  // frees the record, so that late nodes still read why the job ended).
+  uint64_t old = 0;
+  ep.FetchAndAdd(record_.node, record_.id, kLeftAt, 1, &old);
+  if (relayed_) {
+    (void)ep.Flush();
+    return;  // another node's news, already posted
+  }
   Slot slot{};
   slot.round = round_;
-  slot.failed = 1;
+  slot.failed = absl::IsDeadlineExceeded(status) ? kVerdict : kFailed;
   const std::string text(status.message());
   std::snprintf(slot.message, sizeof(slot.message), "%s", text.c_str());
   for (uint64_t r : {round_, round_ + 1}) {

@@ -82,6 +82,11 @@ class Cluster {
       transport::Endpoint& endpoint, std::string_view common,
       std::span<const std::string> to = {});
 
+  // An error met while working (a region not found, say) may mean another
+  // node has died: if some node's regions are gone from the memory nodes,
+  // returns an error naming it; else `status`.
+  absl::Status Diagnose(const absl::Status& status);
+
   // Tells the others this node failed (best effort; they stop with
   // `status` naming this node). Later exchanges fail.
   void Abort(transport::Endpoint& endpoint, const absl::Status& status);
@@ -110,6 +115,8 @@ class Cluster {
   uint64_t round_ = 0;
   uint64_t wait_us_ = 0;
   bool failed_ = false;
+  bool relayed_ = false;   // the failure came from another node's slot
+  uint64_t missing_ = 0;   // nodes this one gave up waiting for
   bool left_ = false;
   bool record_freed_ = false;
 };

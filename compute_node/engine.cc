@@ -181,11 +181,9 @@ Frontier Engine::FrontierOf(VertexId v) const {
 absl::Status Engine::Fail(absl::Status s) {
   if (!s.ok() && !failed_) {
     failed_ = true;
+    if (cluster_ != nullptr && absl::IsNotFound(s)) s = cluster_->Diagnose(s);
     // The others stop with this node's error instead of waiting for it.
-    if (cluster_ != nullptr && !absl::IsAborted(s) &&
-        !absl::IsDeadlineExceeded(s)) {
-      cluster_->Abort(pool_->endpoint(0), s);
-    }
+    if (cluster_ != nullptr) cluster_->Abort(pool_->endpoint(0), s);
   }
   return s;
 }

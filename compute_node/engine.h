@@ -253,7 +253,7 @@ class Engine {
   absl::Status Fail(absl::Status s);
   template <typename T>
   absl::StatusOr<T> Fail(absl::StatusOr<T> r) {
-    if (!r.ok()) (void)Fail(r.status());
+    if (!r.ok()) return Fail(r.status());
     return r;
   }
   CacheCounters CacheTotals();
