@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         static_cast<VertexId>(engine->cluster_->bounds()[id]);
     engine->own_end_ =
         static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
+    engine->MeasureTransport();
   }
   DMG_RETURN_IF_ERROR(engine->Init());
   return engine;
@@ -186,6 +187,35 @@ absl::Status Engine::Fail(absl::Status s) {
     if (cluster_ != nullptr) cluster_->Abort(pool_->endpoint(0), s);
   }
   return s;
+}
+
+void Engine::MeasureTransport() {
+  // What the update coordinator weighs updates with: the best of a few
+  // 8-byte READs (a round trip), and one large READ of the store.
+  transport::Endpoint& ep = pool_->endpoint(0);
+  std::vector<std::byte> buffer(
+      std::min<uint64_t>(1 << 20, graph_.store_bytes(0)));
+  double best = 1e30;
+  for (int i = 0; i < 8; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ep.Read(0, transport::kStoreRegion, 0, buffer.data(), 8);
+    if (!ep.Flush().ok()) return;
+    best = std::min(best, std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ep.Read(0, transport::kStoreRegion, 0, buffer.data(),
+          static_cast<uint32_t>(buffer.size()));
+  if (!ep.Flush().ok()) return;
+  const double us = std::chrono::duration<double, std::micro>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  transport_cost_.round_trip_us = best;
+  transport_cost_.bytes_per_us =
+      static_cast<double>(buffer.size()) / std::max(1.0, us - best);
+  stats_.transport_rtt_us = transport_cost_.round_trip_us;
+  stats_.transport_bytes_per_us = transport_cost_.bytes_per_us;
 }
 
 int Engine::OwnerOf(VertexId v) const {

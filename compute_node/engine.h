@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "compute_node/barrier.h"
+#include "coordinator/update_coordinator.h"
 #include "compute_node/block_source.h"
 #include "compute_node/cache_planner.h"
 #include "compute_node/cluster.h"
@@ -239,17 +240,34 @@ class Engine {
   absl::Status TakeFrontier(MessageReader& in, int node, Frontier& global);
   // One frontier from the nodes' parts (a collective).
   absl::StatusOr<Frontier> MergeFrontier(Frontier local);
+  template <typename Op, typename T, typename Value, typename Candidate>
+  absl::StatusOr<Frontier> AtomicPush(const Frontier& frontier,
+                                      Direction along, State<T>& target,
+                                      Value& value, Candidate& candidate);
+  // How a push EdgeMap's updates to other nodes' vertices travel (batch or
+  // atomic; kBatch with one compute node, where none do): the
+  // --update_mode flag, else the coordinator's choice from the frontier,
+  // its edges, the update's size and whether it combines, and the
+  // transport's measured cost. Records the choice and its inputs.
+  UpdateMode ChooseUpdateMode(const Frontier& frontier, Direction along,
+                              size_t value_bytes, bool combines);
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(
       State<T>& target, Frontier next,
       std::vector<std::vector<RemoteUpdate<T>>>& outbox);
   int OwnerOf(VertexId v) const;
+  // Samples the transport's round trip and bandwidth (transport_cost_).
+  void MeasureTransport();
   // Push or pull for an EdgeMap asked for `mode`: the program's forced
   // mode, else the --direction override, else (kAuto) pull when the
   // frontier's edges in the push direction and its vertices exceed a
   // twentieth of the arcs (Ligra's rule). Records the choice and its inputs
   // in the superstep's statistics.
   bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks);
+  // The frontier's edges in direction d, from the cached headers (summed
+  // until past stop_at) or at the average degree.
+  uint64_t FrontierEdges(const Frontier& frontier, Direction d,
+                         uint64_t stop_at) const;
   absl::Status Fail(absl::Status s);
   template <typename T>
   absl::StatusOr<T> Fail(absl::StatusOr<T> r) {
@@ -273,6 +291,7 @@ class Engine {
   // The units holding this node's vertices (all units with one node).
   std::vector<Unit> own_units_[2];
   std::unique_ptr<Cluster> cluster_;  // nullptr: one compute node
+  coordinator::TransportCost transport_cost_;  // measured at job start
   VertexId own_begin_ = 0, own_end_ = 0;
   std::vector<uint8_t> touched_[2];  // scratch for frontier units
   bool headers_tried_[2] = {false, false};

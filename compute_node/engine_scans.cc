@@ -167,34 +167,82 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   }));
 }
 
+uint64_t Engine::FrontierEdges(const Frontier& frontier, Direction d,
+                               uint64_t stop_at) const {
+  uint64_t edges = 0;
+  if (const HeaderCache* h = headers(d); h != nullptr) {
+    // Stops summing as soon as the answer is known.
+    for (VertexId v : frontier.vertices()) {
+      if (edges > stop_at) break;
+      edges += h->Degree(v);
+    }
+    return edges;
+  }
+  // At the average degree.
+  return frontier.size() * num_arcs() / std::max<uint64_t>(1, num_vertices());
+}
+
 bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
                         Direction push_blocks) {
   const char* by = "program";
   if (mode == Mode::kAuto) {
     mode = options_.direction;
     by = "flag";
+    if (options_.update_mode == UpdateMode::kPull) {
+      mode = Mode::kPull;  // no updates travel: every step gathers
+      by = "update_mode";
+    }
   }
   uint64_t work = 0, threshold = 0;
   if (mode == Mode::kAuto) {
     by = "auto";
-    const uint64_t m = num_arcs();
-    const uint64_t n = std::max<uint64_t>(1, num_vertices());
-    threshold = m / 20;
-    work = frontier.size();
-    if (const HeaderCache* h = headers(push_blocks); h != nullptr) {
-      // Stops summing as soon as the answer is known.
-      for (VertexId v : frontier.vertices()) {
-        if (work > threshold) break;
-        work += h->Degree(v);
-      }
-    } else {
-      work += frontier.size() * m / n;  // at the average degree
-    }
+    threshold = num_arcs() / 20;
+    work = frontier.size() +
+           FrontierEdges(frontier, push_blocks, threshold - frontier.size());
     mode = work > threshold ? Mode::kPull : Mode::kPush;
   }
   const bool pull = mode == Mode::kPull;
   NoteEdgeOp(pull ? "pull" : "push", frontier.size(), by, work, threshold);
   return pull;
+}
+
+UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
+                                    size_t value_bytes, bool combines) {
+  SuperstepStats& s = stats_.supersteps.back();
+  UpdateMode mode = UpdateMode::kBatch;
+  const char* by = "flag";
+  coordinator::UpdateEstimate e;
+  if (cluster_ == nullptr) {
+    mode = UpdateMode::kBatch;  // nothing travels: updates apply locally
+    by = "one node";
+  } else if (options_.update_mode == UpdateMode::kBatch ||
+             options_.update_mode == UpdateMode::kAtomic) {
+    mode = options_.update_mode;
+  } else {
+    by = "auto";
+    coordinator::PushStep step;
+    step.vertices = num_vertices();
+    step.frontier_edges = FrontierEdges(frontier, along, ~uint64_t{0});
+    step.compute_nodes = compute_nodes();
+    step.threads = threads();
+    step.value_bytes = value_bytes;
+    step.combines = combines;
+    step.state_pages =
+        (num_vertices() * value_bytes + StateArrayBase::kPageBytes - 1) /
+        StateArrayBase::kPageBytes;
+    e = coordinator::ChooseUpdates(step, transport_cost_);
+    mode = e.atomic ? UpdateMode::kAtomic : UpdateMode::kBatch;
+  }
+  if (s.update_mode.empty()) {
+    s.update_mode = cluster_ == nullptr      ? "local"
+                    : mode == UpdateMode::kAtomic ? "atomic"
+                                                  : "batch";
+    s.update_chosen_by = by;
+    s.est_remote_updates = static_cast<uint64_t>(e.remote_updates);
+    s.est_batch_us = e.batch_us;
+    s.est_atomic_us = e.atomic_us;
+  }
+  return mode;
 }
 
 absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {

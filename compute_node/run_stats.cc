@@ -60,17 +60,23 @@ std::string ToJson(const RunStats& s) {
         "%s\n    {\"index\": %d, \"direction\": \"%s\", \"frontier\": %d, "
         "\"seconds\": %.6f, \"max_outstanding\": %d, \"ops\": %s, "
         "\"cache\": %s, \"chosen_by\": \"%s\", \"auto_work\": %d, "
-        "\"auto_threshold\": %d}",
+        "\"auto_threshold\": %d, \"update_mode\": \"%s\", "
+        "\"update_chosen_by\": \"%s\", \"est_remote_updates\": %d, "
+        "\"est_batch_us\": %.1f, \"est_atomic_us\": %.1f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
-        t.auto_work, t.auto_threshold);
+        t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
+        t.est_remote_updates, t.est_batch_us, t.est_atomic_us);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "
                         "%s,\n  \"compute_nodes\": %d,\n  \"job\": \"%s\",\n"
+                        "  \"transport_rtt_us\": %.2f,\n"
+                        "  \"transport_bytes_per_us\": %.1f,\n"
                         "  \"job_totals\": %s,\n  \"nodes\": [",
                         OpsJson(s.total), CacheJson(s.total_cache),
-                        s.compute_nodes, s.job, OpsJson(s.job_total));
+                        s.compute_nodes, s.job, s.transport_rtt_us,
+                        s.transport_bytes_per_us, OpsJson(s.job_total));
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const NodeStats& n = s.nodes[i];
     absl::StrAppendFormat(

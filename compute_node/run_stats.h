@@ -22,6 +22,15 @@ struct SuperstepStats {
   std::string chosen_by;
   uint64_t auto_work = 0;
   uint64_t auto_threshold = 0;
+  // How the first push EdgeMap's updates to other nodes' vertices travelled
+  // ("batch", "atomic"; "local" with one compute node), who chose ("auto":
+  // the update coordinator, from est_*; "flag": --update_mode), and the
+  // coordinator's estimates: updates per node to others' vertices, and the
+  // time each way would take.
+  std::string update_mode;
+  std::string update_chosen_by;
+  uint64_t est_remote_updates = 0;
+  double est_batch_us = 0, est_atomic_us = 0;
   double seconds = 0;
   transport::OpStats ops;
   CacheCounters cache;
@@ -63,6 +72,9 @@ struct RunStats {
   // figures (on compute node 0) and `job_total` their sum.
   int compute_nodes = 1;
   std::string job;
+  // The transport as the coordinator sees it (measured at job start with
+  // several compute nodes).
+  double transport_rtt_us = 0, transport_bytes_per_us = 0;
   std::vector<NodeStats> nodes;
   transport::OpStats job_total;
 };

@@ -32,6 +32,7 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       prev_dirty_((pages_ + 63) / 64, 0),
       published_((pages_ + 63) / 64, 0),
       others_((pages_ + 63) / 64, 0),
+      current_((pages_ + 63) / 64, 0),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
 }
@@ -92,7 +93,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<transport::RegionInfo> r = ctx_.transport->AllocateRegion(
         ctx_.node % ctx_.transport->num_memory_nodes(),
-        std::max<uint64_t>(own.end - own.begin, 8),
+        // Whole 8-byte words: remote atomics work on them.
+        std::max<uint64_t>((own.end - own.begin + 7) / 8 * 8, 8),
         nodes == 1 ? name_ + "." + std::to_string(b)
                    : absl::StrFormat("%s.%d.%d", name_, b, ctx_.node));
     if (!r.ok()) return r.status();
@@ -208,10 +210,10 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
   transport::Endpoint& ep = endpoint(worker);
   for (uint64_t k = 0; k < count; ++k) {
     uint64_t page = first + k;
-    const int buffer =
-        Bit(dirty_, page) || Bit(published_, page) || Bit(others_, page)
-            ? s % 2
-            : (s + 1) % 2;
+    const int buffer = Bit(dirty_, page) || Bit(published_, page) ||
+                               Bit(others_, page) || Bit(current_, page)
+                           ? s % 2
+                           : (s + 1) % 2;
     Queue(ep, /*write=*/false, buffer, page * kPageBytes, dst[k],
           PageLength(page));
   }
@@ -284,6 +286,23 @@ void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
 
 absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
                                     uint64_t page_end) {
+  absl::Status status = WriteVersion(superstep, page_begin, page_end);
+  // What changed in this superstep is what the next one's buffer lacks.
+  prev_dirty_.swap(published_);
+  std::fill(dirty_.begin(), dirty_.end(), 0);
+  std::fill(published_.begin(), published_.end(), 0);
+  std::fill(others_.begin(), others_.end(), 0);
+  std::fill(current_.begin(), current_.end(), 0);
+  return status;
+}
+
+absl::Status StateArrayBase::MakeCurrent(uint64_t page_begin,
+                                         uint64_t page_end) {
+  return WriteVersion(superstep() + 1, page_begin, page_end);
+}
+
+absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
+                                          uint64_t page_end) {
   const int buffer = superstep % 2;
   if (absl::Status s = error(); !s.ok()) return s;
   UnitScheduler& scheduler = *ctx_.scheduler;
@@ -299,8 +318,8 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
           // Changed and not yet published, or changed last superstep and
           // not in this one (this buffer still holds the one before).
           auto needed = [&](uint64_t p) {
-            return Bit(dirty_, p) ||
-                   (Bit(prev_dirty_, p) && !Bit(published_, p));
+            return Bit(dirty_, p) || (Bit(prev_dirty_, p) &&
+                                      !Bit(published_, p) && !Bit(current_, p));
           };
           // Coalesce runs of pages that need writing into single WRITEs.
           for (uint64_t p = first; p < last;) {
@@ -346,7 +365,7 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
             };
             for (uint64_t p = first; p < last; ++p) {
               if (!Bit(prev_dirty_, p) || Bit(dirty_, p) ||
-                  Bit(published_, p)) {
+                  Bit(published_, p) || Bit(current_, p)) {
                 continue;
               }
               const std::byte* cached = cache_->Peek(this, p);
@@ -365,13 +384,22 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
           });
     }
   }
+  // The buffer now holds every page of [page_begin, page_end): the changed
+  // ones are published, the copied ones current.
   for (size_t word = 0; word < dirty_.size(); ++word) {
-    prev_dirty_[word] = dirty_[word] | published_[word];
+    current_[word] |= prev_dirty_[word] & ~published_[word] & ~dirty_[word];
+    published_[word] |= dirty_[word];
+    dirty_[word] = 0;
   }
-  std::fill(dirty_.begin(), dirty_.end(), 0);
-  std::fill(published_.begin(), published_.end(), 0);
-  std::fill(others_.begin(), others_.end(), 0);
   return status;
+}
+
+void StateArrayBase::MarkChangedRemotely(uint64_t first, uint64_t count,
+                                         bool mine) {
+  std::vector<uint64_t>& bits = mine ? published_ : others_;
+  for (uint64_t p = first; p < first + count; ++p) {
+    bits[p >> 6] |= uint64_t{1} << (p & 63);
+  }
 }
 
 absl::Status StateArrayBase::ReadVersion(int superstep, uint64_t begin,

@@ -101,6 +101,29 @@ class StateArrayBase : public PageSource {
   // Refresh takes pages another node published: a resident copy READs them
   // (worker w's endpoint, flushed by the caller), a paged one forgets them.
   absl::Status Publish(std::vector<uint64_t>& pages);
+  // Makes the open superstep's buffer hold the whole current version of
+  // pages [page_begin, page_end) (this node's), so that remote atomics can
+  // work on it; Commit then has nothing left to write for them.
+  absl::Status MakeCurrent(uint64_t page_begin, uint64_t page_end);
+  // Pages [first, first + count) were changed in the open superstep's
+  // buffer by remote atomics: this node's own pages count as published by
+  // it (mine), others' as theirs. (Refresh still brings the bytes.)
+  void MarkChangedRemotely(uint64_t first, uint64_t count, bool mine);
+  // Where element `index` lies in the open superstep's buffer: the 8-byte
+  // aligned word holding it and the element's byte offset in that word.
+  struct Word {
+    uint32_t node, region;
+    uint64_t offset;
+    uint32_t shift;  // bytes
+  };
+  Word CurrentWord(uint64_t index) const {
+    const uint64_t at = index * elem_;
+    const Slice& s = SliceAt(at);
+    const transport::RegionInfo& r = s.region[(superstep() + 1) % 2];
+    const uint64_t in = at - s.begin;
+    return {r.node, r.id, in & ~uint64_t{7}, static_cast<uint32_t>(in & 7)};
+  }
+  uint64_t elem_size() const { return elem_; }
   void Refresh(int w, uint64_t first, uint64_t count);
   uint64_t pages() const { return pages_; }
   // Reads elements [begin, end) of the version after `superstep` into dst.
@@ -159,6 +182,8 @@ class StateArrayBase : public PageSource {
 
  private:
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
+  absl::Status WriteVersion(int superstep, uint64_t page_begin,
+                            uint64_t page_end);
   // Atomic: workers set dirty bits (MarkDirty) while misses read them.
   static bool Bit(const std::vector<uint64_t>& bits, uint64_t page) {
     return (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[page >> 6]))
@@ -207,6 +232,9 @@ class StateArrayBase : public PageSource {
   // superstep's changes with one compute node), in the previous superstep;
   // pages it published in this superstep; pages others published in it.
   std::vector<uint64_t> dirty_, prev_dirty_, published_, others_;
+  // Pages this node copied unchanged into the open superstep's buffer
+  // (MakeCurrent) in this superstep.
+  std::vector<uint64_t> current_;
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy

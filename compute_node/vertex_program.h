@@ -43,6 +43,7 @@
 #define DMG_COMPUTE_NODE_VERTEX_PROGRAM_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -309,6 +310,159 @@ absl::StatusOr<Frontier> Engine::FinishPush(
   return global;
 }
 
+// A push EdgeMap with several compute nodes whose updates travel as remote
+// atomics (the atomic update mode): every update, to any node's vertex, is
+// a compare-and-swap on the 8-byte word holding it in the open superstep's
+// buffer on its memory node, retried with the value it found until it
+// lands or no longer changes anything (Op::Apply decides, as locally).
+// Owners first make their pages of `target` current there; afterwards every
+// node reads back the pages the atomics touched. No combining, no inbox:
+// cheap when updates are few, costly when many hit the same vertices.
+template <typename Op, typename T, typename Value, typename Candidate>
+absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
+                                            Direction along, State<T>& target,
+                                            Value& value,
+                                            Candidate& candidate) {
+  static_assert(sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0);
+  const uint64_t elem = sizeof(T);
+  const auto page_of = [&](uint64_t v) {
+    return v * elem / StateArrayBase::kPageBytes;
+  };
+  const uint64_t own_first = page_of(own_begin_);
+  const uint64_t own_last = own_end_ == num_vertices()
+                                ? target.pages()
+                                : page_of(own_end_);
+  DMG_RETURN_IF_ERROR(Fail(target.MakeCurrent(own_first, own_last)));
+  // No atomic may land on a page before its owner has made it current.
+  DMG_RETURN_IF_ERROR(
+      Fail(cluster_->Exchange(pool_->endpoint(0), "current").status()));
+  struct Pending {
+    VertexId v;
+    T x;
+    StateArrayBase::Word where;
+    uint64_t expected, desired, old;
+  };
+  const T unset = target.initial();
+  // Computes the word to swap in; false when the update changes nothing.
+  auto prepare = [&](Pending& p) {
+    T now;
+    std::memcpy(&now, reinterpret_cast<const char*>(&p.expected) +
+                          p.where.shift, sizeof(T));
+    if (!Op::Apply(std::atomic_ref<T>(now), p.x, unset)) return false;
+    p.desired = p.expected;
+    std::memcpy(reinterpret_cast<char*>(&p.desired) + p.where.shift, &now,
+                sizeof(T));
+    return true;
+  };
+  std::vector<std::vector<Pending>> pending(threads());
+  DMG_RETURN_IF_ERROR(ScanFrontier(
+      along, frontier,
+      [&](VertexId u, std::span<const VertexId> out,
+          std::span<const Weight> weights) {
+        const int w = WorkerPool::current();
+        for (size_t k = 0; k < out.size(); ++k) {
+          const VertexId v = out[k];
+          if (!candidate(v)) continue;
+          Pending p{v, value(u, v, internal::WeightAt(weights, k)),
+                    target.CurrentWord(v), 0, 0, 0};
+          // First guess: the word as this node's copy has it (the memory
+          // node's value when the operation began).
+          const uint64_t first = v - p.where.shift / elem;
+          for (uint64_t i = 0; i < 8 / elem && first + i < num_vertices();
+               ++i) {
+            const T e = target.Get(w, static_cast<VertexId>(first + i));
+            std::memcpy(reinterpret_cast<char*>(&p.expected) + i * elem, &e,
+                        elem);
+          }
+          if (prepare(p)) pending[w].push_back(p);
+        }
+      }));
+  Frontier next = NewFrontier();
+  std::vector<uint64_t> touched((target.pages() + 63) / 64, 0);
+  constexpr size_t kPerBatch = 1024;  // compare-and-swaps per round trip
+  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
+      pending.size(), [&](int w, size_t list) -> absl::Status {
+        transport::Endpoint& ep = pool_->endpoint(w);
+        std::vector<Pending>& q = pending[list];
+        for (size_t at = 0; at < q.size();) {
+          const size_t end = std::min(q.size(), at + kPerBatch);
+          std::span<Pending> batch(q.data() + at, end - at);
+          while (!batch.empty()) {
+            for (Pending& p : batch) {
+              ep.CompareAndSwap(p.where.node, p.where.region, p.where.offset,
+                                p.expected, p.desired, &p.old);
+            }
+            DMG_RETURN_IF_ERROR(ep.Flush());
+            size_t kept = 0;
+            for (Pending& p : batch) {
+              if (p.old == p.expected) {  // landed
+                next.Add(w, p.v);
+                const uint64_t page = page_of(p.v);
+                std::atomic_ref<uint64_t>(touched[page >> 6])
+                    .fetch_or(uint64_t{1} << (page & 63),
+                              std::memory_order_relaxed);
+                continue;
+              }
+              p.expected = p.old;  // someone got there first: try again
+              if (prepare(p)) batch[kept++] = p;
+            }
+            batch = batch.first(kept);
+          }
+          at = end;
+        }
+        return absl::OkStatus();
+      })));
+  next.Seal();
+  MessageWriter out;
+  PutFrontier(out, next);
+  std::vector<uint64_t> runs;  // touched pages, (first, count) pairs
+  for (uint64_t p = 0; p < target.pages(); ++p) {
+    if (!((touched[p >> 6] >> (p & 63)) & 1)) continue;
+    if (!runs.empty() && runs[runs.size() - 2] + runs.back() == p) {
+      ++runs.back();
+    } else {
+      runs.push_back(p);
+      runs.push_back(1);
+    }
+  }
+  out.PutArray<uint64_t>(runs);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Collective(out.Take()));
+  Frontier global = NewFrontier();
+  struct Run {
+    uint64_t first, count;
+  };
+  std::vector<Run> refresh;
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    std::vector<uint64_t> theirs;
+    if (!in.GetArray<uint64_t>(&theirs) || theirs.size() % 2 != 0) {
+      return Fail(absl::DataLossError("malformed touched pages"));
+    }
+    for (size_t r = 0; r < theirs.size(); r += 2) {
+      if (theirs[r] > target.pages() ||
+          theirs[r + 1] > target.pages() - theirs[r]) {
+        return Fail(absl::DataLossError("touched pages beyond the state"));
+      }
+      refresh.push_back({theirs[r], theirs[r + 1]});
+    }
+  }
+  global.Seal();
+  // Every node's copy of the touched pages is stale, the owners' included.
+  for (const Run& r : refresh) {
+    for (uint64_t p = r.first; p < r.first + r.count; ++p) {
+      target.MarkChangedRemotely(p, 1, p >= own_first && p < own_last);
+    }
+  }
+  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
+      refresh.size(), [&](int w, size_t j) {
+        target.Refresh(w, refresh[j].first, refresh[j].count);
+        return pool_->endpoint(w).Flush();
+      })));
+  return global;
+}
+
 template <typename Op, typename T, typename Value, typename Cond>
 absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
                                          Direction along, Mode mode,
@@ -325,6 +479,10 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   };
   Frontier next = NewFrontier();
   const bool pull = ChoosePull(mode, frontier, along);
+  if (!pull && ChooseUpdateMode(frontier, along, sizeof(T),
+                                /*combines=*/true) == UpdateMode::kAtomic) {
+    return AtomicPush<Op>(frontier, along, target, value, candidate);
+  }
   if (!pull) {
     // Updates to other nodes' vertices wait here, per worker.
     std::vector<std::vector<RemoteUpdate<T>>> outbox(

@@ -37,12 +37,15 @@ store::Graph Generated(store::GeneratorParams::Kind kind, int scale,
   return *std::move(g);
 }
 
+using compute::UpdateMode;
+
 struct Config {
   int compute_nodes = 2;
   int memory_nodes = 1;
   Mode direction = Mode::kAuto;
   uint64_t cache_bytes = compute::MemoryBudget::kUnlimited;
   int threads = 2;
+  UpdateMode update_mode = UpdateMode::kAuto;
 };
 
 std::string Describe(const Config& c) {
@@ -53,7 +56,12 @@ std::string Describe(const Config& c) {
                                                    : "pull",
                       c.cache_bytes == compute::MemoryBudget::kUnlimited
                           ? ""
-                          : absl::StrCat(", cache ", c.cache_bytes));
+                          : absl::StrCat(", cache ", c.cache_bytes),
+                      ", update mode ",
+                      c.update_mode == UpdateMode::kAuto    ? "auto"
+                      : c.update_mode == UpdateMode::kBatch ? "batch"
+                      : c.update_mode == UpdateMode::kAtomic ? "atomic"
+                                                             : "pull");
 }
 
 std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g,
@@ -68,6 +76,7 @@ std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g,
   eo.batch_bytes = 32 * 1024;
   eo.cache_bytes = c.cache_bytes;
   eo.direction = c.direction;
+  eo.update_mode = c.update_mode;
   eo.cluster.nodes = c.compute_nodes;
   eo.cluster.job = "test";
   eo.cluster.timeout = std::chrono::milliseconds(20000);
@@ -176,12 +185,44 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Mode::kAuto, Mode::kPush,
                                          Mode::kPull)));
 
+class UpdateModeTest
+    : public ::testing::TestWithParam<std::tuple<int, UpdateMode, Mode>> {};
+
+TEST_P(UpdateModeTest, EveryForcedUpdateModeGivesTheSameAnswers) {
+  auto [compute_nodes, update_mode, direction] = GetParam();
+  static const store::Graph* kron = new store::Graph(
+      Generated(store::GeneratorParams::Kind::kKron, 14, false));
+  static const store::Graph* urand = new store::Graph(
+      Generated(store::GeneratorParams::Kind::kUrand, 14, true));
+  Config c{compute_nodes, 2, direction};
+  c.update_mode = update_mode;
+  CheckAll(*kron, c);
+  CheckAll(*urand, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, UpdateModeTest,
+    ::testing::Combine(::testing::Values(2, 3),
+                       ::testing::Values(UpdateMode::kBatch,
+                                         UpdateMode::kAtomic),
+                       ::testing::Values(Mode::kAuto, Mode::kPush)));
+INSTANTIATE_TEST_SUITE_P(
+    Pull, UpdateModeTest,
+    ::testing::Combine(::testing::Values(2, 3),
+                       ::testing::Values(UpdateMode::kPull),
+                       ::testing::Values(Mode::kAuto)));
+
 TEST(MultiNodeTest, BoundedCachesPageTheState) {
   const store::Graph g =
       Generated(store::GeneratorParams::Kind::kKron, 14, true);
   // A cache far smaller than the state arrays: they are paged, and pages
   // other nodes change are dropped and fetched again.
   for (int nodes : {2, 3}) {
+    for (UpdateMode m : {UpdateMode::kBatch, UpdateMode::kAtomic}) {
+      Config c{nodes, 2, Mode::kPush, 256 * 1024};
+      c.update_mode = m;
+      CheckAll(g, c);
+    }
     CheckAll(g, Config{nodes, 2, Mode::kAuto, 256 * 1024});
   }
 }

@@ -74,8 +74,9 @@ DEFINE_string(job, "",
               "the job's name: its compute nodes meet by it on memory node 0; "
               "jobs with different names share memory nodes untouched");
 DEFINE_string(update_mode, "auto",
-              "auto | pull | batch: how updates to vertices other compute "
-              "nodes own travel (ablation; see docs/ARCHITECTURE.md)");
+              "auto | pull | batch | atomic: how updates to vertices other "
+              "compute nodes own travel (auto: the update coordinator "
+              "chooses per step; see docs/ARCHITECTURE.md)");
 DECLARE_string(memory_nodes);
 DECLARE_int32(transport_timeout_ms);
 DECLARE_int32(threads);
@@ -395,9 +396,11 @@ int RunCommand() {
     engine_options.update_mode = compute::UpdateMode::kPull;
   } else if (FLAGS_update_mode == "batch") {
     engine_options.update_mode = compute::UpdateMode::kBatch;
+  } else if (FLAGS_update_mode == "atomic") {
+    engine_options.update_mode = compute::UpdateMode::kAtomic;
   } else if (FLAGS_update_mode != "auto") {
     return ReportError(absl::InvalidArgumentError(
-        "--update_mode must be auto, pull or batch"));
+        "--update_mode must be auto, pull, batch or atomic"));
   }
   if (engine_options.update_mode == compute::UpdateMode::kPull &&
       engine_options.direction == compute::Mode::kPush) {

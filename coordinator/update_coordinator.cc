@@ -1,0 +1,44 @@
+#include "coordinator/update_coordinator.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dmg::coordinator {
+
+UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
+  // Per compute node (they work in parallel), for its share of the edges.
+  UpdateEstimate e;
+  const double nodes = std::max(1, step.compute_nodes);
+  const double others = (nodes - 1) / nodes;  // share of targets elsewhere
+  const double edges = static_cast<double>(step.frontier_edges) / nodes;
+  e.remote_updates = edges * others;
+  // Distinct targets among U updates spread over R vertices (balls into
+  // bins): what combining leaves.
+  auto distinct = [](double balls, double bins) {
+    bins = std::max(1.0, bins);
+    return bins * -std::expm1(-balls / bins);
+  };
+  const double remote_vertices = static_cast<double>(step.vertices) * others;
+  e.batch_entries = step.combines ? distinct(e.remote_updates, remote_vertices)
+                                  : e.remote_updates;
+  const double rtt = cost.round_trip_us;
+  const double bw = std::max(1e-3, cost.bytes_per_us);
+  // Batch: entries (vertex + value) written by the pusher and read by their
+  // owner, and a second exchange.
+  const double entry = 4.0 + static_cast<double>(step.value_bytes);
+  e.batch_us = 2 * e.batch_entries * entry / bw + kExchangeRoundTrips * rtt;
+  // Atomic: every update (its own vertices' too) a 16-byte compare-and-swap,
+  // one in ten retried, in batches per worker; then every touched page of
+  // the state (by all nodes) read back.
+  const double atomics = edges * 1.1;
+  const double batches =
+      std::ceil(atomics / (kAtomicsPerRoundTrip * std::max(1, step.threads)));
+  const double pages =
+      distinct(edges * nodes, static_cast<double>(step.state_pages));
+  e.atomic_us = atomics * 16 / bw + batches * rtt + pages * 4096 / bw +
+                (pages >= 1 ? rtt : 0);
+  e.atomic = e.atomic_us < e.batch_us;
+  return e;
+}
+
+}  // namespace dmg::coordinator

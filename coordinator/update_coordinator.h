@@ -1,0 +1,58 @@
+// The adaptive update coordinator: for a push step of a job with several
+// compute nodes, how its updates to vertices that other nodes own travel.
+//
+//   batch   combined per target on the pushing node with the update's own
+//           combine (Add sums, Min keeps the least, Claim the first), then
+//           written once to each owner's inbox; the owner applies them.
+//           Two exchanges; bytes shrink by the combining.
+//   atomic  a remote compare-and-swap per update, straight into the
+//           owner's state on its memory node; the touched pages are then
+//           read back by every node. No combining, no inbox: cheap when
+//           updates are few and scattered, costly when many.
+// (The third way, none, is a pull step: the engine's direction choice.)
+//
+// The choice compares the two costs from the step's expected updates
+// (frontier edges times the share of targets other nodes own), how much
+// combining can save (expected distinct targets), and the transport's
+// measured round-trip time and bandwidth. A pure function, so it is tested
+// on its own and every input and estimate goes into the run's statistics.
+#ifndef DMG_COORDINATOR_UPDATE_COORDINATOR_H_
+#define DMG_COORDINATOR_UPDATE_COORDINATOR_H_
+
+#include <cstdint>
+
+namespace dmg::coordinator {
+
+// What the transport costs, measured at job start.
+struct TransportCost {
+  double round_trip_us = 20;     // one small READ, posted and waited for
+  double bytes_per_us = 1000;    // large READs
+};
+
+struct PushStep {
+  uint64_t vertices = 0;         // in the graph
+  uint64_t frontier_edges = 0;   // arcs the step pushes along (estimated)
+  int compute_nodes = 1;
+  int threads = 1;               // per compute node
+  uint64_t value_bytes = 8;      // of one update's value
+  bool combines = true;          // the update has a combine that merges
+  uint64_t state_pages = 0;      // 4 KiB pages of the target state array
+};
+
+struct UpdateEstimate {
+  bool atomic = false;
+  double remote_updates = 0;     // expected updates to other nodes' vertices
+  double batch_entries = 0;      // after combining
+  double batch_us = 0;           // estimated time of each way
+  double atomic_us = 0;
+};
+
+// Per-batch figures the estimates assume (they are the engine's).
+inline constexpr double kAtomicsPerRoundTrip = 1024;
+inline constexpr double kExchangeRoundTrips = 4;  // one exchange's
+
+UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost);
+
+}  // namespace dmg::coordinator
+
+#endif  // DMG_COORDINATOR_UPDATE_COORDINATOR_H_

@@ -1,0 +1,104 @@
+// The workload manager's stage 1 (vertex ranges by edges and vertices) and
+// the update coordinator's choice, on their own.
+#include <numeric>
+
+#include "coordinator/update_coordinator.h"
+#include "gtest/gtest.h"
+#include "workload/partition.h"
+
+namespace dmg {
+namespace {
+
+TEST(PartitionTest, RangesAreGrainAlignedAndCoverEverything) {
+  const std::vector<uint64_t> edges(10, 100);  // 10 chunks of 8 vertices
+  for (int parts = 1; parts <= 12; ++parts) {
+    std::vector<uint64_t> b = workload::SplitRanges(edges, 77, 8, parts);
+    ASSERT_EQ(b.size(), static_cast<size_t>(parts) + 1);
+    EXPECT_EQ(b.front(), 0u);
+    EXPECT_EQ(b.back(), 77u);
+    for (size_t k = 1; k < b.size(); ++k) {
+      EXPECT_LE(b[k - 1], b[k]);
+      if (k + 1 < b.size()) {
+        EXPECT_EQ(b[k] % 8, 0u);
+      }
+    }
+  }
+}
+
+TEST(PartitionTest, EdgesAndVerticesBalance) {
+  // One heavy chunk (a hub) then many light ones: the hub's node gets few
+  // vertices, the others many.
+  std::vector<uint64_t> edges(100, 10);
+  edges[0] = 1000;
+  std::vector<uint64_t> b = workload::SplitRanges(edges, 100 * 64, 64, 2, 1.0);
+  const double total = 1000 + 99 * 10 + 100 * 64.0;
+  double first = 0;
+  for (uint64_t c = 0; c < b[1] / 64; ++c) first += edges[c] + 64;
+  EXPECT_NEAR(first / total, 0.5, 0.02) << b[1];
+  // Without the vertex term the split follows the edges alone.
+  std::vector<uint64_t> e = workload::SplitRanges(edges, 100 * 64, 64, 2, 0);
+  EXPECT_LT(e[1], b[1]);
+}
+
+TEST(PartitionTest, EdgesPerChunkSpreadsBlocksOverTheirVertices) {
+  // Two blocks: vertices 0..9 (30 edges), 10..29 (20 edges); chunks of 16.
+  std::vector<store::DirectoryEntry> dir(2);
+  dir[0].first_vertex = 0;
+  dir[0].vertex_count = 10;
+  dir[0].first_edge = 0;
+  dir[1].first_vertex = 10;
+  dir[1].vertex_count = 20;
+  dir[1].first_edge = 30;
+  std::vector<uint64_t> edges;
+  workload::AddEdgesPerChunk(dir, 30, 50, 16, edges);
+  ASSERT_EQ(edges.size(), 2u);
+  EXPECT_EQ(edges[0], 30u + 20u * 6 / 20);
+  EXPECT_EQ(edges[1], 20u * 14 / 20);
+}
+
+coordinator::PushStep Step(uint64_t frontier_edges, bool combines = true) {
+  coordinator::PushStep s;
+  s.vertices = 1 << 20;
+  s.frontier_edges = frontier_edges;
+  s.compute_nodes = 4;
+  s.threads = 2;
+  s.value_bytes = 4;
+  s.combines = combines;
+  s.state_pages = (1 << 20) * 4 / 4096;
+  return s;
+}
+
+TEST(UpdateCoordinatorTest, FewUpdatesGoAtomicManyGoInBatches) {
+  const coordinator::TransportCost tcp{50, 1000};
+  EXPECT_TRUE(coordinator::ChooseUpdates(Step(10), tcp).atomic);
+  EXPECT_FALSE(coordinator::ChooseUpdates(Step(10'000'000), tcp).atomic);
+  // Where the choice flips, more updates never flip it back.
+  bool was_atomic = true;
+  for (uint64_t e = 1; e < (uint64_t{1} << 28); e *= 2) {
+    const bool atomic = coordinator::ChooseUpdates(Step(e), tcp).atomic;
+    EXPECT_TRUE(was_atomic || !atomic) << e;
+    was_atomic = atomic;
+  }
+}
+
+TEST(UpdateCoordinatorTest, CombiningIsCounted) {
+  const coordinator::TransportCost rdma{3, 10000};
+  // Many updates onto few vertices combine to at most one entry each.
+  coordinator::PushStep s = Step(50'000'000);
+  coordinator::UpdateEstimate e = coordinator::ChooseUpdates(s, rdma);
+  EXPECT_LE(e.batch_entries, s.vertices * 3.0 / 4 + 1);
+  s.combines = false;  // then every update is an entry
+  EXPECT_GE(coordinator::ChooseUpdates(s, rdma).batch_entries,
+            e.remote_updates - 1);
+}
+
+TEST(UpdateCoordinatorTest, SlowRoundTripsFavourBatches) {
+  // The same step: a fast fabric affords the atomics' round trips, a slow
+  // one does not.
+  const coordinator::PushStep s = Step(200'000);
+  EXPECT_GT(coordinator::ChooseUpdates(s, {1000, 1000}).atomic_us,
+            coordinator::ChooseUpdates(s, {2, 1000}).atomic_us);
+}
+
+}  // namespace
+}  // namespace dmg
