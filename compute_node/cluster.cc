@@ -46,9 +46,11 @@ uint64_t SlotsAt(int nodes) {
 uint64_t SlotBytes(int nodes) { return (256 + 16 * nodes + 63) / 64 * 64; }
 // Two slots per node, by round parity: a node that has moved on to the
 // next round must not overwrite what a slower one still reads.
-uint64_t RecordBytes(int nodes) {
+uint64_t CursorsAt(int nodes) {
   return SlotsAt(nodes) + SlotBytes(nodes) * 2 * nodes;
 }
+// Then two work cursors per node (by round parity of stealing rounds).
+uint64_t RecordBytes(int nodes) { return CursorsAt(nodes) + 16 * nodes; }
 std::string RecordName(const std::string& job) { return "job." + job; }
 
 uint64_t Load64(const std::vector<std::byte>& b, uint64_t at) {
@@ -251,7 +253,19 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
     return names;
   };
   bool read_once = false;
-  for (;;) {
+  for (int polls = 0;; ++polls) {
+    // Mostly the 8-byte counter; the whole record (slots: who is where,
+    // who failed) once it has reached this round, and every 16th poll.
+    if (polls % 16 != 0) {
+      uint64_t counter = 0;
+      ep.Read(record_.node, record_.id, kCounterAt, &counter, 8);
+      absl::Status s = ep.Flush();
+      if (s.ok() && counter < round_ * nodes &&
+          std::chrono::steady_clock::now() - start <= options_.timeout) {
+        backoff.Pause();
+        continue;
+      }
+    }
     std::vector<std::byte> last = image;
     ep.Read(record_.node, record_.id, 0, image.data(),
             static_cast<uint32_t>(image.size()));
@@ -362,13 +376,19 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   std::memcpy(slot.data(), &head, sizeof(head));
   std::memcpy(slot.data() + sizeof(head), sections.data(),
               sections.size() * sizeof(Section));
-  // Arrive (the fetch-and-add), then say where the post is (the slot), in
-  // one batch to memory node 0, executed in order: a node that dies between
-  // the two is still named by its slot.
+  // The slot's body first (where the post is), all but its round; then,
+  // once that has landed, arrive (the fetch-and-add) and set the round, in
+  // one batch executed in order. A reader trusts a slot only when its
+  // round says so, and an aligned 8-byte word is never read torn, so it
+  // never sees a half-written body (a WRITE of the whole slot could be
+  // read half old, half new); a node that dies between the two is still
+  // named by its slot's old round.
+  ep.Write(record_.node, record_.id, slot_offset(id(), round_) + 8,
+           slot.data() + 8, static_cast<uint32_t>(slot.size() - 8));
+  DMG_RETURN_IF_ERROR(ep.Flush());
   uint64_t old = 0;
   ep.FetchAndAdd(record_.node, record_.id, kCounterAt, 1, &old);
-  ep.Write(record_.node, record_.id, slot_offset(id(), round_), slot.data(),
-           static_cast<uint32_t>(slot.size()));
+  ep.Write(record_.node, record_.id, slot_offset(id(), round_), &round_, 8);
   DMG_RETURN_IF_ERROR(ep.Flush());
 
   std::vector<std::byte> image(RecordBytes(nodes()));
@@ -399,6 +419,32 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   }
   DMG_RETURN_IF_ERROR(ep.Flush());
   return all;
+}
+
+absl::StatusOr<int> Cluster::BeginWorkRound(transport::Endpoint& ep) {
+  ++work_round_;
+  const int parity = static_cast<int>(work_round_ % 2);
+  // This node's cursor of the other parity was last used in the previous
+  // round, which every node has left (an exchange lies between): reset it
+  // for the next one.
+  const uint64_t zero = 0;
+  ep.Write(record_.node, record_.id, CursorAt(id(), 1 - parity), &zero, 8);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  return parity;
+}
+
+absl::StatusOr<uint64_t> Cluster::Claim(transport::Endpoint& ep, int node,
+                                        int parity, uint64_t count) {
+  uint64_t old = 0;
+  ep.FetchAndAdd(record_.node, record_.id, CursorAt(node, parity), count,
+                 &old);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  return old;
+}
+
+uint64_t Cluster::CursorAt(int node, int parity) const {
+  return CursorsAt(options_.nodes) + 16 * static_cast<uint64_t>(node) +
+         8 * parity;
 }
 
 absl::Status Cluster::Diagnose(const absl::Status& status) {

@@ -82,6 +82,17 @@ class Cluster {
       transport::Endpoint& endpoint, std::string_view common,
       std::span<const std::string> to = {});
 
+  // Stage 2 of the workload manager across nodes: in a work round (every
+  // node begins each one, in the same order) node k's work items are
+  // handed out by a cursor in the job record that any node advances with
+  // a fetch-and-add: k takes its own from it, and a node done with its own
+  // takes k's that are left. Returns the round's cursor parity.
+  absl::StatusOr<int> BeginWorkRound(transport::Endpoint& endpoint);
+  // Advances node `node`'s cursor of this round by `count`; returns where
+  // it was (items [old, old + count) are the caller's, those that exist).
+  absl::StatusOr<uint64_t> Claim(transport::Endpoint& endpoint, int node,
+                                 int parity, uint64_t count);
+
   // An error met while working (a region not found, say) may mean another
   // node has died: if some node's regions are gone from the memory nodes,
   // returns an error naming it; else `status`.
@@ -103,6 +114,7 @@ class Cluster {
   Cluster(transport::Transport& transport, ClusterOptions options,
           transport::RegionInfo record, std::vector<uint64_t> bounds);
   uint64_t slot_offset(int k, uint64_t round) const;
+  uint64_t CursorAt(int node, int parity) const;
   absl::Status WaitForRound(transport::Endpoint& endpoint,
                             std::vector<std::byte>& slots);
   void FreeRegions();
@@ -113,6 +125,7 @@ class Cluster {
   std::vector<uint64_t> bounds_;
   Board boards_[2];
   uint64_t round_ = 0;
+  uint64_t work_round_ = 0;
   uint64_t wait_us_ = 0;
   bool failed_ = false;
   bool relayed_ = false;   // the failure came from another node's slot

@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     }
     const std::vector<uint64_t> bounds =
         workload::SplitRanges(edges, g.num_vertices(), internal::kVertexGrain,
-                              options.cluster.nodes);
+                              options.cluster.nodes, options.stage1_alpha);
     DMG_ASSIGN_OR_RETURN(
         engine->cluster_,
         Cluster::Join(transport, engine->pool_->endpoint(0), options.cluster,
@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         static_cast<VertexId>(engine->cluster_->bounds()[id]);
     engine->own_end_ =
         static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
-    engine->MeasureTransport();
+    DMG_RETURN_IF_ERROR(engine->MeasureTransport());
   }
   DMG_RETURN_IF_ERROR(engine->Init());
   return engine;
@@ -94,6 +94,7 @@ Engine::~Engine() {
 
 absl::Status Engine::Init() {
   DMG_ASSIGN_OR_RETURN(buffers_, planner_.PlanBuffers());
+  taking_.assign(threads(), 0);
   for (int d = 0; d < 2; ++d) {
     std::span<const DirectoryEntry> dir =
         graph_.directory(static_cast<Direction>(d));
@@ -189,7 +190,7 @@ absl::Status Engine::Fail(absl::Status s) {
   return s;
 }
 
-void Engine::MeasureTransport() {
+absl::Status Engine::MeasureTransport() {
   // What the update coordinator weighs updates with: the best of a few
   // 8-byte READs (a round trip), and one large READ of the store.
   transport::Endpoint& ep = pool_->endpoint(0);
@@ -199,7 +200,7 @@ void Engine::MeasureTransport() {
   for (int i = 0; i < 8; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     ep.Read(0, transport::kStoreRegion, 0, buffer.data(), 8);
-    if (!ep.Flush().ok()) return;
+    DMG_RETURN_IF_ERROR(ep.Flush());
     best = std::min(best, std::chrono::duration<double, std::micro>(
                               std::chrono::steady_clock::now() - t0)
                               .count());
@@ -207,15 +208,32 @@ void Engine::MeasureTransport() {
   const auto t0 = std::chrono::steady_clock::now();
   ep.Read(0, transport::kStoreRegion, 0, buffer.data(),
           static_cast<uint32_t>(buffer.size()));
-  if (!ep.Flush().ok()) return;
+  DMG_RETURN_IF_ERROR(ep.Flush());
   const double us = std::chrono::duration<double, std::micro>(
                         std::chrono::steady_clock::now() - t0)
                         .count();
   transport_cost_.round_trip_us = best;
   transport_cost_.bytes_per_us =
       static_cast<double>(buffer.size()) / std::max(1.0, us - best);
+  // Every node must decide alike: all take the mean of all nodes' samples.
+  std::string mine(reinterpret_cast<const char*>(&transport_cost_),
+                   sizeof(transport_cost_));
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       cluster_->Exchange(ep, mine));
+  coordinator::TransportCost mean{0, 0};
+  for (const Cluster::Received& r : all) {
+    coordinator::TransportCost c;
+    if (r.common.size() != sizeof(c)) {
+      return absl::DataLossError("malformed transport sample");
+    }
+    std::memcpy(&c, r.common.data(), sizeof(c));
+    mean.round_trip_us += c.round_trip_us / all.size();
+    mean.bytes_per_us += c.bytes_per_us / all.size();
+  }
+  transport_cost_ = mean;
   stats_.transport_rtt_us = transport_cost_.round_trip_us;
   stats_.transport_bytes_per_us = transport_cost_.bytes_per_us;
+  return absl::OkStatus();
 }
 
 int Engine::OwnerOf(VertexId v) const {
@@ -233,12 +251,21 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     if (!to.empty()) one[0].mine = to[0];
     return one;
   }
-  // This node's changes since the last collective, page runs per array.
+  // Where this node is in the program: every node must be at the same
+  // collective of the same superstep (a difference is a bug, or a program
+  // whose control flow depends on one node's view; caught here, not later
+  // as wrong answers).
+  ++collectives_;
   MessageWriter out;
+  out.Put<uint64_t>(collectives_);
+  out.Put<uint64_t>(superstep_);
+  out.Put<uint64_t>(placed_);
+  out.Put<uint64_t>(decisions_);
   std::vector<uint64_t> pages;
   for (size_t i = 0; i < placed_; ++i) {
     pages.clear();
-    DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
+    DMG_RETURN_IF_ERROR(Fail(states_[i]->error()));
+    states_[i]->DirtyPages(pages);
     std::vector<uint64_t> runs;  // (first, count) pairs
     for (size_t k = 0; k < pages.size();) {
       size_t j = k + 1;
@@ -253,6 +280,17 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Fail(cluster_->Exchange(pool_->endpoint(0),
                                                out.bytes(), to)));
+  // Every node has finished the operation (it posted), so nobody reads the
+  // slices for it any more: now the changes are written, and once every
+  // node has written (a second exchange) they are read. Writing before the
+  // first exchange would let a node that is ahead overwrite pages a slow
+  // node is still reading for the operation before.
+  for (size_t i = 0; i < placed_; ++i) {
+    pages.clear();
+    DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
+  }
+  DMG_RETURN_IF_ERROR(
+      Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
   // The others' changes: READ into resident copies, forgotten by the page
   // cache; one batch per worker.
   struct Refresh {
@@ -262,6 +300,23 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   std::vector<Refresh> refresh;
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
+    uint64_t where[4];
+    for (uint64_t& x : where) {
+      if (!in.Get(&x)) {
+        return Fail(absl::DataLossError(
+            absl::StrFormat("compute node %d posted a malformed header", k)));
+      }
+    }
+    if (where[0] != collectives_ ||
+        where[1] != static_cast<uint64_t>(superstep_) ||
+        where[2] != placed_ || where[3] != decisions_) {
+      return Fail(absl::InternalError(absl::StrFormat(
+          "compute nodes disagree: node %d is at collective %d of superstep "
+          "%d with %d state arrays (decisions %x), node %d at %d of %d with "
+          "%d (%x)",
+          k, where[0], where[1], where[2], where[3], compute_node(),
+          collectives_, superstep_, placed_, decisions_)));
+    }
     for (size_t i = 0; i < placed_; ++i) {
       std::vector<uint64_t> runs;
       if (!in.GetArray<uint64_t>(&runs) || runs.size() % 2 != 0) {
@@ -496,6 +551,8 @@ void Engine::Finish() {
     mine.wait_seconds = cluster_->wait_us() / 1e6;
     mine.rounds = cluster_->rounds();
     mine.total = stats_.total;
+    mine.own_items = own_items_;
+    mine.stolen_items = stolen_items_;
     std::string bytes(reinterpret_cast<const char*>(&mine), sizeof(mine));
     absl::StatusOr<std::vector<Cluster::Received>> all =
         Fail(cluster_->Exchange(pool_->endpoint(0), bytes));

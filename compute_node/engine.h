@@ -88,6 +88,12 @@ struct EngineOptions {
   // cluster, nothing is exchanged).
   ClusterOptions cluster;
   UpdateMode update_mode = UpdateMode::kAuto;
+  // Stage 2 across compute nodes: push steps' work items go through shared
+  // cursors, so idle nodes take others' left-overs (false: each node does
+  // its own range only; for ablations).
+  bool steal = true;
+  // Stage 1: a range's cost is its edges plus this times its vertices.
+  double stage1_alpha = 1.0;
 };
 
 // An update pushed to a vertex another compute node owns.
@@ -222,6 +228,11 @@ class Engine {
   // Push scan: the pieces of the frontier's vertices in direction d.
   absl::Status ScanFrontier(Direction d, const Frontier& frontier,
                             const PieceFn& fn);
+  // The push scan with several compute nodes: the frontier's chunks are
+  // work items handed out by shared cursors (stage 2 across nodes), so a
+  // node with a light share takes the others' left-over chunks.
+  absl::Status ScanFrontierShared(Direction d, const Frontier& frontier,
+                                  const PieceFn& fn);
   // Calls fn(worker, entry, offsets) for every block of d, from READs of
   // block headers and offsets only (validated).
   using HeaderFn = std::function<void(int, uint32_t, const uint32_t*)>;
@@ -256,8 +267,9 @@ class Engine {
       State<T>& target, Frontier next,
       std::vector<std::vector<RemoteUpdate<T>>>& outbox);
   int OwnerOf(VertexId v) const;
-  // Samples the transport's round trip and bandwidth (transport_cost_).
-  void MeasureTransport();
+  // Samples the transport's round trip and bandwidth (transport_cost_),
+  // the same on every node (the mean of their samples).
+  absl::Status MeasureTransport();
   // Push or pull for an EdgeMap asked for `mode`: the program's forced
   // mode, else the --direction override, else (kAuto) pull when the
   // frontier's edges in the push direction and its vertices exceed a
@@ -292,6 +304,16 @@ class Engine {
   std::vector<Unit> own_units_[2];
   std::unique_ptr<Cluster> cluster_;  // nullptr: one compute node
   coordinator::TransportCost transport_cost_;  // measured at job start
+  std::vector<Frontier> steal_scratch_;        // per worker
+  // Per worker: 1 while it works on another node's item (its updates then
+  // all travel through the outbox).
+  std::vector<uint8_t> taking_;
+  uint64_t own_items_ = 0, stolen_items_ = 0;  // push work items done
+  uint64_t collectives_ = 0;
+  // A running hash of the engine's choices (direction, update mode): the
+  // same on every node, or they would diverge.
+  uint64_t decisions_ = 0;
+  void NoteDecision(uint64_t d) { decisions_ = decisions_ * 1000003 + d + 1; }
   VertexId own_begin_ = 0, own_end_ = 0;
   std::vector<uint8_t> touched_[2];  // scratch for frontier units
   bool headers_tried_[2] = {false, false};

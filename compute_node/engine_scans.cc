@@ -125,10 +125,95 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
       }));
 }
 
+absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
+                                        const PieceFn& fn) {
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  const int nodes = compute_nodes(), me = compute_node();
+  // Work items: the frontier's members grouped by 4096-vertex chunk, each
+  // chunk its owner's (ranges start on chunk boundaries), in vertex order,
+  // so that every node derives the same lists from the same frontier.
+  std::vector<VertexId> members(frontier.vertices().begin(),
+                                frontier.vertices().end());
+  std::sort(members.begin(), members.end());
+  struct Item {
+    uint32_t begin, end;  // into members
+  };
+  std::vector<std::vector<Item>> items(nodes);
+  constexpr uint64_t kGrain = 4096;
+  for (uint32_t i = 0; i < members.size();) {
+    uint32_t j = i + 1;
+    while (j < members.size() && members[j] / kGrain == members[i] / kGrain) {
+      ++j;
+    }
+    items[OwnerOf(members[i])].push_back({i, j});
+    i = j;
+  }
+  DMG_ASSIGN_OR_RETURN(const int parity,
+                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
+  while (steal_scratch_.size() < static_cast<size_t>(threads())) {
+    steal_scratch_.push_back(NewFrontier());
+  }
+  const HeaderCache* h = headers(d);
+  std::atomic<uint64_t> own{0}, stolen{0};
+  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
+    transport::Endpoint& ep = pool_->endpoint(w);
+    Frontier& part = steal_scratch_[w];
+    std::vector<uint32_t> entries;
+    auto process = [&](const Item& it) -> absl::Status {
+      part.Clear();
+      entries.clear();
+      for (uint32_t i = it.begin; i < it.end; ++i) {
+        part.Add(w, members[i]);
+        auto [first, last] = store::FindBlocks(dir, members[i]);
+        for (size_t e = first; e < last; ++e) {
+          if (entries.empty() || entries.back() < e) entries.push_back(e);
+        }
+      }
+      part.Seal();
+      for (const Unit& u : MakeUnits(dir, entries, buffers_.batch_bytes)) {
+        DMG_RETURN_IF_ERROR(source_->ReadFrontier(w, d, u, part, h, fn));
+      }
+      return absl::OkStatus();
+    };
+    // This node's own items first, a few per claim, then the others' that
+    // are left, one per claim.
+    const uint64_t mine = items[me].size();
+    const uint64_t group = std::max<uint64_t>(1, mine / (8 * threads()));
+    for (;;) {
+      DMG_ASSIGN_OR_RETURN(uint64_t at, cluster_->Claim(ep, me, parity, group));
+      if (at >= mine) break;
+      for (uint64_t i = at; i < std::min(mine, at + group); ++i) {
+        DMG_RETURN_IF_ERROR(process(items[me][i]));
+        own.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    for (int step = 1; step < nodes; ++step) {
+      const int victim = (me + step) % nodes;
+      for (;;) {
+        DMG_ASSIGN_OR_RETURN(uint64_t at, cluster_->Claim(ep, victim, parity, 1));
+        if (at >= items[victim].size()) break;
+        taking_[w] = 1;
+        absl::Status done = process(items[victim][at]);
+        taking_[w] = 0;
+        DMG_RETURN_IF_ERROR(done);
+        stolen.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    return absl::OkStatus();
+  });
+  own_items_ += own.load();
+  stolen_items_ += stolen.load();
+  stats_.supersteps.back().stolen_items += stolen.load();
+  return Fail(status);
+}
+
 absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                                   const PieceFn& fn) {
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
+  if (cluster_ != nullptr && options_.steal) {
+    return ScanFrontierShared(d, frontier, fn);
+  }
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   // The blocks holding the frontier's adjacency, cut into units.
   std::vector<uint8_t>& touched = touched_[k];
@@ -202,6 +287,7 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     mode = work > threshold ? Mode::kPull : Mode::kPush;
   }
   const bool pull = mode == Mode::kPull;
+  NoteDecision(pull ? 1 : 2);
   NoteEdgeOp(pull ? "pull" : "push", frontier.size(), by, work, threshold);
   return pull;
 }
@@ -233,6 +319,7 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
     e = coordinator::ChooseUpdates(step, transport_cost_);
     mode = e.atomic ? UpdateMode::kAtomic : UpdateMode::kBatch;
   }
+  NoteDecision(mode == UpdateMode::kAtomic ? 3 : 4);
   if (s.update_mode.empty()) {
     s.update_mode = cluster_ == nullptr      ? "local"
                     : mode == UpdateMode::kAtomic ? "atomic"

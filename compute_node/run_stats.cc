@@ -62,11 +62,13 @@ std::string ToJson(const RunStats& s) {
         "\"cache\": %s, \"chosen_by\": \"%s\", \"auto_work\": %d, "
         "\"auto_threshold\": %d, \"update_mode\": \"%s\", "
         "\"update_chosen_by\": \"%s\", \"est_remote_updates\": %d, "
-        "\"est_batch_us\": %.1f, \"est_atomic_us\": %.1f}",
+        "\"est_batch_us\": %.1f, \"est_atomic_us\": %.1f, "
+        "\"stolen_items\": %d}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
-        t.est_remote_updates, t.est_batch_us, t.est_atomic_us);
+        t.est_remote_updates, t.est_batch_us, t.est_atomic_us,
+        t.stolen_items);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "
@@ -82,10 +84,12 @@ std::string ToJson(const RunStats& s) {
     absl::StrAppendFormat(
         &out,
         "%s\n    {\"id\": %d, \"own_begin\": %d, \"own_end\": %d, "
-        "\"seconds\": %.6f, \"wait_seconds\": %.6f, \"rounds\": %d, "
+        "\"seconds\": %.6f, \"wait_seconds\": %.6f, \"busy_seconds\": "
+        "%.6f, \"rounds\": %d, \"own_items\": %d, \"stolen_items\": %d, "
         "\"ops\": %s}",
         i ? "," : "", n.id, n.own_begin, n.own_end, n.seconds, n.wait_seconds,
-        n.rounds, OpsJson(n.total));
+        n.seconds - n.wait_seconds, n.rounds, n.own_items, n.stolen_items,
+        OpsJson(n.total));
   }
   absl::StrAppend(&out, s.nodes.empty() ? "]\n}\n" : "\n  ]\n}\n");
   return out;

@@ -27,6 +27,7 @@ struct SuperstepStats {
   // the update coordinator, from est_*; "flag": --update_mode), and the
   // coordinator's estimates: updates per node to others' vertices, and the
   // time each way would take.
+  uint64_t stolen_items = 0;  // push work items this node took from others
   std::string update_mode;
   std::string update_chosen_by;
   uint64_t est_remote_updates = 0;
@@ -45,6 +46,9 @@ struct NodeStats {
   double seconds = 0;                   // its whole run
   double wait_seconds = 0;  // waiting for the other nodes in exchanges
   uint64_t rounds = 0;      // exchanges
+  // Push work items (frontier chunks) it did of its own range, and of
+  // other nodes' ranges (stolen through the shared cursors).
+  uint64_t own_items = 0, stolen_items = 0;
   transport::OpStats total;
 };
 

@@ -266,6 +266,14 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
   return status;
 }
 
+void StateArrayBase::DirtyPages(std::vector<uint64_t>& pages) const {
+  for (size_t word = 0; word < dirty_.size(); ++word) {
+    for (uint64_t bits = dirty_[word]; bits != 0; bits &= bits - 1) {
+      pages.push_back(word * 64 + std::countr_zero(bits));
+    }
+  }
+}
+
 void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
   for (uint64_t p = first; p < first + count; ++p) {
     std::atomic_ref<uint64_t>(others_[p >> 6])

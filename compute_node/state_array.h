@@ -101,6 +101,8 @@ class StateArrayBase : public PageSource {
   // Refresh takes pages another node published: a resident copy READs them
   // (worker w's endpoint, flushed by the caller), a paged one forgets them.
   absl::Status Publish(std::vector<uint64_t>& pages);
+  // The pages Publish would write (ascending), appended to `pages`.
+  void DirtyPages(std::vector<uint64_t>& pages) const;
   // Makes the open superstep's buffer hold the whole current version of
   // pages [page_begin, page_end) (this node's), so that remote atomics can
   // work on it; Commit then has nothing left to write for them.

@@ -496,7 +496,10 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
             const VertexId v = out[k];
             if (!candidate(v)) continue;
             const T x = value(u, v, internal::WeightAt(weights, k));
-            if (!Owns(v)) {
+            // Updates made for another node's work item travel like
+            // remote ones, even to this node's own vertices: a node
+            // writes state only for its own work.
+            if (!Owns(v) || taking_[w]) {
               outbox[w].push_back({v, x});
             } else if (target.template Apply<Op>(w, v, x)) {
               next.Add(w, v);

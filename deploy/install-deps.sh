@@ -10,6 +10,7 @@ PACKAGES=(
   libboost-dev libibverbs-dev librdmacm-dev
   zlib1g-dev liblzma-dev xz-utils gzip
   clang  # checks the lock annotations (ThreadSafetyAnnotations test)
+  python3-matplotlib  # plots of deploy/experiments/*.py
 )
 
 missing=()

@@ -227,6 +227,83 @@ TEST(MultiNodeTest, BoundedCachesPageTheState) {
   }
 }
 
+// Skew: the first half of the vertices holds nearly all the edges (a dense
+// random graph), the second half short paths, and the split balances
+// vertices only (stage1_alpha huge), so node 0's range holds most of every
+// push step's work. With stealing, node 1 takes node 0's left-over chunks;
+// without, it takes none; the answers are the reference's either way. (The
+// busy times go to the stats: the experiments compare them.)
+TEST(MultiNodeTest, SkewedWorkIsStolen) {
+  store::EdgeList e;
+  const uint32_t half = 8192;
+  e.num_vertices = 2 * half;
+  uint64_t x = 12345;
+  for (uint32_t u = 0; u < half; ++u) {
+    for (int k = 0; k < 48; ++k) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      e.Add(u, static_cast<store::VertexId>((x >> 33) % half));
+    }
+  }
+  // The second half: short paths hanging off the dense part (little work).
+  for (uint32_t u = half; u < 2 * half; u += 4) {
+    e.Add(u % half, u);
+    for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
+  }
+  store::CleanOptions clean;
+  clean.symmetrize = true;
+  absl::StatusOr<store::Graph> g = store::BuildGraph(std::move(e), clean);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const auto ref = reference::ConnectedComponents(*g);
+  const auto ref_bfs = reference::Bfs(*g, 1);
+  for (bool steal : {true, false}) {
+    SCOPED_TRACE(steal ? "steal" : "no steal");
+    store::LayoutOptions layout;
+    layout.block_size = 4096;
+    layout.num_memory_nodes = 2;
+    auto image = store::BuildStoreImage(*g, layout);
+    ASSERT_TRUE(image.ok());
+    compute::EngineOptions eo;
+    eo.threads = 2;
+    eo.direction = Mode::kPush;
+    eo.cluster.nodes = 2;
+    eo.cluster.job = "skew";
+    eo.steal = steal;
+    eo.stage1_alpha = 1e12;  // vertices only
+    auto cluster = EmbeddedCluster::Start(*std::move(image), eo);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
+      auto bfs = algorithms::Bfs(engine, 1);
+      auto cc = bfs.ok() ? algorithms::ConnectedComponents(engine)
+                         : absl::StatusOr<std::vector<store::VertexId>>(
+                               bfs.status());
+      engine.Finish();
+      return std::make_pair(bfs, cc);
+    });
+    for (auto& [bfs, cc] : results) {
+      ASSERT_TRUE(bfs.ok()) << bfs.status();
+      ASSERT_TRUE(cc.ok()) << cc.status();
+      EXPECT_FALSE(reference::CompareExact(*ref_bfs, *bfs).any);
+      EXPECT_FALSE(reference::CompareExact(ref, *cc).any);
+    }
+    const compute::RunStats& stats = (*cluster)->engine(0).stats();
+    ASSERT_EQ(stats.nodes.size(), 2u);
+    EXPECT_EQ(stats.nodes[0].own_end, half) << "the split is not the skewed one";
+    if (steal) {
+      EXPECT_GT(stats.nodes[1].stolen_items, 0u);
+    } else {
+      EXPECT_EQ(stats.nodes[1].stolen_items, 0u);
+    }
+    std::printf("steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
+                "stolen %lu / own %lu + stolen %lu\n",
+                steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
+                stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
+                (unsigned long)stats.nodes[0].own_items,
+                (unsigned long)stats.nodes[0].stolen_items,
+                (unsigned long)stats.nodes[1].own_items,
+                (unsigned long)stats.nodes[1].stolen_items);
+  }
+}
+
 TEST(MultiNodeTest, MoreComputeNodesThanRanges) {
   // 3000 vertices: one 4096-vertex range; the other nodes own nothing and
   // still take part in every collective.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace dmg::cli {
 
@@ -27,15 +28,25 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(
     cluster->nodes_.push_back(std::move(node));
   }
   cluster->transport_ = std::make_unique<transport::LocalTransport>(targets);
-  // Node 0 creates the job record and the others join it, so creating the
-  // engines one after another is enough; they run together later.
-  for (int k = 0; k < std::max(1, options.cluster.nodes); ++k) {
-    compute::EngineOptions mine = options;
-    mine.cluster.id = k;
-    absl::StatusOr<std::unique_ptr<compute::Engine>> engine =
-        compute::Engine::Create(*cluster->transport_, mine);
-    if (!engine.ok()) return engine.status();
-    cluster->engines_.push_back(*std::move(engine));
+  // The compute nodes start together (they meet while starting), one
+  // thread each.
+  const int nodes = std::max(1, options.cluster.nodes);
+  std::vector<absl::StatusOr<std::unique_ptr<compute::Engine>>> engines;
+  for (int k = 0; k < nodes; ++k) {
+    engines.emplace_back(absl::UnknownError("not started"));
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < nodes; ++k) {
+    threads.emplace_back([&, k] {
+      compute::EngineOptions mine = options;
+      mine.cluster.id = k;
+      engines[k] = compute::Engine::Create(*cluster->transport_, mine);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (auto& e : engines) {
+    if (!e.ok()) return e.status();
+    cluster->engines_.push_back(*std::move(e));
   }
   return cluster;
 }

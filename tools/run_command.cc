@@ -77,6 +77,12 @@ DEFINE_string(update_mode, "auto",
               "auto | pull | batch | atomic: how updates to vertices other "
               "compute nodes own travel (auto: the update coordinator "
               "chooses per step; see docs/ARCHITECTURE.md)");
+DEFINE_bool(steal, true,
+            "stage 2 across compute nodes: a node done with its own push "
+            "work takes the others' left-over chunks (false: for ablations)");
+DEFINE_double(stage1_alpha, 1.0,
+              "stage 1 of the workload manager: a compute node's range costs "
+              "its edges plus this times its vertices");
 DECLARE_string(memory_nodes);
 DECLARE_int32(transport_timeout_ms);
 DECLARE_int32(threads);
@@ -318,7 +324,8 @@ std::vector<std::string> RunFlagNames() {
       "verify",       "transport",       "top",
       "memory_nodes", "cache_mb",        "cache_fraction",
       "cache_policy", "prefetch_window", "direction",
-      "compute_nodes", "compute_node_id", "job", "update_mode"};
+      "compute_nodes", "compute_node_id", "job", "update_mode", "steal",
+      "stage1_alpha"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -366,6 +373,8 @@ int RunCommand() {
       remote && FLAGS_graph.empty() ? store::GraphSourceOptions()
                                     : GraphSourceOptionsFromFlags();
   if (!options.ok()) return ReportError(options.status());
+  // --threads counts without --graph too (a run on loaded memory nodes).
+  if (options->threads == 0) options->threads = std::max(0, FLAGS_threads);
   if (options->threads == 0) options->threads = DefaultThreads();
   compute::EngineOptions engine_options;
   engine_options.threads = options->threads;
@@ -424,6 +433,12 @@ int RunCommand() {
     return SpawnComputeNodes(*place, options->threads);
   }
   engine_options.threads = options->threads;
+  engine_options.steal = FLAGS_steal;
+  if (!(FLAGS_stage1_alpha >= 0)) {
+    return ReportError(
+        absl::InvalidArgumentError("--stage1_alpha must be >= 0"));
+  }
+  engine_options.stage1_alpha = FLAGS_stage1_alpha;
   engine_options.cluster.nodes = place->nodes;
   engine_options.cluster.id = std::max(0, place->id);
   engine_options.cluster.job = place->job;
