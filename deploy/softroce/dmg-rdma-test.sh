@@ -3,7 +3,8 @@
 # it, (1) the transport conformance suite with the rdma backend and (2) an
 # end-to-end job — `dmg memory-node --transport=rdma`, `dmg load`, `dmg run
 # --transport=rdma --verify` for PageRank, BFS, CC, BC and TC — whose outputs
-# must be identical to the embedded cluster's. Prints "DMG_RDMA_VM: PASS" and exits 0, or FAIL and
+# must be identical to the embedded cluster's, then PageRank and BFS on 2
+# compute nodes x 2 memory nodes over rdma (dmg run --compute_nodes=2). Prints "DMG_RDMA_VM: PASS" and exits 0, or FAIL and
 # non-zero. Needs a release build (build/release). README command 2 and CI
 # run it; on a kernel with rdma_rxe, `NATIVE=1` runs the same test.sh here.
 set -euo pipefail
@@ -71,6 +72,28 @@ for run in pagerank bfs cc "bc --sources=4" tc; do
   fi
 done
 kill -TERM \$mn; wait \$mn || { echo "memory node did not stop cleanly"; fail=1; }
+
+echo "== 2 compute nodes x 2 memory nodes over rdma, \$G"
+for port in 7400 7401; do
+  ./bin/dmg memory-node --listen=\$RXE_IP:\$port --transport=rdma > mn\$port.log 2>&1 &
+done
+for i in \$(seq 100); do
+  grep -q "listening on" mn7400.log && grep -q "listening on" mn7401.log && break
+  sleep 0.1
+done
+NODES=\$RXE_IP:7400,\$RXE_IP:7401
+./bin/dmg load --graph=\$G --memory_nodes=\$NODES || fail=1
+for algo in pagerank bfs; do
+  ./bin/dmg run --algo=\$algo --threads=1 --transport=rdma --memory_nodes=\$NODES \\
+    --compute_nodes=2 --output=\$algo.rdma2x2 --stats_json=\$algo.rdma2x2.json \\
+    --graph=\$G --verify || fail=1
+  if cmp -s \$algo.local \$algo.rdma2x2; then
+    echo "\$algo on 2 compute x 2 memory nodes over rdma: output identical"
+  else
+    echo "\$algo on 2 compute x 2 memory nodes: OUTPUT DIFFERS"; fail=1
+  fi
+done
+kill -TERM \$(jobs -p) 2>/dev/null; wait || true
 if [ \$fail = 0 ]; then echo "DMG_RDMA_VM: PASS"; else echo "DMG_RDMA_VM: FAIL"; fi
 exit \$fail
 TEST
