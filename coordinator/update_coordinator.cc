@@ -35,8 +35,11 @@ UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
       std::ceil(atomics / (kAtomicsPerRoundTrip * std::max(1, step.threads)));
   const double pages =
       distinct(edges * nodes, static_cast<double>(step.state_pages));
+  // Plus the barrier that keeps atomics off pages not yet current (an
+  // exchange, as batch's second one): left out at first, the sweep in
+  // docs/PERFORMANCE.md showed atomic chosen where batch was 3x faster.
   e.atomic_us = atomics * 16 / bw + batches * rtt + pages * 4096 / bw +
-                (pages >= 1 ? rtt : 0);
+                (pages >= 1 ? rtt : 0) + kExchangeRoundTrips * rtt;
   e.atomic = e.atomic_us < e.batch_us;
   return e;
 }

@@ -11,6 +11,11 @@
 //           updates are few and scattered, costly when many.
 // (The third way, none, is a pull step: the engine's direction choice.)
 //
+// As built, atomic also pays a barrier (owners make their pages current
+// first) and a 4 KiB read-back per touched page on every node, so its
+// estimate never beats batch's with today's constants and the coordinator
+// keeps to batch (atomic stays for ablations; see docs/PERFORMANCE.md).
+//
 // The choice compares the two costs from the step's expected updates
 // (frontier edges times the share of targets other nodes own), how much
 // combining can save (expected distinct targets), and the transport's

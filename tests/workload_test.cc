@@ -68,9 +68,13 @@ coordinator::PushStep Step(uint64_t frontier_edges, bool combines = true) {
   return s;
 }
 
-TEST(UpdateCoordinatorTest, FewUpdatesGoAtomicManyGoInBatches) {
+TEST(UpdateCoordinatorTest, ManyUpdatesGoInBatches) {
   const coordinator::TransportCost tcp{50, 1000};
-  EXPECT_TRUE(coordinator::ChooseUpdates(Step(10), tcp).atomic);
+  // Atomic pays a barrier and a page read back per touched page: with the
+  // engine's constants it loses even for a handful of updates (the sweep
+  // in docs/PERFORMANCE.md agrees), and more updates only widen the gap.
+  const coordinator::UpdateEstimate few = coordinator::ChooseUpdates(Step(10), tcp);
+  EXPECT_GT(few.atomic_us, few.batch_us);
   EXPECT_FALSE(coordinator::ChooseUpdates(Step(10'000'000), tcp).atomic);
   // Where the choice flips, more updates never flip it back.
   bool was_atomic = true;

@@ -32,8 +32,13 @@ commands:
         [--stats_json=FILE] [--verify] [--top=N] [--unit_weights]
         [--cache_mb=N | --cache_fraction=F] [--cache_policy=P]
         [--transport=local|tcp|rdma --memory_nodes=H:P,...]
+        [--compute_nodes=N [--compute_node_id=K --job=NAME]]
+        [--update_mode=auto|pull|batch|atomic] [--direction=auto|push|pull]
+        [--steal] [--stage1_alpha=A]
                                      run an algorithm (embedded cluster when
-                                     no --memory_nodes are given)
+                                     no --memory_nodes are given; N compute
+                                     nodes: dmg starts them, or each runs
+                                     with its id, or srun sets it)
   info  --graph=SPEC                 vertices, arcs, degrees, blocks, bytes
   load  --graph=SPEC --image=FILE    ingest a graph into a store image file
   load  --graph=SPEC --memory_nodes=H:P,...   ingest into running memory nodes
