@@ -256,6 +256,7 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
   for (int polls = 0;; ++polls) {
     // Mostly the 8-byte counter; the whole record (slots: who is where,
     // who failed) once it has reached this round, and every 16th poll.
+    ++polls_;
     if (polls % 16 != 0) {
       uint64_t counter = 0;
       ep.Read(record_.node, record_.id, kCounterAt, &counter, 8);

@@ -68,6 +68,9 @@ class Cluster {
   uint64_t rounds() const { return round_; }
   // Microseconds this node spent waiting for the others (in Exchange).
   uint64_t wait_us() const { return wait_us_; }
+  // READs of the job record while waiting for the others (each one a round
+  // trip, counted in the transport's figures too).
+  uint64_t polls() const { return polls_; }
 
   // What one node posted in a round: its part for everyone, and the part
   // it addressed to this node.
@@ -127,6 +130,7 @@ class Cluster {
   uint64_t round_ = 0;
   uint64_t work_round_ = 0;
   uint64_t wait_us_ = 0;
+  uint64_t polls_ = 0;
   bool failed_ = false;
   bool relayed_ = false;   // the failure came from another node's slot
   uint64_t missing_ = 0;   // nodes this one gave up waiting for

@@ -550,6 +550,7 @@ void Engine::Finish() {
                        .count();
     mine.wait_seconds = cluster_->wait_us() / 1e6;
     mine.rounds = cluster_->rounds();
+    mine.polls = cluster_->polls();
     mine.total = stats_.total;
     mine.own_items = own_items_;
     mine.stolen_items = stolen_items_;

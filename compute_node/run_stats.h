@@ -46,6 +46,7 @@ struct NodeStats {
   double seconds = 0;                   // its whole run
   double wait_seconds = 0;  // waiting for the other nodes in exchanges
   uint64_t rounds = 0;      // exchanges
+  uint64_t polls = 0;  // round trips spent polling for the others (in ops)
   // Push work items (frontier chunks) it did of its own range, and of
   // other nodes' ranges (stolen through the shared cursors).
   uint64_t own_items = 0, stolen_items = 0;
