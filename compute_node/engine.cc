@@ -236,6 +236,14 @@ absl::Status Engine::MeasureTransport() {
   return absl::OkStatus();
 }
 
+std::pair<uint64_t, uint64_t> Engine::OwnPages(
+    const StateArrayBase& a) const {
+  const uint64_t page = StateArrayBase::kPageBytes;
+  return {own_begin_ * a.elem_size() / page,
+          own_end_ == num_vertices() ? a.pages()
+                                     : own_end_ * a.elem_size() / page};
+}
+
 int Engine::OwnerOf(VertexId v) const {
   if (cluster_ == nullptr) return 0;
   std::span<const uint64_t> b = cluster_->bounds();
@@ -266,15 +274,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     pages.clear();
     DMG_RETURN_IF_ERROR(Fail(states_[i]->error()));
     states_[i]->DirtyPages(pages);
-    std::vector<uint64_t> runs;  // (first, count) pairs
-    for (size_t k = 0; k < pages.size();) {
-      size_t j = k + 1;
-      while (j < pages.size() && pages[j] == pages[j - 1] + 1) ++j;
-      runs.push_back(pages[k]);
-      runs.push_back(j - k);
-      k = j;
-    }
-    out.PutArray<uint64_t>(runs);
+    out.PutArray<uint64_t>(PageRuns(pages));
   }
   out.bytes().append(common);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
@@ -494,12 +494,7 @@ absl::Status Engine::EndSuperstep() {
   DMG_RETURN_IF_ERROR(Prepare());
   for (const auto& a : states_) {
     // Each node commits the pages of its own range (all, with one node).
-    const uint64_t elem = a->size() == 0 ? 1 : a->bytes() / a->size();
-    const uint64_t first = own_begin_ * elem / StateArrayBase::kPageBytes;
-    const uint64_t last =
-        own_end_ == num_vertices()
-            ? a->pages()
-            : own_end_ * elem / StateArrayBase::kPageBytes;
+    const auto [first, last] = OwnPages(*a);
     DMG_RETURN_IF_ERROR(Fail(a->Commit(superstep_ + 1, first, last)));
   }
   ++superstep_;

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -258,15 +259,18 @@ class Engine {
   // How a push EdgeMap's updates to other nodes' vertices travel (batch or
   // atomic; kBatch with one compute node, where none do): the
   // --update_mode flag, else the coordinator's choice from the frontier,
-  // its edges, the update's size and whether it combines, and the
+  // its edges, the update's size, and the
   // transport's measured cost. Records the choice and its inputs.
   UpdateMode ChooseUpdateMode(const Frontier& frontier, Direction along,
-                              size_t value_bytes, bool combines);
+                              size_t value_bytes);
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(
       State<T>& target, Frontier next,
       std::vector<std::vector<RemoteUpdate<T>>>& outbox);
   int OwnerOf(VertexId v) const;
+  // The pages [first, last) of state array `a` that hold this node's
+  // vertices (ranges start on page boundaries; all pages with one node).
+  std::pair<uint64_t, uint64_t> OwnPages(const StateArrayBase& a) const;
   // Samples the transport's round trip and bandwidth (transport_cost_),
   // the same on every node (the mean of their samples).
   absl::Status MeasureTransport();

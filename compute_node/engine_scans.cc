@@ -293,7 +293,7 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
 }
 
 UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
-                                    size_t value_bytes, bool combines) {
+                                    size_t value_bytes) {
   SuperstepStats& s = stats_.supersteps.back();
   UpdateMode mode = UpdateMode::kBatch;
   const char* by = "flag";
@@ -312,7 +312,7 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
     step.compute_nodes = compute_nodes();
     step.threads = threads();
     step.value_bytes = value_bytes;
-    step.combines = combines;
+    step.combines = true;  // every named update merges duplicates
     step.state_pages =
         (num_vertices() * value_bytes + StateArrayBase::kPageBytes - 1) /
         StateArrayBase::kPageBytes;

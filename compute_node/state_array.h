@@ -64,6 +64,20 @@ struct StateContext {
       exchange;
 };
 
+// Ascending page numbers as (first, count) pairs of consecutive runs: how
+// compute nodes tell each other which pages changed.
+inline std::vector<uint64_t> PageRuns(std::span<const uint64_t> pages) {
+  std::vector<uint64_t> runs;
+  for (size_t k = 0; k < pages.size();) {
+    size_t j = k + 1;
+    while (j < pages.size() && pages[j] == pages[j - 1] + 1) ++j;
+    runs.push_back(pages[k]);
+    runs.push_back(j - k);
+    k = j;
+  }
+  return runs;
+}
+
 class StateArrayBase : public PageSource {
  public:
   static constexpr uint64_t kPageBytes = PageCache::kPageBytes;

@@ -328,10 +328,7 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
   const auto page_of = [&](uint64_t v) {
     return v * elem / StateArrayBase::kPageBytes;
   };
-  const uint64_t own_first = page_of(own_begin_);
-  const uint64_t own_last = own_end_ == num_vertices()
-                                ? target.pages()
-                                : page_of(own_end_);
+  const auto [own_first, own_last] = OwnPages(target);
   DMG_RETURN_IF_ERROR(Fail(target.MakeCurrent(own_first, own_last)));
   // No atomic may land on a page before its owner has made it current.
   DMG_RETURN_IF_ERROR(
@@ -415,17 +412,11 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
   next.Seal();
   MessageWriter out;
   PutFrontier(out, next);
-  std::vector<uint64_t> runs;  // touched pages, (first, count) pairs
+  std::vector<uint64_t> touched_pages;
   for (uint64_t p = 0; p < target.pages(); ++p) {
-    if (!((touched[p >> 6] >> (p & 63)) & 1)) continue;
-    if (!runs.empty() && runs[runs.size() - 2] + runs.back() == p) {
-      ++runs.back();
-    } else {
-      runs.push_back(p);
-      runs.push_back(1);
-    }
+    if ((touched[p >> 6] >> (p & 63)) & 1) touched_pages.push_back(p);
   }
-  out.PutArray<uint64_t>(runs);
+  out.PutArray<uint64_t>(PageRuns(touched_pages));
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Collective(out.Take()));
   Frontier global = NewFrontier();
@@ -479,8 +470,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   };
   Frontier next = NewFrontier();
   const bool pull = ChoosePull(mode, frontier, along);
-  if (!pull && ChooseUpdateMode(frontier, along, sizeof(T),
-                                /*combines=*/true) == UpdateMode::kAtomic) {
+  if (!pull &&
+      ChooseUpdateMode(frontier, along, sizeof(T)) == UpdateMode::kAtomic) {
     return AtomicPush<Op>(frontier, along, target, value, candidate);
   }
   if (!pull) {
@@ -492,14 +483,15 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
         [&](VertexId u, std::span<const VertexId> out,
             std::span<const Weight> weights) {
           const int w = WorkerPool::current();
+          // Updates made for another node's work item travel like remote
+          // ones, even to this node's own vertices: a node writes state
+          // only for its own work.
+          const bool taking = taking_[w] != 0;
           for (size_t k = 0; k < out.size(); ++k) {
             const VertexId v = out[k];
             if (!candidate(v)) continue;
             const T x = value(u, v, internal::WeightAt(weights, k));
-            // Updates made for another node's work item travel like
-            // remote ones, even to this node's own vertices: a node
-            // writes state only for its own work.
-            if (!Owns(v) || taking_[w]) {
+            if (taking || !Owns(v)) {
               outbox[w].push_back({v, x});
             } else if (target.template Apply<Op>(w, v, x)) {
               next.Add(w, v);
