@@ -150,9 +150,13 @@ uint64_t JsonField(const std::string& json, const std::string& key) {
 // cache's own accounting, and by the process's peak resident set (measured
 // from just before the engine starts) within the bound plus fixed overhead:
 // result vector (8 B/vertex), frontier bitmaps and lists (up to 2 x (4 B +
-// 1 bit) per vertex), directory, per-page metadata, stacks and allocator
-// slack (2 MiB). The memory node runs in another process, so nothing of the
-// store is in the compute process.
+// 1 bit) per vertex), directory, per-page metadata, stacks, allocator slack
+// and the code pages of the binary and its ~40 shared libraries that are
+// first touched during the run (3 MiB: the resident set counts file-backed
+// pages too, and how many of those a run faults in varies between machines;
+// a CI machine measured 4.3 MB against 2.5-3.4 MB here). The memory node runs
+// in another process, so nothing of the store is in the compute process; the
+// graph's 1.8 M arcs alone (7 MB) would not fit in this allowance.
 TEST(MultiProcessTest, PeakMemoryStaysWithinTheCacheBound) {
   TempDir dir;
   Daemon node("--transport=tcp", dir.file("node.log"));
@@ -160,7 +164,7 @@ TEST(MultiProcessTest, PeakMemoryStaysWithinTheCacheBound) {
       RunDmg("load --graph=kron:16 --memory_nodes=" + node.address()).exit_code,
       0);
   const uint64_t n = 65536, bound = 1 << 20;
-  const uint64_t overhead = n * 8 + 2 * (n * 4 + n / 8) + (2 << 20);
+  const uint64_t overhead = n * 8 + 2 * (n * 4 + n / 8) + (3 << 20);
   for (std::string policy : {"graph_aware", "page_lru"}) {
     for (std::string algo : {"pagerank", "bfs", "cc", "sssp --unit_weights"}) {
       std::string stats = dir.file("s.json");

@@ -99,19 +99,25 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(
       new TcpConnection(node, std::move(impl)));
 }
 
-absl::Status TcpConnection::Send(uint16_t type, const std::string& payload) {
+absl::Status TcpConnection::Send(uint16_t type,
+                                 std::span<const std::string_view> parts) {
   if (impl_->broken) {
     return absl::UnavailableError(absl::StrFormat(
         "memory node %s: connection already failed", node_.ToString()));
   }
-  if (payload.size() > wire::kMaxPayload) {
+  uint64_t size = 0;
+  for (std::string_view p : parts) size += p.size();
+  if (size > wire::kMaxPayload) {
     return absl::InvalidArgumentError("request too large");
   }
-  wire::FrameHeader h{wire::kMagic, type, 0,
-                      static_cast<uint32_t>(payload.size()),
+  wire::FrameHeader h{wire::kMagic, type, 0, static_cast<uint32_t>(size),
                       impl_->next_request++};
-  std::array<asio::const_buffer, 2> bufs = {asio::buffer(&h, sizeof(h)),
-                                            asio::buffer(payload)};
+  std::vector<asio::const_buffer> bufs;
+  bufs.reserve(parts.size() + 1);
+  bufs.push_back(asio::buffer(&h, sizeof(h)));
+  for (std::string_view p : parts) {
+    if (!p.empty()) bufs.push_back(asio::buffer(p.data(), p.size()));
+  }
   bool done = false;
   boost::system::error_code ec;
   asio::async_write(impl_->socket, bufs,
@@ -347,10 +353,14 @@ class TcpEndpoint : public Endpoint {
         wo.operand = op->operand;
         w.Put(wo);
       }
+      // The descriptors, then each write's bytes straight from its buffer.
+      std::vector<std::string_view> parts = {payload};
       for (const Op* op : f.ops) {
-        if (op->kind == OpKind::kWrite) w.PutBytes(op->local, op->length);
+        if (op->kind == OpKind::kWrite && op->length > 0) {
+          parts.emplace_back(static_cast<const char*>(op->local), op->length);
+        }
       }
-      if (absl::Status s = (*c)->Send(wire::kBatch, payload); !s.ok()) {
+      if (absl::Status s = (*c)->Send(wire::kBatch, parts); !s.ok()) {
         return s;
       }
     }

@@ -13,7 +13,9 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,7 +47,14 @@ class TcpConnection {
   ~TcpConnection();
 
   // Sends frames without waiting for replies (pipelining).
-  absl::Status Send(uint16_t type, const std::string& payload);
+  absl::Status Send(uint16_t type, const std::string& payload) {
+    const std::string_view part = payload;
+    return Send(type, std::span<const std::string_view>(&part, 1));
+  }
+  // One frame whose payload is the parts in order, sent without copying them
+  // (write payloads go straight from the caller's buffers to the socket, so a
+  // batch of large writes costs no second copy of its bytes).
+  absl::Status Send(uint16_t type, std::span<const std::string_view> parts);
   // Receives the next reply; an error reply becomes its status.
   absl::StatusOr<std::string> Receive(uint16_t type);
   absl::StatusOr<std::string> Call(uint16_t type, const std::string& payload) {
