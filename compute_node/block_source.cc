@@ -112,6 +112,50 @@ absl::Status BlockSource::ReadFrontier(int worker, Direction d,
               });
 }
 
+// Targets came over the wire: an id past the last vertex is corrupt data,
+// never an index.
+absl::Status CheckTargets(std::span<const VertexId> targets, uint64_t n) {
+  VertexId most = 0;  // a max the compiler vectorizes
+  for (VertexId u : targets) most = std::max(most, u);
+  if (most < n) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "edge target %d read from a memory node is not a vertex (n = %d)", most,
+      n));
+}
+
+absl::Status BlockSource::ReadRanges(int worker, Direction d,
+                                     std::span<const EdgeRange> ranges,
+                                     const HeaderCache&,
+                                     const PerRange& per_range) {
+  std::span<const DirectoryEntry> dir = directory(d);
+  const uint64_t n = graph_.num_vertices();
+  for (size_t k = 0; k < ranges.size();) {
+    const uint32_t entry = ranges[k].entry;
+    size_t end = k;
+    while (end < ranges.size() && ranges[end].entry == entry) ++end;
+    absl::Status s = Read(
+        worker, d, Unit{entry, entry + 1}, false,
+        [&](uint32_t, const std::byte* bytes, uint32_t) -> absl::Status {
+          absl::StatusOr<BlockView> b =
+              ParseBlock(dir, entry, bytes, dir[entry].length);
+          if (!b.ok()) return b.status();
+          for (size_t j = k; j < end; ++j) {
+            const EdgeRange& r = ranges[j];
+            std::span<const VertexId> t =
+                b->targets(r.v).subspan(r.from, r.to - r.from);
+            if (absl::Status c = CheckTargets(t, n); !c.ok()) return c;
+            std::span<const store::Weight> w = WeightsOf(*b, r.v);
+            if (!w.empty()) w = w.subspan(r.from, r.to - r.from);
+            per_range(j, t, w);
+          }
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    k = end;
+  }
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Graph-aware
 
@@ -445,6 +489,151 @@ absl::Status PageLruBlockSource::Read(int worker, Direction d, const Unit& unit,
     }
   }
   return absl::OkStatus();
+}
+
+
+// Ranges of one block closer than this many edges share one READ: the gap
+// costs fewer bytes than another operation's round-trip bookkeeping.
+constexpr uint32_t kMergeGapEdges = 16;
+
+absl::Status GraphAwareBlockSource::ReadRanges(int worker, Direction d,
+                                               std::span<const EdgeRange> ranges,
+                                               const HeaderCache& headers,
+                                               const PerRange& per_range) {
+  std::span<const DirectoryEntry> dir = directory(d);
+  HotBlockCache* cache = hot(d);
+  const uint64_t n = graph_.num_vertices();
+  const bool weighted = graph_.weighted();
+  const uint64_t edge_bytes = weighted ? 8 : 4;
+  transport::Endpoint& ep = pool_.endpoint(worker);
+  std::byte* base = buffer(worker, 0);
+  // One READ of block `entry`'s edges [begin, end) (and one of their
+  // weights), landing at `at` in the buffer: targets, then weights.
+  struct Read {
+    uint32_t entry;
+    uint64_t begin, end, at;
+  };
+  // Where a range's edges are: in a READ of this batch, or in a cached
+  // block (read < 0).
+  struct Item {
+    int read;
+    uint64_t skip;  // edges before the range's first in its READ
+    const VertexId* targets;
+    const store::Weight* weights;
+  };
+  std::vector<Read> reads;
+  std::vector<Item> items;
+  items.reserve(std::min<size_t>(ranges.size(), 1 << 16));
+  size_t first = 0;  // ranges[first..] are in the batch
+  uint64_t used = 0;
+  auto post = [&](const Read& r) {
+    const DirectoryEntry& e = dir[r.entry];
+    const RemoteGraph::Location loc = graph_.Locate(d, e);
+    const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
+                                4 * (uint64_t{e.vertex_count} + 1);
+    const uint32_t bytes = static_cast<uint32_t>(4 * (r.end - r.begin));
+    ep.Read(loc.node, loc.region, targets_at + 4 * r.begin, base + r.at,
+            bytes);
+    if (weighted) {
+      const uint64_t block_edges = headers.offsets(r.entry)[e.vertex_count];
+      ep.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
+              base + r.at + Align8(bytes), bytes);
+    }
+  };
+  auto deliver = [&](size_t end) -> absl::Status {
+    if (first == end) return absl::OkStatus();
+    for (const Read& r : reads) post(r);
+    if (absl::Status s = ep.Flush(); !s.ok()) return s;
+    for (const Read& r : reads) {
+      absl::Status c = CheckTargets(
+          {reinterpret_cast<const VertexId*>(base + r.at), r.end - r.begin}, n);
+      if (!c.ok()) return c;
+    }
+    for (size_t k = first; k < end; ++k) {
+      const Item& it = items[k - first];
+      const uint32_t count = ranges[k].to - ranges[k].from;
+      const VertexId* t = it.targets;
+      const store::Weight* w = it.weights;
+      if (it.read >= 0) {
+        const Read& r = reads[it.read];
+        const std::byte* at = base + r.at;
+        t = reinterpret_cast<const VertexId*>(at) + it.skip;
+        w = reinterpret_cast<const store::Weight*>(
+                at + Align8(4 * (r.end - r.begin))) +
+            it.skip;
+      }
+      std::span<const VertexId> targets(t, count);
+      if (it.read < 0) {  // READs were checked as a whole
+        if (absl::Status c = CheckTargets(targets, n); !c.ok()) return c;
+      }
+      per_range(k, targets,
+                weighted ? std::span<const store::Weight>(w, count)
+                         : std::span<const store::Weight>());
+    }
+    reads.clear();
+    items.clear();
+    first = end;
+    used = 0;
+    return absl::OkStatus();
+  };
+  auto footprint = [&](uint64_t edges) {
+    return Align8(4 * edges) * (edge_bytes / 4);
+  };
+  uint32_t looked_up = ~0u;
+  const std::byte* cached = nullptr;
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const EdgeRange& r = ranges[k];
+    const DirectoryEntry& e = dir[r.entry];
+    const uint32_t* off = headers.offsets(r.entry);
+    const uint32_t j = r.v - e.first_vertex;
+    if (r.v < e.first_vertex || j >= e.vertex_count || r.from > r.to ||
+        r.to > off[j + 1] - off[j]) {
+      return absl::InternalError("edge range outside its block");
+    }
+    const uint64_t begin = off[j] + uint64_t{r.from};
+    const uint64_t end = off[j] + uint64_t{r.to};
+    // Looked up once per block (a lookup counts a hit of the whole block).
+    if (r.entry != looked_up) {
+      looked_up = r.entry;
+      cached = cache != nullptr ? cache->Lookup(r.entry) : nullptr;
+    }
+    if (cached != nullptr) {
+      const std::byte* targets = cached + sizeof(store::BlockHeader) +
+                                 4 * (uint64_t{e.vertex_count} + 1);
+      items.push_back(
+          {-1, 0, reinterpret_cast<const VertexId*>(targets) + begin,
+           reinterpret_cast<const store::Weight*>(
+               targets + 4 * uint64_t{off[e.vertex_count]}) +
+               begin});
+      continue;
+    }
+    // Extend the last READ when the range follows closely in its block and
+    // the batch has room; else a new READ (after delivering a full batch).
+    if (!reads.empty()) {
+      Read& last = reads.back();
+      if (last.entry == r.entry && begin >= last.end &&
+          begin - last.end <= kMergeGapEdges) {
+        const uint64_t grown = last.at + footprint(end - last.begin);
+        if (grown <= batch_bytes_) {
+          last.end = std::max(last.end, end);
+          used = grown;
+          items.push_back({static_cast<int>(reads.size() - 1),
+                           begin - last.begin, nullptr, nullptr});
+          continue;
+        }
+      }
+    }
+    if (footprint(end - begin) > batch_bytes_) {
+      return absl::InternalError("edge range larger than a batch");
+    }
+    if (used + footprint(end - begin) > batch_bytes_) {
+      if (absl::Status s = deliver(k); !s.ok()) return s;
+    }
+    reads.push_back({r.entry, begin, end, used});
+    used += footprint(end - begin);
+    items.push_back({static_cast<int>(reads.size() - 1), 0, nullptr, nullptr});
+  }
+  return deliver(ranges.size());
 }
 
 }  // namespace dmg::compute

@@ -74,6 +74,29 @@ class BlockSource {
                                     const HeaderCache* headers,
                                     const PerPiece& per_piece);
 
+  // One vertex's edges [from, to) of its piece in block `entry`, counted
+  // from the piece's first edge.
+  struct EdgeRange {
+    uint32_t entry;
+    VertexId v;
+    uint32_t from, to;
+  };
+  using PerRange =
+      std::function<void(size_t index, std::span<const VertexId> targets,
+                         std::span<const store::Weight> weights)>;
+  // Reads `ranges` (entries ascending, ranges of one entry ascending) and
+  // calls per_range(k, ...) for each, in order; every target is checked to
+  // be a vertex. `headers` are direction d's cached offsets. The default
+  // reads the blocks whole; the graph-aware source READs just the ranges,
+  // one READ for ranges close together in a block.
+  virtual absl::Status ReadRanges(int worker, Direction d,
+                                  std::span<const EdgeRange> ranges,
+                                  const HeaderCache& headers,
+                                  const PerRange& per_range);
+
+  // True if ReadRanges reads just the ranges (else whole blocks).
+  virtual bool ReadsRanges() const { return false; }
+
   // The hot-block cache of direction d (nullptr: none); sources that do
   // not use one ignore it.
   virtual void SetHotBlocks(Direction, HotBlockCache*) {}
@@ -102,6 +125,11 @@ class GraphAwareBlockSource : public BlockSource {
                             const Frontier& frontier,
                             const HeaderCache* headers,
                             const PerPiece& per_piece) override;
+  absl::Status ReadRanges(int worker, Direction d,
+                          std::span<const EdgeRange> ranges,
+                          const HeaderCache& headers,
+                          const PerRange& per_range) override;
+  bool ReadsRanges() const override { return true; }
   void SetHotBlocks(Direction d, HotBlockCache* cache) override {
     hot_[static_cast<int>(d)] = cache;
   }

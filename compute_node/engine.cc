@@ -456,6 +456,7 @@ void Engine::NoteEdgeOp(const char* direction, uint64_t frontier,
 }
 
 void Engine::PlanDirection(Direction d, bool push) {
+  d = Stored(d);
   const int k = static_cast<int>(d);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   if (push && !headers_tried_[k]) {

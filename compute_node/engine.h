@@ -221,7 +221,16 @@ class Engine {
   // is first scanned.
   void PlanDirection(Direction d, bool push);
   const HeaderCache* headers(Direction d) const {
-    return headers_[static_cast<int>(d)].get();
+    return headers_[static_cast<int>(Stored(d))].get();
+  }
+  // The stored direction a scan of d reads: an unweighted symmetric graph's
+  // in-arcs are its out-arcs, so scans of kIn read the out blocks (one set
+  // of blocks, headers and hot blocks in the cache instead of two). Not
+  // for weighted graphs: the weights of u->v and v->u may differ.
+  Direction Stored(Direction d) const {
+    return d == Direction::kIn && graph_.symmetric() && !graph_.weighted()
+               ? Direction::kOut
+               : d;
   }
   // Dense scan of direction d's blocks (of units holding a vertex range
   // `want` accepts, if given), each block on one worker, in order per unit.
@@ -234,6 +243,20 @@ class Engine {
   // node with a light share takes the others' left-over chunks.
   absl::Status ScanFrontierShared(Direction d, const Frontier& frontier,
                                   const PieceFn& fn);
+  // Bottom-up scan for first-wins updates (BFS's Claim): for every vertex v
+  // of this node's range that `candidate` accepts, visit(worker, v, targets,
+  // weights) over v's direction-d adjacency, in adjacency order and in
+  // parts: first a short prefix of every candidate, then the rest of only
+  // those whose visits all returned false (not resolved). A bottom-up step
+  // stops at the first frontier neighbour; reading whole blocks would read
+  // every edge of every candidate. Returns false, having read nothing, when
+  // the block source reads whole blocks or d's headers are not cached.
+  using CandidateFn = std::function<bool(VertexId)>;
+  using PrefixFn =
+      std::function<bool(int worker, VertexId v, std::span<const VertexId>,
+                         std::span<const Weight>)>;
+  absl::StatusOr<bool> ScanPrefixes(Direction d, const CandidateFn& candidate,
+                                    const PrefixFn& visit);
   // Calls fn(worker, entry, offsets) for every block of d, from READs of
   // block headers and offsets only (validated).
   using HeaderFn = std::function<void(int, uint32_t, const uint32_t*)>;

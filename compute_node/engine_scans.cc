@@ -72,8 +72,93 @@ void ForEachWholeVertex(Assembler& a, const BlockView& b, bool continues,
 
 }  // namespace
 
+// Edges a bottom-up step reads first from each candidate: in a BFS's
+// bottom-up levels most unvisited vertices find a frontier neighbour among
+// their first few (the frontier then holds the hubs); the rest read on.
+constexpr uint32_t kPrefixEdges = 8;
+
+absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
+                                          const CandidateFn& candidate,
+                                          const PrefixFn& visit) {
+  d = Stored(d);
+  if (!source_->ReadsRanges()) return false;
+  PlanDirection(d, /*push=*/true);  // headers first, as for a push scan
+  const HeaderCache* h = headers(d);
+  if (h == nullptr) return false;
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  using EdgeRange = BlockSource::EdgeRange;
+  const VertexId base = own_begin_;
+  absl::Status status = scheduler_.ForRanges(
+      own_end_ - own_begin_, 4096,
+      [&](int w, uint64_t begin, uint64_t end) -> absl::Status {
+        // Pass 1: every candidate's prefix (of its first piece).
+        std::vector<EdgeRange> ranges;
+        std::vector<uint8_t> more;  // per range: edges left after it
+        ranges.reserve(end - begin);
+        more.reserve(end - begin);
+        size_t i = store::FindBlocks(dir, base + begin).first;
+        for (VertexId v = base + begin; v < base + end; ++v) {
+          while (i < dir.size() &&
+                 dir[i].first_vertex + dir[i].vertex_count <= v) {
+            ++i;
+          }
+          if (i == dir.size()) break;
+          const uint32_t* off = h->offsets(i);
+          const uint32_t j = v - dir[i].first_vertex;
+          const uint32_t len = off[j + 1] - off[j];
+          const bool split = ContinuesInNext(dir, i);
+          if (len == 0 && !split) continue;  // no neighbours
+          if (!candidate(v)) continue;
+          const uint32_t take = std::min(len, kPrefixEdges);
+          ranges.push_back({static_cast<uint32_t>(i), v, 0, take});
+          more.push_back(take < len || split);
+        }
+        std::vector<uint32_t> rest;  // indices into ranges
+        DMG_RETURN_IF_ERROR(source_->ReadRanges(
+            w, d, ranges, *h,
+            [&](size_t k, std::span<const VertexId> t,
+                std::span<const Weight> wt) {
+              if (!visit(w, ranges[k].v, t, wt) && more[k]) {
+                rest.push_back(static_cast<uint32_t>(k));
+              }
+            }));
+        if (rest.empty()) return absl::OkStatus();
+        // Pass 2: the rest of the unresolved, piece by piece, in order.
+        std::vector<EdgeRange> tail;
+        for (uint32_t k : rest) {
+          const EdgeRange& r = ranges[k];
+          uint32_t e = r.entry;
+          const uint32_t* off = h->offsets(e);
+          const uint32_t j = r.v - dir[e].first_vertex;
+          const uint32_t len = off[j + 1] - off[j];
+          if (r.to < len) tail.push_back({e, r.v, r.to, len});
+          while (ContinuesInNext(dir, e)) {
+            ++e;
+            const uint32_t* next = h->offsets(e);
+            if (next[1] > 0) tail.push_back({e, r.v, 0, next[1]});
+          }
+        }
+        VertexId last = ~VertexId{0};
+        bool resolved = false;
+        return source_->ReadRanges(
+            w, d, tail, *h,
+            [&](size_t k, std::span<const VertexId> t,
+                std::span<const Weight> wt) {
+              const VertexId v = tail[k].v;
+              if (v != last) {
+                last = v;
+                resolved = false;
+              }
+              if (!resolved) resolved = visit(w, v, t, wt);
+            });
+      });
+  if (!status.ok()) return Fail(status);
+  return true;
+}
+
 absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
                                 bool own_only) {
+  d = Stored(d);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   std::span<const Unit> units =
       (own_only ? own_units_ : all_units_)[static_cast<int>(d)];
@@ -90,6 +175,7 @@ absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
 
 absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
                                 const BlockFn& fn) {
+  d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/false);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
@@ -127,6 +213,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
 
 absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
                                         const PieceFn& fn) {
+  d = Stored(d);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   const int nodes = compute_nodes(), me = compute_node();
   // Work items: the frontier's members grouped by 4096-vertex chunk, each
@@ -209,6 +296,7 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
 
 absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                                   const PieceFn& fn) {
+  d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
   if (cluster_ != nullptr && options_.steal) {
@@ -254,6 +342,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
 
 uint64_t Engine::FrontierEdges(const Frontier& frontier, Direction d,
                                uint64_t stop_at) const {
+  d = Stored(d);
   uint64_t edges = 0;
   if (const HeaderCache* h = headers(d); h != nullptr) {
     // Stops summing as soon as the answer is known.
@@ -333,6 +422,7 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
 }
 
 absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {
+  d = Stored(d);
   DMG_RETURN_IF_ERROR(Prepare(/*open_superstep=*/false));
   // The pieces of a split vertex arrive on one worker: read-add-write
   // needs no atomics.
@@ -353,6 +443,7 @@ absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {
 }
 
 absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
+  d = Stored(d);
   if (v >= num_vertices()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("vertex %d is out of range", v));
@@ -374,6 +465,7 @@ absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
 
 absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
                                           const VisitFn& visit) {
+  d = Stored(d);
   DMG_RETURN_IF_ERROR(Prepare());
   NoteEdgeOp("pull", num_vertices());
   PlanDirection(d, /*push=*/false);

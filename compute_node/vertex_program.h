@@ -502,6 +502,31 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     if (cluster_ == nullptr) return next;
     return FinishPush<Op>(target, std::move(next), outbox);
   }
+  if constexpr (Op::kFirstWins) {
+    // Bottom-up: each candidate stops at its first frontier neighbour, so
+    // only prefixes of adjacency are read where the source can.
+    DMG_ASSIGN_OR_RETURN(
+        const bool scanned,
+        ScanPrefixes(
+            internal::Opposite(along), [&](VertexId v) { return candidate(v); },
+            [&](int w, VertexId v, std::span<const VertexId> in,
+                std::span<const Weight> weights) {
+              for (size_t k = 0; k < in.size(); ++k) {
+                const VertexId u = in[k];
+                if (!frontier.Contains(u)) continue;
+                if (target.template Apply<Op>(
+                        w, v, value(u, v, internal::WeightAt(weights, k)))) {
+                  next.Add(w, v);
+                }
+                return true;
+              }
+              return false;
+            }));
+    if (scanned) {
+      next.Seal();
+      return MergeFrontier(std::move(next));
+    }
+  }
   // Pull: each candidate folds the updates of its frontier neighbours in
   // adjacency order and applies them once. A split vertex's partial fold
   // waits in its worker's slot for the next piece.
@@ -571,7 +596,7 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
   NoteEdgeOp("pull", num_vertices());
   // finish's results are summed per block (the block of the vertex's last
   // piece, scanned by one worker in vertex order), then in block order.
-  std::vector<R> partial(graph_.directory(neighbours).size(), R{});
+  std::vector<R> partial(graph_.directory(Stored(neighbours)).size(), R{});
   struct alignas(64) Pending {
     T acc{};
     bool open = false;

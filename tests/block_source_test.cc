@@ -97,6 +97,7 @@ class StoreEndpoint : public transport::Endpoint {
   std::vector<std::vector<ReadRecord>> batches;
   bool fail = false;
   bool corrupt = false;
+  bool poison = false;  // the first 4 bytes of every READ become 0xff
 
  protected:
   absl::Status Execute(std::span<const transport::Op> ops) override {
@@ -113,6 +114,7 @@ class StoreEndpoint : public transport::Endpoint {
       }
       std::memcpy(op.local, store_.regions[op.node].data() + op.offset,
                   op.length);
+      if (poison && op.length >= 4) std::memset(op.local, 0xff, 4);
       if (corrupt && op.length > 0) {
         static_cast<std::byte*>(op.local)[0] ^= std::byte{0xff};
       }
@@ -169,6 +171,9 @@ class Node {
   }
   void SetFail(bool fail) {
     for (StoreEndpoint* e : eps_) e->fail = fail;
+  }
+  void SetPoison(bool poison) {
+    for (StoreEndpoint* e : eps_) e->poison = poison;
   }
   void SetCorrupt(bool corrupt) {
     for (StoreEndpoint* e : eps_) e->corrupt = corrupt;
@@ -653,6 +658,170 @@ TEST_P(BlockSourceTest, ReadFrontierDeliversExactlyTheFrontiersAdjacency) {
     EXPECT_GT(cache.hits(), 0u);
     source.SetHotBlocks(d, nullptr);
   }
+}
+
+// ReadRanges: for ranges cut from every few vertices' pieces (prefixes,
+// the rest, whole pieces of a split vertex), the graph-aware source (range
+// READs) and the base source (whole blocks) deliver exactly the CSR's edges
+// of each range, in order; the range READs cost fewer bytes than the blocks
+// that hold them, and none with every block in the hot-block cache.
+TEST_P(BlockSourceTest, ReadRangesDeliversExactlyTheAskedEdges) {
+  Node node(*store_, 1);
+  const RemoteGraph& g = node.graph();
+  const uint64_t n = g.num_vertices();
+  const uint64_t batch = 4 * kBlockSize;
+  for (Direction d : {Direction::kOut, Direction::kIn}) {
+    SCOPED_TRACE(testing::Message() << "direction " << static_cast<int>(d));
+    const store::Csr& csr = store_->csr(d);
+    std::span<const DirectoryEntry> dir = g.directory(d);
+    GraphAwareBlockSource source(g, node.pool(), batch, 2);
+    HeaderCache headers(dir);
+    for (const Unit& unit : MakeAllUnits(dir, batch)) {
+      ASSERT_TRUE(
+          source
+              .Read(0, d, unit, true,
+                    [&](uint32_t entry, const std::byte* bytes, uint32_t) {
+                      headers.Fill(entry,
+                                   reinterpret_cast<const uint32_t*>(
+                                       bytes + sizeof(store::BlockHeader)));
+                      return absl::OkStatus();
+                    })
+              .ok());
+    }
+    VertexId top = 0;
+    for (VertexId v = 0; v < n; ++v) {
+      if (csr.degree(v) > csr.degree(top)) top = v;
+    }
+    // Ranges, and where each starts in its vertex's whole adjacency.
+    std::vector<BlockSource::EdgeRange> ranges;
+    std::vector<uint64_t> start;
+    std::set<uint32_t> holding;
+    for (VertexId v = 0; v < n; ++v) {
+      if (v % 3 != 0 && v != top) continue;
+      auto [first, last] = store::FindBlocks(dir, v);
+      uint64_t before = 0;  // edges of v in earlier pieces
+      for (size_t e = first; e < last; ++e) {
+        const uint32_t* off = headers.offsets(e);
+        const uint32_t j = v - dir[e].first_vertex;
+        const uint32_t len = off[j + 1] - off[j];
+        // A prefix of up to 3 edges, then the rest (pieces after the
+        // first: whole).
+        const uint32_t cut = e == first ? std::min(len, 3u) : 0;
+        if (cut > 0) {
+          ranges.push_back({static_cast<uint32_t>(e), v, 0, cut});
+          start.push_back(before);
+        }
+        if (len > cut && v % 2 == 0) {
+          ranges.push_back({static_cast<uint32_t>(e), v, cut, len});
+          start.push_back(before + cut);
+        }
+        if (len > 0) holding.insert(static_cast<uint32_t>(e));
+        before += len;
+      }
+      ASSERT_EQ(before, csr.degree(v)) << v;
+    }
+    ASSERT_FALSE(ranges.empty());
+    auto check = [&](BlockSource& src) {
+      node.ResetCounts();
+      size_t next = 0;
+      absl::Status s = src.ReadRanges(
+          0, d, ranges, headers,
+          [&](size_t k, std::span<const VertexId> t,
+              std::span<const store::Weight> w) {
+            ASSERT_EQ(k, next++) << "ranges out of order";
+            const BlockSource::EdgeRange& r = ranges[k];
+            ASSERT_EQ(t.size(), r.to - r.from);
+            std::span<const VertexId> want =
+                csr.neighbors(r.v).subspan(start[k], t.size());
+            EXPECT_TRUE(std::equal(t.begin(), t.end(), want.begin()))
+                << "vertex " << r.v << " range " << k;
+            if (g.weighted()) {
+              ASSERT_EQ(w.size(), t.size());
+              std::span<const store::Weight> want_w =
+                  csr.neighbor_weights(r.v).subspan(start[k], w.size());
+              EXPECT_TRUE(std::equal(w.begin(), w.end(), want_w.begin()));
+            } else {
+              EXPECT_TRUE(w.empty());
+            }
+          });
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_EQ(next, ranges.size());
+      return node.BytesRead();
+    };
+    uint64_t holding_bytes = 0;
+    for (uint32_t e : holding) holding_bytes += dir[e].length;
+    const uint64_t ranged = check(source);
+    EXPECT_GT(ranged, 0u);
+    EXPECT_LT(ranged, holding_bytes);
+    // Every READ batch stays within the worker's buffer.
+    for (const auto& b : node.Batches()) {
+      uint64_t bytes = 0;
+      for (const ReadRecord& r : b) bytes += r.length;
+      EXPECT_LE(bytes, batch);
+    }
+    PageCache pages(8, node.pool().size(), 1);
+    PageLruBlockSource whole(g, node.pool(), pages);
+    EXPECT_FALSE(whole.ReadsRanges());
+    check(whole);
+    // With every block in the hot-block cache, no READ at all.
+    uint64_t all_bytes = 0;
+    for (const DirectoryEntry& e : dir) all_bytes += e.length;
+    HotBlockCache cache(dir, g.num_arcs(), all_bytes);
+    source.SetHotBlocks(d, &cache);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const Unit& unit : MakeAllUnits(dir, batch)) {
+        ASSERT_TRUE(source
+                        .Read(0, d, unit, false,
+                              [](uint32_t, const std::byte*, uint32_t) {
+                                return absl::OkStatus();
+                              })
+                        .ok());
+      }
+    }
+    EXPECT_EQ(check(source), 0u);
+    source.SetHotBlocks(d, nullptr);
+  }
+}
+
+// A target id past the last vertex, read over the wire, is an error (not
+// an index into a frontier or a state array).
+TEST_P(BlockSourceTest, ReadRangesRejectsTargetsThatAreNotVertices) {
+  Node node(*store_, 1);
+  const RemoteGraph& g = node.graph();
+  std::span<const DirectoryEntry> dir = g.directory(Direction::kOut);
+  GraphAwareBlockSource source(g, node.pool(), 4 * kBlockSize, 2);
+  HeaderCache headers(dir);
+  for (const Unit& unit : MakeAllUnits(dir, 4 * kBlockSize)) {
+    ASSERT_TRUE(
+        source
+            .Read(0, Direction::kOut, unit, true,
+                  [&](uint32_t entry, const std::byte* bytes, uint32_t) {
+                    headers.Fill(entry, reinterpret_cast<const uint32_t*>(
+                                            bytes + sizeof(store::BlockHeader)));
+                    return absl::OkStatus();
+                  })
+            .ok());
+  }
+  std::vector<BlockSource::EdgeRange> ranges;
+  for (uint32_t e = 0; e < dir.size() && ranges.empty(); ++e) {
+    const uint32_t* off = headers.offsets(e);
+    for (uint32_t j = 0; j < dir[e].vertex_count; ++j) {
+      if (off[j + 1] > off[j]) {
+        ranges.push_back({e, dir[e].first_vertex + j, 0, off[j + 1] - off[j]});
+        break;
+      }
+    }
+  }
+  ASSERT_FALSE(ranges.empty());
+  node.SetPoison(true);  // the first target becomes 2^32 - 1
+  absl::Status s = source.ReadRanges(
+      0, Direction::kOut, ranges, headers,
+      [](size_t, std::span<const VertexId>, std::span<const store::Weight>) {
+        ADD_FAILURE() << "a corrupt range was delivered";
+      });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("not a vertex"), std::string::npos) << s;
+  node.SetPoison(false);
 }
 
 TEST_P(BlockSourceTest, PageLruDeliversTheSameThroughPageSizedReads) {

@@ -12,6 +12,19 @@
 #                                         shared-library closure to SHARE_DIR/lib
 #   rxevm.sh native SHARE_DIR [-- ARGS...]  no VM: run test.sh on this host, whose
 #                                         kernel has rdma_rxe (device must exist)
+#   rxevm.sh multi SHARE_A SHARE_B [SHARE_C...] [-- ARGS...]
+#                                         "hosts": one VM per share, booted in
+#                                         parallel, NICs joined by qemu socket
+#                                         netdevs over host loopback (one L2
+#                                         segment); VM k is role A,B,C..., IP
+#                                         10.77.0.(k+1); all are torn down at
+#                                         the end; 0 only when every VM passed
+#
+# `multi` knobs: TIMEOUT, TEST_TIMEOUT, MEM, ACCEL as for run (per VM); SMP=1
+# per VM by default; MULTI_GRACE=30: seconds the other VMs get once one has
+# failed, then they are killed. test.sh also gets RXEVM_ROLE (A, B, ...),
+# RXEVM_INDEX (0..), RXEVM_VMS (count), RXE_PEERS (the other VMs' addresses)
+# and RXE_PEER_IP (the first of them).
 #
 # test.sh runs as root with cwd = the share (/mnt/share in the VM) and gets
 # RXE_IP RXE_DEV RXE_GIDX RXE_IF RXEVM_SHARE; in the VM also LD_LIBRARY_PATH=
@@ -26,6 +39,8 @@
 #   MEM=2048 SMP=2
 #   ACCEL=auto|kvm|tcg   auto = kvm only if kvm_intel/kvm_amd is loaded
 #   NETDEV=dummy|virtio  netdev rxe0 is bound to (virtio = NIC on an empty qemu hub)
+#   VM_IP=10.77.0.1      the guest's address (RXE_IP), /24
+#   VM_MAC               MAC of the virtio NIC (NETDEV=virtio; default qemu's)
 #   SMOKE=0|1      1: run ibv_rc_pingpong + rping before test.sh
 #   RXEVM_ENV="A B"      host variables exported into test.sh's environment
 #   QEMU_EXTRA="..."     extra qemu arguments (word-split)
@@ -345,10 +360,11 @@ exec </dev/console >/dev/console 2>&1
 dmesg -n 1                       # keep kernel chatter off the console (markers!)
 ulimit -l unlimited              # verbs memory registration
 
-NETDEV=dummy SMOKE=0 TMO=540 SHARE=0
+NETDEV=dummy SMOKE=0 TMO=540 SHARE=0 IP=10.77.0.1
 for a in $(cat /proc/cmdline); do
   case "$a" in
     rxevm.netdev=*) NETDEV=${a#*=} ;;
+    rxevm.ip=*)     IP=${a#*=} ;;
     rxevm.smoke=*)  SMOKE=${a#*=} ;;
     rxevm.tmo=*)    TMO=${a#*=} ;;
     rxevm.share=*)  SHARE=${a#*=} ;;
@@ -388,7 +404,7 @@ else
   IF=dum0; ip link add dum0 type dummy
 fi
 [ -n "$IF" ] || { echo "RXEVM_RXE_UP=0 (no netdev)"; off netdev; }
-ip addr add 10.77.0.1/24 dev "$IF"; ip link set "$IF" up
+ip addr add "$IP/24" dev "$IF"; ip link set "$IF" up
 rdma link add rxe0 type rxe netdev "$IF" || { echo "RXEVM_RXE_UP=0 (rdma link add failed)"; off rxe; }
 
 # wait for the port to go ACTIVE and for the IPv4-mapped (RoCEv2) GID to appear
@@ -414,7 +430,7 @@ echo "===== ibv_devinfo -d rxe0"; ibv_devinfo -d rxe0
 [ -n "$GIDX" ] || { echo "RXEVM_RXE_UP=0 (port not active or no RoCEv2 GID)"; off rxe; }
 echo "RXEVM: rxe0 on $IF, RoCEv2 gid index $GIDX = $(cat /sys/class/infiniband/rxe0/ports/1/gids/$GIDX)"
 echo "RXEVM_RXE_UP=1"
-export RXE_IP=10.77.0.1 RXE_DEV=rxe0 RXE_GIDX=$GIDX RXE_IF=$IF RXEVM_SHARE=/mnt/share
+export RXE_IP=$IP RXE_DEV=rxe0 RXE_GIDX=$GIDX RXE_IF=$IF RXEVM_SHARE=/mnt/share
 
 if [ "$SMOKE" = 1 ]; then
   echo "===== smoke: ibv_rc_pingpong"
@@ -472,6 +488,10 @@ cmd_run() {
 
   local timeout=${TIMEOUT:-600} mem=${MEM:-2048} smp=${SMP:-2}
   local accel=${ACCEL:-auto} netdev=${NETDEV:-dummy} smoke=${SMOKE:-0}
+  local vmip=${VM_IP:-10.77.0.1} vmmac=${VM_MAC:-}
+  [[ "$vmip" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "VM_IP=$vmip is not an IPv4 address"
+  [ -z "$vmmac" ] || [[ "$vmmac" =~ ^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$ ]] \
+    || die "VM_MAC=$vmmac is not a MAC address"
   local tmo=${TEST_TIMEOUT:-$(( timeout > 120 ? timeout - 60 : timeout / 2 ))}
   local logf=${LOG:-$share/rxevm-console.log}
   if [ "$accel" = auto ]; then
@@ -491,7 +511,7 @@ cmd_run() {
   # shellcheck disable=SC2054
   case "$netdev" in
     dummy) qa+=(-nic none) ;;
-    virtio) qa+=(-netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,romfile=) ;;
+    virtio) qa+=(-netdev hubport,id=n0,hubid=0 -device "virtio-net-pci,netdev=n0,romfile=${vmmac:+,mac=$vmmac}") ;;
     *) die "NETDEV must be dummy or virtio" ;;
   esac
   qa+=(-virtfs "local,path=$share,mount_tag=hostshare,security_model=none,multidevs=remap,id=hs0")
@@ -509,14 +529,14 @@ cmd_run() {
   exec 9>"$W/.lock"
   flock -s 9   # shared: several runs may use the image, prepare waits for them
 
-  log "accel=$accel smp=$smp mem=${mem}M netdev=$netdev share=$share timeout=${timeout}s log=$logf"
+  log "accel=$accel smp=$smp mem=${mem}M netdev=$netdev ip=$vmip share=$share timeout=${timeout}s log=$logf"
   local t0 rcs
   t0=$(date +%s%N)
   set +e
   timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${qa[@]}" -smp "$smp" -m "$mem" \
       -nodefaults -no-user-config -display none -serial stdio -no-reboot \
       -kernel "$W/vmlinuz" -initrd "$W/initrd.cpio" \
-      -append "console=ttyS0 quiet loglevel=4 panic=-1 rxevm.netdev=$netdev rxevm.smoke=$smoke rxevm.tmo=$tmo rxevm.share=1" \
+      -append "console=ttyS0 quiet loglevel=4 panic=-1 rxevm.netdev=$netdev rxevm.smoke=$smoke rxevm.tmo=$tmo rxevm.share=1 rxevm.ip=$vmip" \
       < /dev/null 2>&1 | sed -u 's/\r//g' | tee "$logf"
   rcs=("${PIPESTATUS[@]}")
   set -e
@@ -646,6 +666,189 @@ cmd_native() {
   return "$rc"
 }
 
+# ---------------------------------------------------------------- multi
+
+# Several VMs as several hosts: VM k (role A, B, ...) has a virtio NIC with MAC
+# 52:54:00:77:00:0(k+1) and address 10.77.0.(k+1)/24 on its qemu hub; the hubs
+# of neighbouring VMs are joined by a qemu socket netdev over host loopback
+# (VM k listens on a free port, VM k+1 connects to it), so all VMs share one
+# L2 segment and RoCEv2 packets cross a (virtual) wire. Nothing else is on it.
+
+MULTI_TMP=""
+MULTI_PIDS=()
+
+# Process ids below $1 (children first level, then theirs).
+multi_descendants() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$c"; multi_descendants "$c"
+  done
+}
+
+# Stops the qemu whose pid file is $1 (only if that pid is a qemu).
+multi_stop_qemu() {
+  local pid comm i
+  [ -s "$1" ] || return 0
+  read -r pid < "$1" 2>/dev/null || return 0
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
+  case "$comm" in qemu-system*) ;; *) return 0 ;; esac
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Always run at the end of `multi` (also on errors and signals): no qemu, no
+# runner outlives it.
+multi_cleanup() {
+  local f pid i alive all
+  [ -n "$MULTI_TMP" ] || return 0
+  for f in "$MULTI_TMP"/qemu.*.pid; do multi_stop_qemu "$f"; done
+  for i in $(seq 50); do   # runners end once their qemu is gone
+    alive=0
+    for pid in "${MULTI_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+  # a qemu that had not written its pid file yet, a stuck timeout or sed
+  for pid in "${MULTI_PIDS[@]}"; do
+    kill -0 "$pid" 2>/dev/null || continue
+    all=$(multi_descendants "$pid")
+    # shellcheck disable=SC2086
+    kill -TERM "$pid" $all 2>/dev/null || true
+    sleep 1
+    # shellcheck disable=SC2086
+    kill -KILL "$pid" $all 2>/dev/null || true
+  done
+  rm -rf "$MULTI_TMP"; MULTI_TMP=""
+}
+
+# A TCP port on 127.0.0.1 that nothing listens on (and not in "$@").
+multi_free_port() {
+  local p t
+  for t in $(seq 100); do
+    p=$(( 20000 + RANDOM % 30000 ))
+    case " $* " in *" $p "*) continue ;; esac
+    [ -z "$(ss -Htln "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
+  done
+  die "no free TCP port for the socket netdev"
+}
+
+cmd_multi() {
+  local shares=() a
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do shares+=("$1"); shift; done
+  if [ "${1:-}" = -- ]; then shift; fi
+  local n=${#shares[@]}
+  [ "$n" -ge 2 ] || die "multi needs at least two share dirs"
+  [ "$n" -le 26 ] || die "multi: at most 26 VMs"
+  local i s
+  for i in "${!shares[@]}"; do
+    s=$(readlink -f "${shares[$i]}")
+    [ -f "$s/test.sh" ] || die "$s/test.sh does not exist"
+    case " ${shares[*]:0:$i} " in *" $s "*) die "multi: one share dir per VM ($s twice)" ;; esac
+    shares[i]=$s
+  done
+  command -v ss >/dev/null || die "multi needs ss (iproute2)"
+  image_current || { log "image missing or stale: running prepare"; cmd_prepare; exec 9>&-; }
+
+  local grace=${MULTI_GRACE:-30}
+  local roles=() ips=() macs=() ports=() letters=ABCDEFGHIJKLMNOPQRSTUVWXYZ
+  for i in $(seq 0 $((n - 1))); do
+    roles+=("${letters:$i:1}")
+    ips+=("10.77.0.$((i + 1))")
+    macs+=("$(printf '52:54:00:77:00:%02x' $((i + 1)))")
+  done
+  MULTI_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rxevm-multi.XXXXXX")
+  MULTI_PIDS=()
+  trap multi_cleanup EXIT
+  trap 'log "multi: interrupted: stopping all VMs"; multi_cleanup; exit 130' INT TERM
+
+  log "multi: $n VMs (${roles[*]}) at ${ips[*]}, joined over 127.0.0.1 socket netdevs"
+  local t0 extra peers j
+  t0=$(date +%s%N)
+  for i in $(seq 0 $((n - 1))); do
+    extra="-pidfile $MULTI_TMP/qemu.$i.pid"
+    if [ "$i" -gt 0 ]; then
+      extra+=" -netdev socket,id=up,connect=127.0.0.1:${ports[$((i - 1))]}"
+      extra+=" -netdev hubport,id=hup,hubid=0,netdev=up"
+    fi
+    if [ "$i" -lt $((n - 1)) ]; then
+      ports+=("$(multi_free_port "${ports[@]}")")
+      extra+=" -netdev socket,id=down,listen=127.0.0.1:${ports[$i]}"
+      extra+=" -netdev hubport,id=hdown,hubid=0,netdev=down"
+    fi
+    peers=""
+    for j in "${!ips[@]}"; do [ "$j" = "$i" ] || peers+="${peers:+ }${ips[$j]}"; done
+    (
+      trap - EXIT INT TERM
+      export NETDEV=virtio SMP=${SMP:-1} VM_IP=${ips[$i]} VM_MAC=${macs[$i]}
+      export QEMU_EXTRA="${QEMU_EXTRA:-}${QEMU_EXTRA:+ }$extra"
+      export LOG=${shares[$i]}/rxevm-console.log
+      export RXEVM_ROLE=${roles[$i]} RXEVM_INDEX=$i RXEVM_VMS=$n
+      export RXE_PEERS=$peers RXE_PEER_IP=${peers%% *}
+      export RXEVM_ENV="${RXEVM_ENV:-} RXEVM_ROLE RXEVM_INDEX RXEVM_VMS RXE_PEERS RXE_PEER_IP"
+      rc=0
+      cmd_run "${shares[$i]}" -- "$@" || rc=$?
+      echo "$rc" > "$MULTI_TMP/rc.$i"
+    ) > >(sed -u "s/^/[${roles[$i]}] /") 2>&1 &
+    MULTI_PIDS+=("$!")
+    # the next VM connects to this one's listening socket: wait for it
+    if [ "$i" -lt $((n - 1)) ]; then
+      for j in $(seq 300); do
+        [ -n "$(ss -Htln "sport = :${ports[$i]}" 2>/dev/null)" ] && break
+        kill -0 "${MULTI_PIDS[$i]}" 2>/dev/null || break
+        sleep 0.1
+      done
+      if [ -z "$(ss -Htln "sport = :${ports[$i]}" 2>/dev/null)" ]; then
+        log "multi: VM ${roles[$i]}'s qemu is not listening on 127.0.0.1:${ports[$i]}: stopping"
+        multi_cleanup; return 125
+      fi
+    fi
+  done
+
+  # wait for all; once one has failed, the others get `grace` seconds
+  local rcs=() left fail_at="" now
+  while :; do
+    left=0
+    for i in $(seq 0 $((n - 1))); do
+      [ -n "${rcs[$i]:-}" ] && continue
+      if [ -s "$MULTI_TMP/rc.$i" ]; then
+        read -r "rcs[$i]" < "$MULTI_TMP/rc.$i"
+      elif ! kill -0 "${MULTI_PIDS[$i]}" 2>/dev/null; then
+        rcs[i]=125   # the runner died without a verdict
+      else
+        left=$((left + 1)); continue
+      fi
+      if [ "${rcs[$i]}" != 0 ] && [ -z "$fail_at" ]; then
+        fail_at=$(date +%s)
+        log "multi: VM ${roles[$i]} failed (status ${rcs[$i]}): the others get ${grace}s"
+      fi
+    done
+    [ "$left" = 0 ] && break
+    now=$(date +%s)
+    if [ -n "$fail_at" ] && [ $((now - fail_at)) -ge "$grace" ]; then
+      log "multi: stopping the VMs still running"
+      for i in $(seq 0 $((n - 1))); do
+        [ -n "${rcs[$i]:-}" ] || multi_stop_qemu "$MULTI_TMP/qemu.$i.pid"
+      done
+      fail_at=$((now + 3600))   # once
+    fi
+    sleep 0.5
+  done
+  wait "${MULTI_PIDS[@]}" 2>/dev/null || true
+
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 )) rc=0 marks
+  for i in $(seq 0 $((n - 1))); do
+    marks=$(grep -a -o 'RXEVM_[A-Z_]*RC=[0-9]*' "${shares[$i]}/rxevm-console.log" 2>/dev/null | xargs || true)
+    log "multi: VM ${roles[$i]} (${ips[$i]}): $([ "${rcs[$i]}" = 0 ] && echo PASS || echo "FAIL (status ${rcs[$i]})") ${marks:-(no RXEVM_*_RC lines)}, log ${shares[$i]}/rxevm-console.log"
+    [ "$rc" != 0 ] || rc=${rcs[$i]}
+  done
+  log "multi: result: $([ "$rc" = 0 ] && echo PASS || echo FAIL) (wall $((ms / 1000)).$(printf %03d $((ms % 1000))) s)"
+  multi_cleanup
+  trap - EXIT INT TERM
+  return "$rc"
+}
+
 # ---------------------------------------------------------------- main
 
 case "${1:-}" in
@@ -653,6 +856,7 @@ case "${1:-}" in
   run) shift; cmd_run "$@" ;;
   exec) shift; cmd_exec "$@" ;;
   native) shift; cmd_native "$@" ;;
+  multi) shift; cmd_multi "$@" ;;
   -h|--help|help) usage ;;
   *) usage ;;
 esac
