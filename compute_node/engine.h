@@ -244,18 +244,21 @@ class Engine {
   absl::Status ScanFrontierShared(Direction d, const Frontier& frontier,
                                   const PieceFn& fn);
   // Bottom-up scan for first-wins updates (BFS's Claim): for every vertex v
-  // of this node's range that `candidate` accepts, visit(worker, v, targets,
+  // of this node's range that `candidates` marks, visit(worker, v, targets,
   // weights) over v's direction-d adjacency, in adjacency order and in
   // parts: first a short prefix of every candidate, then the rest of only
   // those whose visits all returned false (not resolved). A bottom-up step
   // stops at the first frontier neighbour; reading whole blocks would read
   // every edge of every candidate. Returns false, having read nothing, when
   // the block source reads whole blocks or d's headers are not cached.
-  using CandidateFn = std::function<bool(VertexId)>;
+  // Sets out[v - begin] to 1 for the candidates among [begin, end).
+  using CandidatesFn =
+      std::function<void(VertexId begin, VertexId end, uint8_t* out)>;
   using PrefixFn =
       std::function<bool(int worker, VertexId v, std::span<const VertexId>,
                          std::span<const Weight>)>;
-  absl::StatusOr<bool> ScanPrefixes(Direction d, const CandidateFn& candidate,
+  absl::StatusOr<bool> ScanPrefixes(Direction d,
+                                    const CandidatesFn& candidates,
                                     const PrefixFn& visit);
   // Calls fn(worker, entry, offsets) for every block of d, from READs of
   // block headers and offsets only (validated).

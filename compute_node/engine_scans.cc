@@ -78,7 +78,7 @@ void ForEachWholeVertex(Assembler& a, const BlockView& b, bool continues,
 constexpr uint32_t kPrefixEdges = 8;
 
 absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
-                                          const CandidateFn& candidate,
+                                          const CandidatesFn& candidates,
                                           const PrefixFn& visit) {
   d = Stored(d);
   if (!source_->ReadsRanges()) return false;
@@ -88,32 +88,55 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   using EdgeRange = BlockSource::EdgeRange;
   const VertexId base = own_begin_;
+  // Per worker, reused from chunk to chunk.
+  struct Scratch {
+    std::vector<EdgeRange> ranges, tail;
+    std::vector<uint8_t> more, is_candidate;
+    std::vector<uint32_t> rest;
+  };
+  std::vector<Scratch> scratch(threads());
   absl::Status status = scheduler_.ForRanges(
       own_end_ - own_begin_, 4096,
       [&](int w, uint64_t begin, uint64_t end) -> absl::Status {
         // Pass 1: every candidate's prefix (of its first piece).
-        std::vector<EdgeRange> ranges;
-        std::vector<uint8_t> more;  // per range: edges left after it
-        ranges.reserve(end - begin);
-        more.reserve(end - begin);
-        size_t i = store::FindBlocks(dir, base + begin).first;
-        for (VertexId v = base + begin; v < base + end; ++v) {
-          while (i < dir.size() &&
-                 dir[i].first_vertex + dir[i].vertex_count <= v) {
-            ++i;
-          }
-          if (i == dir.size()) break;
+        Scratch& sc = scratch[w];
+        std::vector<EdgeRange>& ranges = sc.ranges;
+        std::vector<uint8_t>& more = sc.more;  // per range: edges left
+        ranges.clear();
+        more.clear();
+        // Which vertices of the chunk are candidates (one call).
+        const VertexId first_v = base + begin, end_v = base + end;
+        std::vector<uint8_t>& is_candidate = sc.is_candidate;
+        is_candidate.resize(end - begin);
+        candidates(first_v, end_v, is_candidate.data());
+        // Block by block: each block's offsets are read in one sweep.
+        for (size_t i = store::FindBlocks(dir, first_v).first;
+             i < dir.size() && dir[i].first_vertex < end_v; ++i) {
+          const DirectoryEntry& e = dir[i];
           const uint32_t* off = h->offsets(i);
-          const uint32_t j = v - dir[i].first_vertex;
-          const uint32_t len = off[j + 1] - off[j];
           const bool split = ContinuesInNext(dir, i);
-          if (len == 0 && !split) continue;  // no neighbours
-          if (!candidate(v)) continue;
-          const uint32_t take = std::min(len, kPrefixEdges);
-          ranges.push_back({static_cast<uint32_t>(i), v, 0, take});
-          more.push_back(take < len || split);
+          const uint32_t lo =
+              e.first_vertex < first_v ? first_v - e.first_vertex : 0;
+          const uint32_t hi = static_cast<uint32_t>(std::min<uint64_t>(
+              e.vertex_count, uint64_t{end_v} - e.first_vertex));
+          uint32_t at = off[lo];
+          for (uint32_t j = lo; j < hi; ++j) {
+            const uint32_t next = off[j + 1];
+            const uint32_t len = next - at;
+            at = next;
+            const bool last = split && j + 1 == e.vertex_count;
+            if (len == 0 && !last) continue;  // no neighbours
+            const VertexId v = e.first_vertex + j;
+            if (!is_candidate[v - first_v]) continue;
+            const uint32_t take = std::min(len, kPrefixEdges);
+            ranges.push_back({static_cast<uint32_t>(i), v, 0, take});
+            more.push_back(take < len || last);
+          }
+          // The later pieces of a split vertex hold no other vertex.
+          while (ContinuesInNext(dir, i)) ++i;
         }
-        std::vector<uint32_t> rest;  // indices into ranges
+        std::vector<uint32_t>& rest = sc.rest;  // indices into ranges
+        rest.clear();
         DMG_RETURN_IF_ERROR(source_->ReadRanges(
             w, d, ranges, *h,
             [&](size_t k, std::span<const VertexId> t,
@@ -124,7 +147,8 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
             }));
         if (rest.empty()) return absl::OkStatus();
         // Pass 2: the rest of the unresolved, piece by piece, in order.
-        std::vector<EdgeRange> tail;
+        std::vector<EdgeRange>& tail = sc.tail;
+        tail.clear();
         for (uint32_t k : rest) {
           const EdgeRange& r = ranges[k];
           uint32_t e = r.entry;

@@ -508,7 +508,12 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     DMG_ASSIGN_OR_RETURN(
         const bool scanned,
         ScanPrefixes(
-            internal::Opposite(along), [&](VertexId v) { return candidate(v); },
+            internal::Opposite(along),
+            [&](VertexId begin, VertexId end, uint8_t* out) {
+              for (VertexId v = begin; v < end; ++v) {
+                out[v - begin] = candidate(v);
+              }
+            },
             [&](int w, VertexId v, std::span<const VertexId> in,
                 std::span<const Weight> weights) {
               for (size_t k = 0; k < in.size(); ++k) {

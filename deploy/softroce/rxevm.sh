@@ -729,7 +729,7 @@ multi_free_port() {
   for t in $(seq 100); do
     p=$(( 20000 + RANDOM % 30000 ))
     case " $* " in *" $p "*) continue ;; esac
-    [ -z "$(ss -Htln "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
+    [ -z "$(ss -Htuln "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
   done
   die "no free TCP port for the socket netdev"
 }
@@ -751,7 +751,8 @@ cmd_multi() {
   command -v ss >/dev/null || die "multi needs ss (iproute2)"
   image_current || { log "image missing or stale: running prepare"; cmd_prepare; exec 9>&-; }
 
-  local grace=${MULTI_GRACE:-30}
+  local grace=${MULTI_GRACE:-30} link=${MULTI_LINK:-stream}
+  case "$link" in stream|udp) ;; *) die "MULTI_LINK must be stream or udp" ;; esac
   local roles=() ips=() macs=() ports=() letters=ABCDEFGHIJKLMNOPQRSTUVWXYZ
   for i in $(seq 0 $((n - 1))); do
     roles+=("${letters:$i:1}")
@@ -768,14 +769,28 @@ cmd_multi() {
   t0=$(date +%s%N)
   for i in $(seq 0 $((n - 1))); do
     extra="-pidfile $MULTI_TMP/qemu.$i.pid"
-    if [ "$i" -gt 0 ]; then
-      extra+=" -netdev socket,id=up,connect=127.0.0.1:${ports[$((i - 1))]}"
-      extra+=" -netdev hubport,id=hup,hubid=0,netdev=up"
-    fi
-    if [ "$i" -lt $((n - 1)) ]; then
-      ports+=("$(multi_free_port "${ports[@]}")")
-      extra+=" -netdev socket,id=down,listen=127.0.0.1:${ports[$i]}"
-      extra+=" -netdev hubport,id=hdown,hubid=0,netdev=down"
+    if [ "$link" = udp ]; then
+      # link k (VM k <-> k+1): VM k sends from ports[2k] to ports[2k+1]
+      if [ "$i" -lt $((n - 1)) ]; then
+        ports+=("$(multi_free_port "${ports[@]}")")
+        ports+=("$(multi_free_port "${ports[@]}")")
+        extra+=" -netdev socket,id=down,udp=127.0.0.1:${ports[$((2 * i + 1))]},localaddr=127.0.0.1:${ports[$((2 * i))]}"
+        extra+=" -netdev hubport,id=hdown,hubid=0,netdev=down"
+      fi
+      if [ "$i" -gt 0 ]; then
+        extra+=" -netdev socket,id=up,udp=127.0.0.1:${ports[$((2 * i - 2))]},localaddr=127.0.0.1:${ports[$((2 * i - 1))]}"
+        extra+=" -netdev hubport,id=hup,hubid=0,netdev=up"
+      fi
+    else
+      if [ "$i" -gt 0 ]; then
+        extra+=" -netdev socket,id=up,connect=127.0.0.1:${ports[$((i - 1))]}"
+        extra+=" -netdev hubport,id=hup,hubid=0,netdev=up"
+      fi
+      if [ "$i" -lt $((n - 1)) ]; then
+        ports+=("$(multi_free_port "${ports[@]}")")
+        extra+=" -netdev socket,id=down,listen=127.0.0.1:${ports[$i]}"
+        extra+=" -netdev hubport,id=hdown,hubid=0,netdev=down"
+      fi
     fi
     peers=""
     for j in "${!ips[@]}"; do [ "$j" = "$i" ] || peers+="${peers:+ }${ips[$j]}"; done
@@ -793,7 +808,7 @@ cmd_multi() {
     ) > >(sed -u "s/^/[${roles[$i]}] /") 2>&1 &
     MULTI_PIDS+=("$!")
     # the next VM connects to this one's listening socket: wait for it
-    if [ "$i" -lt $((n - 1)) ]; then
+    if [ "$link" = stream ] && [ "$i" -lt $((n - 1)) ]; then
       for j in $(seq 300); do
         [ -n "$(ss -Htln "sport = :${ports[$i]}" 2>/dev/null)" ] && break
         kill -0 "${MULTI_PIDS[$i]}" 2>/dev/null || break
