@@ -228,19 +228,41 @@ absl::StatusOr<Frontier> Engine::FinishPush(
     all.insert(all.end(), o.begin(), o.end());
     o.clear();
   }
-  std::stable_sort(all.begin(), all.end(), [](const Update& a,
-                                              const Update& b) {
-    return a.v < b.v;
-  });
-  size_t kept = 0;
-  for (size_t k = 0; k < all.size(); ++k) {
-    if (kept > 0 && all[kept - 1].v == all[k].v) {
-      all[kept - 1].x = Op::Combine(all[kept - 1].x, all[k].x);
-    } else {
-      all[kept++] = all[k];
-    }
+  // Combined per target, in outbox order, and sorted by target: through a
+  // dense accumulator over the targets' span when the updates are many for
+  // it (a node working on another's chunks sends one update per edge), else
+  // by a stable sort. Both fold each target's updates in the same order.
+  VertexId lo = ~VertexId{0}, hi = 0;
+  for (const Update& u : all) {
+    lo = std::min(lo, u.v);
+    hi = std::max(hi, u.v);
   }
-  all.resize(kept);
+  if (!all.empty() && uint64_t{hi - lo} < 4 * all.size()) {
+    std::vector<T> acc(uint64_t{hi - lo} + 1);
+    std::vector<uint8_t> has(uint64_t{hi - lo} + 1, 0);
+    for (const Update& u : all) {
+      const uint64_t i = u.v - lo;
+      acc[i] = has[i] ? Op::Combine(acc[i], u.x) : u.x;
+      has[i] = 1;
+    }
+    size_t kept = 0;
+    for (uint64_t i = 0; i < acc.size(); ++i) {
+      if (has[i]) all[kept++] = {static_cast<VertexId>(lo + i), acc[i]};
+    }
+    all.resize(kept);
+  } else {
+    std::stable_sort(all.begin(), all.end(),
+                     [](const Update& a, const Update& b) { return a.v < b.v; });
+    size_t kept = 0;
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (kept > 0 && all[kept - 1].v == all[k].v) {
+        all[kept - 1].x = Op::Combine(all[kept - 1].x, all[k].x);
+      } else {
+        all[kept++] = all[k];
+      }
+    }
+    all.resize(kept);
+  }
   std::vector<std::string> to(compute_nodes());
   for (size_t k = 0; k < all.size();) {
     const int owner = OwnerOf(all[k].v);

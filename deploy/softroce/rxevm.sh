@@ -22,7 +22,11 @@
 #
 # `multi` knobs: TIMEOUT, TEST_TIMEOUT, MEM, ACCEL as for run (per VM); SMP=1
 # per VM by default; MULTI_GRACE=30: seconds the other VMs get once one has
-# failed, then they are killed. test.sh also gets RXEVM_ROLE (A, B, ...),
+# failed, then they are killed; MULTI_LINK=stream|udp: the qemu socket netdev
+# between VMs (udp: lossy on a busy host); MULTI_NODELAY=1: preload
+# tcp_nodelay.so into qemu (built with cc into the cache) so that the stream
+# link has no Nagle delay (0: qemu as is, ~40 ms per small exchange).
+# test.sh also gets RXEVM_ROLE (A, B, ...),
 # RXEVM_INDEX (0..), RXEVM_VMS (count), RXE_PEERS (the other VMs' addresses)
 # and RXE_PEER_IP (the first of them).
 #
@@ -44,6 +48,7 @@
 #   SMOKE=0|1      1: run ibv_rc_pingpong + rping before test.sh
 #   RXEVM_ENV="A B"      host variables exported into test.sh's environment
 #   QEMU_EXTRA="..."     extra qemu arguments (word-split)
+#   QEMU_PRELOAD=LIB     LD_PRELOAD for qemu alone
 #   LOG           console log file (default: SHARE_DIR/rxevm-console.log)
 #   RXEVM_KERNEL_PKG     kernel package (default: what linux-image-amd64 depends on)
 #
@@ -533,7 +538,9 @@ cmd_run() {
   local t0 rcs
   t0=$(date +%s%N)
   set +e
-  timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${qa[@]}" -smp "$smp" -m "$mem" \
+  local qenv=()   # QEMU_PRELOAD: a library preloaded into qemu alone
+  [ -z "${QEMU_PRELOAD:-}" ] || qenv=(env "LD_PRELOAD=$QEMU_PRELOAD")
+  timeout --kill-after=10 "$timeout" "${qenv[@]}" qemu-system-x86_64 "${qa[@]}" -smp "$smp" -m "$mem" \
       -nodefaults -no-user-config -display none -serial stdio -no-reboot \
       -kernel "$W/vmlinuz" -initrd "$W/initrd.cpio" \
       -append "console=ttyS0 quiet loglevel=4 panic=-1 rxevm.netdev=$netdev rxevm.smoke=$smoke rxevm.tmo=$tmo rxevm.share=1 rxevm.ip=$vmip" \
@@ -734,6 +741,26 @@ multi_free_port() {
   die "no free TCP port for the socket netdev"
 }
 
+# Path of tcp_nodelay.so in the cache, built from tcp_nodelay.c when missing
+# or older; fails (with a warning) when there is no C compiler.
+multi_nodelay_lib() {
+  local src=$HERE/tcp_nodelay.c lib=$W/tcp_nodelay.so cc
+  [ -f "$src" ] || { log "warning: $src missing: the stream link keeps Nagle's delay"; return 1; }
+  if [ -s "$lib" ] && [ "$lib" -nt "$src" ]; then echo "$lib"; return 0; fi
+  cc=$(command -v cc || command -v gcc || true)
+  if [ -z "$cc" ]; then
+    log "warning: no C compiler for tcp_nodelay.so: the stream link keeps Nagle's ~40 ms delay"
+    return 1
+  fi
+  mkdir -p "$W"
+  if ! { "$cc" -shared -fPIC -O2 -o "$lib.$$" "$src" -ldl && mv "$lib.$$" "$lib"; }; then
+    rm -f "$lib.$$"
+    log "warning: building tcp_nodelay.so failed: the stream link keeps Nagle's delay"
+    return 1
+  fi
+  echo "$lib"
+}
+
 cmd_multi() {
   local shares=() a
   while [ $# -gt 0 ] && [ "$1" != -- ]; do shares+=("$1"); shift; done
@@ -751,8 +778,11 @@ cmd_multi() {
   command -v ss >/dev/null || die "multi needs ss (iproute2)"
   image_current || { log "image missing or stale: running prepare"; cmd_prepare; exec 9>&-; }
 
-  local grace=${MULTI_GRACE:-30} link=${MULTI_LINK:-stream}
+  local grace=${MULTI_GRACE:-30} link=${MULTI_LINK:-stream} preload=""
   case "$link" in stream|udp) ;; *) die "MULTI_LINK must be stream or udp" ;; esac
+  if [ "$link" = stream ] && [ "${MULTI_NODELAY:-1}" = 1 ]; then
+    preload=$(multi_nodelay_lib) || preload=""
+  fi
   local roles=() ips=() macs=() ports=() letters=ABCDEFGHIJKLMNOPQRSTUVWXYZ
   for i in $(seq 0 $((n - 1))); do
     roles+=("${letters:$i:1}")
@@ -764,7 +794,7 @@ cmd_multi() {
   trap multi_cleanup EXIT
   trap 'log "multi: interrupted: stopping all VMs"; multi_cleanup; exit 130' INT TERM
 
-  log "multi: $n VMs (${roles[*]}) at ${ips[*]}, joined over 127.0.0.1 socket netdevs"
+  log "multi: $n VMs (${roles[*]}) at ${ips[*]}, joined over 127.0.0.1 socket netdevs ($link${preload:+, TCP_NODELAY})"
   local t0 extra peers j
   t0=$(date +%s%N)
   for i in $(seq 0 $((n - 1))); do
@@ -798,7 +828,7 @@ cmd_multi() {
       trap - EXIT INT TERM
       export NETDEV=virtio SMP=${SMP:-1} VM_IP=${ips[$i]} VM_MAC=${macs[$i]}
       export QEMU_EXTRA="${QEMU_EXTRA:-}${QEMU_EXTRA:+ }$extra"
-      export LOG=${shares[$i]}/rxevm-console.log
+      export LOG=${shares[$i]}/rxevm-console.log QEMU_PRELOAD=$preload
       export RXEVM_ROLE=${roles[$i]} RXEVM_INDEX=$i RXEVM_VMS=$n
       export RXE_PEERS=$peers RXE_PEER_IP=${peers%% *}
       export RXEVM_ENV="${RXEVM_ENV:-} RXEVM_ROLE RXEVM_INDEX RXEVM_VMS RXE_PEERS RXE_PEER_IP"
