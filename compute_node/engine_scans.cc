@@ -251,9 +251,18 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   };
   std::vector<std::vector<Item>> items(nodes);
   constexpr uint64_t kGrain = 4096;
+  // An item also ends after about kItemEdges edges (by the cached degrees;
+  // else kItemVertices members): a node that has run out of work takes
+  // pieces small enough to finish before the owner would have, however
+  // dense a chunk is.
+  constexpr uint64_t kItemEdges = 32768, kItemVertices = 1024;
+  const HeaderCache* h = headers(d);
   for (uint32_t i = 0; i < members.size();) {
-    uint32_t j = i + 1;
-    while (j < members.size() && members[j] / kGrain == members[i] / kGrain) {
+    uint32_t j = i;
+    uint64_t edges = 0;
+    while (j < members.size() && members[j] / kGrain == members[i] / kGrain &&
+           edges < kItemEdges && j - i < kItemVertices) {
+      edges += h != nullptr ? h->Degree(members[j]) : 0;
       ++j;
     }
     items[OwnerOf(members[i])].push_back({i, j});
@@ -264,7 +273,6 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   while (steal_scratch_.size() < static_cast<size_t>(threads())) {
     steal_scratch_.push_back(NewFrontier());
   }
-  const HeaderCache* h = headers(d);
   std::atomic<uint64_t> own{0}, stolen{0};
   absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
     transport::Endpoint& ep = pool_->endpoint(w);
