@@ -280,17 +280,6 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Fail(cluster_->Exchange(pool_->endpoint(0),
                                                out.bytes(), to)));
-  // Every node has finished the operation (it posted), so nobody reads the
-  // slices for it any more: now the changes are written, and once every
-  // node has written (a second exchange) they are read. Writing before the
-  // first exchange would let a node that is ahead overwrite pages a slow
-  // node is still reading for the operation before.
-  for (size_t i = 0; i < placed_; ++i) {
-    pages.clear();
-    DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
-  }
-  DMG_RETURN_IF_ERROR(
-      Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
   // The others' changes: READ into resident copies, forgotten by the page
   // cache; one batch per worker.
   struct Refresh {
@@ -298,6 +287,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     uint64_t first, count;
   };
   std::vector<Refresh> refresh;
+  bool own_changes = false;
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
     uint64_t where[4];
@@ -334,12 +324,36 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
         }
         if (k != compute_node()) {
           refresh.push_back({i, runs[r], runs[r + 1]});
+        } else if (runs[r + 1] > 0) {
+          own_changes = true;
         }
       }
     }
     // What is left is the operation's own part.
     const size_t used = all[k].common.size() - in.remaining();
     all[k].common.erase(0, used);
+  }
+  // Every node has finished the operation (it posted), so nobody reads the
+  // slices for it any more: now the changes are written, and once every
+  // node has written (a second exchange) they are read. Writing before the
+  // first exchange would let a node that is ahead overwrite pages a slow
+  // node is still reading for the operation before. When no node changed
+  // anything (every post says so), there is nothing to write or wait for.
+  bool any_changes = false;
+  for (const Refresh& r : refresh) any_changes |= r.count > 0;
+  any_changes |= own_changes;
+  if (any_changes) {
+    for (size_t i = 0; i < placed_; ++i) {
+      pages.clear();
+      DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
+    }
+    DMG_RETURN_IF_ERROR(
+        Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
+  } else {
+    // What Publish does besides writing: paged arrays unpin their pages.
+    for (size_t i = 0; i < placed_; ++i) {
+      if (!states_[i]->resident()) states_[i]->ReleasePins();
+    }
   }
   DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
       refresh.size(), [&](int w, size_t j) {

@@ -38,4 +38,5 @@ if [ "${DMG_SKIP_RDMA_VM:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_RDMA_VM=1: skipping the soft-RoCE VM tests"
 else
   bash deploy/softroce/dmg-rdma-test.sh
+  bash deploy/softroce/dmg-rdma-2host-test.sh
 fi
