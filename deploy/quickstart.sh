@@ -32,7 +32,9 @@ echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip
 ctest --preset release -j "$(nproc)"
 
 # RDMA: the conformance suite and an end-to-end job over real verbs, on
-# soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe).
+# soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe);
+# then two VMs joined by an emulated link, memory and compute nodes on both,
+# so RoCE crosses an interface.
 # DMG_SKIP_RDMA_VM=1 skips it (say, on a machine that cannot run qemu).
 if [ "${DMG_SKIP_RDMA_VM:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_RDMA_VM=1: skipping the soft-RoCE VM tests"
