@@ -12,12 +12,26 @@ class LocalEndpoint : public Endpoint {
 
  protected:
   absl::Status Execute(std::span<const Op> ops) override {
-    for (const Op& op : ops) {
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const Op& op = ops[k];
       if (op.node >= nodes_.size()) {
         return absl::InvalidArgumentError(
             absl::StrFormat("no memory node %d", op.node));
       }
       MemoryTarget* t = nodes_[op.node];
+      if (op.kind == OpKind::kRead) {
+        // A run of READs for one node is served in one call, in order.
+        size_t end = k + 1;
+        while (end < ops.size() && ops[end].kind == OpKind::kRead &&
+               ops[end].node == op.node) {
+          ++end;
+        }
+        if (absl::Status s = t->ServeReads(ops.subspan(k, end - k)); !s.ok()) {
+          return s;
+        }
+        k = end - 1;
+        continue;
+      }
       absl::Status s;
       switch (op.kind) {
         case OpKind::kRead:

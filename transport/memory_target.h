@@ -25,6 +25,16 @@ class MemoryTarget {
                                  uint64_t length) = 0;
   virtual absl::Status ServeWrite(uint32_t region, uint64_t offset,
                                   const void* src, uint64_t length) = 0;
+  // Serves `reads` (all kRead, all for this target) in order, stopping at
+  // the first error: what a local batch's run of READs costs. The default
+  // serves each on its own; a target may take its lock and count once.
+  virtual absl::Status ServeReads(std::span<const Op> reads) {
+    for (const Op& op : reads) {
+      absl::Status s = ServeRead(op.region, op.offset, op.local, op.length);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   virtual absl::StatusOr<uint64_t> ServeCompareAndSwap(uint32_t region,
                                                        uint64_t offset,
                                                        uint64_t expected,
