@@ -119,19 +119,26 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
               e.first_vertex < first_v ? first_v - e.first_vertex : 0;
           const uint32_t hi = static_cast<uint32_t>(std::min<uint64_t>(
               e.vertex_count, uint64_t{end_v} - e.first_vertex));
+          // Branch-free: whether a vertex has edges and is a candidate is
+          // data-dependent (coin flips on a kron graph), so every vertex is
+          // written and only the wanted ones advance the end.
+          size_t count = ranges.size();
+          ranges.resize(count + (hi - lo));
+          more.resize(count + (hi - lo));
           uint32_t at = off[lo];
           for (uint32_t j = lo; j < hi; ++j) {
             const uint32_t next = off[j + 1];
             const uint32_t len = next - at;
             at = next;
             const bool last = split && j + 1 == e.vertex_count;
-            if (len == 0 && !last) continue;  // no neighbours
             const VertexId v = e.first_vertex + j;
-            if (!is_candidate[v - first_v]) continue;
             const uint32_t take = std::min(len, kPrefixEdges);
-            ranges.push_back({static_cast<uint32_t>(i), v, 0, take});
-            more.push_back(take < len || last);
+            ranges[count] = {static_cast<uint32_t>(i), v, 0, take};
+            more[count] = take < len || last;
+            count += (len != 0 || last) & is_candidate[v - first_v];
           }
+          ranges.resize(count);
+          more.resize(count);
           // The later pieces of a split vertex hold no other vertex.
           while (ContinuesInNext(dir, i)) ++i;
         }

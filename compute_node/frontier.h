@@ -28,6 +28,15 @@ class Frontier {
     pending_[worker].push_back(v);
     return true;
   }
+  // Add for a caller that alone touches v's 64-vertex word this round (a
+  // worker adding only vertices of its own 64-aligned chunks): no atomic.
+  bool AddExclusive(int worker, VertexId v) {
+    uint64_t mask = uint64_t{1} << (v & 63);
+    if (bits_[v >> 6] & mask) return false;
+    bits_[v >> 6] |= mask;
+    pending_[worker].push_back(v);
+    return true;
+  }
   // Makes the added vertices visible through vertices(); call between rounds.
   void Seal() {
     for (auto& p : pending_) {

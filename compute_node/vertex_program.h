@@ -543,7 +543,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
                 if (!frontier.Contains(u)) continue;
                 if (target.template Apply<Op>(
                         w, v, value(u, v, internal::WeightAt(weights, k)))) {
-                  next.Add(w, v);
+                  // v's chunk (4096-aligned) is this worker's alone.
+                  next.AddExclusive(w, v);
                 }
                 return true;
               }
