@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -290,9 +291,27 @@ class Engine {
   UpdateMode ChooseUpdateMode(const Frontier& frontier, Direction along,
                               size_t value_bytes);
   template <typename Op, typename T>
-  absl::StatusOr<Frontier> FinishPush(
-      State<T>& target, Frontier next,
-      std::vector<std::vector<RemoteUpdate<T>>>& outbox);
+  absl::StatusOr<Frontier> FinishPush(State<T>& target, Frontier next);
+  // Per worker, the push step's updates to other nodes' vertices (and those
+  // of work taken from other nodes): RemoteUpdate<T> records, in bytes whose
+  // capacity stays from step to step (a taken chunk adds one per edge).
+  template <typename T>
+  void ToOutbox(int w, RemoteUpdate<T> u) {
+    std::vector<std::byte>& b = outbox_[w];
+    const size_t at = b.size();
+    b.resize(at + sizeof(u));
+    std::memcpy(b.data() + at, &u, sizeof(u));
+  }
+  template <typename T>
+  std::span<const RemoteUpdate<T>> OutboxOf(int w) const {
+    const std::vector<std::byte>& b = outbox_[w];
+    return {reinterpret_cast<const RemoteUpdate<T>*>(b.data()),
+            b.size() / sizeof(RemoteUpdate<T>)};
+  }
+  void ClearOutboxes() {
+    outbox_.resize(threads());
+    for (auto& b : outbox_) b.clear();
+  }
   int OwnerOf(VertexId v) const;
   // The pages [first, last) of state array `a` that hold this node's
   // vertices (ranges start on page boundaries; all pages with one node).
@@ -335,6 +354,11 @@ class Engine {
   std::unique_ptr<Cluster> cluster_;  // nullptr: one compute node
   coordinator::TransportCost transport_cost_;  // measured at job start
   std::vector<Frontier> steal_scratch_;        // per worker
+  std::vector<std::vector<std::byte>> outbox_;  // per worker (ToOutbox)
+  // FinishPush's dense combining: values (any T of up to 8 bytes) and
+  // whether each target has one (all 0 between uses).
+  std::vector<uint64_t> combine_values_;
+  std::vector<uint8_t> combine_has_;
   // Per worker: 1 while it works on another node's item (its updates then
   // all travel through the outbox).
   std::vector<uint8_t> taking_;

@@ -250,26 +250,21 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   // Work items: the frontier's members grouped by 4096-vertex chunk, each
   // chunk its owner's (ranges start on chunk boundaries), in vertex order,
   // so that every node derives the same lists from the same frontier.
-  std::vector<VertexId> members(frontier.vertices().begin(),
-                                frontier.vertices().end());
-  std::sort(members.begin(), members.end());
+  const std::vector<VertexId> members = frontier.SortedVertices();
   struct Item {
     uint32_t begin, end;  // into members
   };
   std::vector<std::vector<Item>> items(nodes);
   constexpr uint64_t kGrain = 4096;
-  // An item also ends after about kItemEdges edges (by the cached degrees;
-  // else kItemVertices members): a node that has run out of work takes
-  // pieces small enough to finish before the owner would have, however
-  // dense a chunk is.
-  constexpr uint64_t kItemEdges = 32768, kItemVertices = 1024;
+  // An item also ends after kItemVertices members: a node that has run out
+  // of work takes pieces small enough to finish before the owner would
+  // have, however dense a chunk is.
+  constexpr uint32_t kItemVertices = 512;
   const HeaderCache* h = headers(d);
   for (uint32_t i = 0; i < members.size();) {
-    uint32_t j = i;
-    uint64_t edges = 0;
+    uint32_t j = i + 1;
     while (j < members.size() && members[j] / kGrain == members[i] / kGrain &&
-           edges < kItemEdges && j - i < kItemVertices) {
-      edges += h != nullptr ? h->Degree(members[j]) : 0;
+           j - i < kItemVertices) {
       ++j;
     }
     items[OwnerOf(members[i])].push_back({i, j});
@@ -288,11 +283,15 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
     auto process = [&](const Item& it) -> absl::Status {
       part.Clear();
       entries.clear();
+      // Members ascend: their blocks are found by walking the directory
+      // from the first one's.
+      size_t e = store::FindBlocks(dir, members[it.begin]).first;
       for (uint32_t i = it.begin; i < it.end; ++i) {
-        part.Add(w, members[i]);
-        auto [first, last] = store::FindBlocks(dir, members[i]);
-        for (size_t e = first; e < last; ++e) {
-          if (entries.empty() || entries.back() < e) entries.push_back(e);
+        const VertexId v = members[i];
+        part.AddExclusive(w, v);
+        while (dir[e].first_vertex + dir[e].vertex_count <= v) ++e;
+        for (size_t b = e; b < dir.size() && dir[b].first_vertex <= v; ++b) {
+          if (entries.empty() || entries.back() < b) entries.push_back(b);
         }
       }
       part.Seal();
@@ -303,15 +302,21 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
     };
     // This node's own items first, a few per claim, then the others' that
     // are left, one per claim.
+    // Guided: each claim takes a share of what was left at the last one, so
+    // the last claims are single items and a node that takes leftovers
+    // is not kept waiting behind a big claimed group.
     const uint64_t mine = items[me].size();
-    const uint64_t group = std::max<uint64_t>(1, mine / (8 * threads()));
+    const uint64_t parts = 4 * uint64_t(threads()) * nodes;
+    uint64_t group = std::max<uint64_t>(1, mine / parts);
     for (;;) {
       DMG_ASSIGN_OR_RETURN(uint64_t at, cluster_->Claim(ep, me, parity, group));
       if (at >= mine) break;
-      for (uint64_t i = at; i < std::min(mine, at + group); ++i) {
+      const uint64_t end = std::min(mine, at + group);
+      for (uint64_t i = at; i < end; ++i) {
         DMG_RETURN_IF_ERROR(process(items[me][i]));
         own.fetch_add(1, std::memory_order_relaxed);
       }
+      group = std::max<uint64_t>(1, (mine - end) / parts);
     }
     for (int step = 1; step < nodes; ++step) {
       const int victim = (me + step) % nodes;

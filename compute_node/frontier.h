@@ -4,6 +4,7 @@
 #define DMG_COMPUTE_NODE_FRONTIER_H_
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -62,6 +63,17 @@ class Frontier {
     list_.clear();
   }
   bool Contains(VertexId v) const { return (bits_[v >> 6] >> (v & 63)) & 1; }
+  // The members in ascending order, from the bitmap (no sort).
+  std::vector<VertexId> SortedVertices() const {
+    std::vector<VertexId> out;
+    out.reserve(list_.size());
+    for (size_t k = 0; k < bits_.size(); ++k) {
+      for (uint64_t b = bits_[k]; b != 0; b &= b - 1) {
+        out.push_back(static_cast<VertexId>(k * 64 + std::countr_zero(b)));
+      }
+    }
+    return out;
+  }
   uint64_t size() const { return list_.size(); }
   bool empty() const { return list_.empty(); }
   std::span<const VertexId> vertices() const { return list_; }

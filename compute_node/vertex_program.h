@@ -219,38 +219,61 @@ absl::StatusOr<T> Engine::AllReduce(T mine) {
 // exchange (the batch update mode); owners apply them, and a second
 // exchange carries what that changed. `next` holds this node's changes.
 template <typename Op, typename T>
-absl::StatusOr<Frontier> Engine::FinishPush(
-    State<T>& target, Frontier next,
-    std::vector<std::vector<RemoteUpdate<T>>>& outbox) {
+absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   using Update = RemoteUpdate<T>;
-  std::vector<Update> all;
-  for (auto& o : outbox) {
-    all.insert(all.end(), o.begin(), o.end());
-    o.clear();
+  // The workers' outboxes, in worker order (the order updates combine in).
+  std::vector<std::span<const Update>> parts;
+  uint64_t total = 0;
+  for (int w = 0; w < threads(); ++w) {
+    parts.push_back(OutboxOf<T>(w));
+    total += parts.back().size();
+  }
+  VertexId lo = ~VertexId{0}, hi = 0;
+  for (std::span<const Update> part : parts) {
+    for (const Update& u : part) {
+      lo = std::min(lo, u.v);
+      hi = std::max(hi, u.v);
+    }
   }
   // Combined per target, in outbox order, and sorted by target: through a
   // dense accumulator over the targets' span when the updates are many for
   // it (a node working on another's chunks sends one update per edge), else
   // by a stable sort. Both fold each target's updates in the same order.
-  VertexId lo = ~VertexId{0}, hi = 0;
-  for (const Update& u : all) {
-    lo = std::min(lo, u.v);
-    hi = std::max(hi, u.v);
-  }
-  if (!all.empty() && uint64_t{hi - lo} < 4 * all.size()) {
-    std::vector<T> acc(uint64_t{hi - lo} + 1);
-    std::vector<uint8_t> has(uint64_t{hi - lo} + 1, 0);
-    for (const Update& u : all) {
-      const uint64_t i = u.v - lo;
-      acc[i] = has[i] ? Op::Combine(acc[i], u.x) : u.x;
-      has[i] = 1;
+  std::vector<Update> all;
+  if (total > 0 && uint64_t{hi - lo} < 4 * total) {
+    // Scratch kept by the engine: fresh pages every push step would cost
+    // more in page faults than the combining itself.
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+    const uint64_t span = uint64_t{hi - lo} + 1;
+    if (combine_values_.size() < span) combine_values_.resize(span);
+    if (combine_has_.size() < span) combine_has_.resize(span, 0);
+    T* acc = reinterpret_cast<T*>(combine_values_.data());
+    uint8_t* has = combine_has_.data();
+    uint64_t distinct = 0;
+    for (std::span<const Update> part : parts) {
+      for (const Update& u : part) {
+        const uint64_t i = u.v - lo;
+        if (has[i]) {
+          acc[i] = Op::Combine(acc[i], u.x);
+        } else {
+          acc[i] = u.x;
+          has[i] = 1;
+          ++distinct;
+        }
+      }
     }
-    size_t kept = 0;
-    for (uint64_t i = 0; i < acc.size(); ++i) {
-      if (has[i]) all[kept++] = {static_cast<VertexId>(lo + i), acc[i]};
+    all.reserve(distinct);
+    for (uint64_t i = 0; i < span; ++i) {
+      if (has[i]) {
+        all.push_back({static_cast<VertexId>(lo + i), acc[i]});
+        has[i] = 0;  // clean for the next use
+      }
     }
-    all.resize(kept);
   } else {
+    all.reserve(total);
+    for (std::span<const Update> part : parts) {
+      all.insert(all.end(), part.begin(), part.end());
+    }
     std::stable_sort(all.begin(), all.end(),
                      [](const Update& a, const Update& b) { return a.v < b.v; });
     size_t kept = 0;
@@ -263,6 +286,7 @@ absl::StatusOr<Frontier> Engine::FinishPush(
     }
     all.resize(kept);
   }
+  ClearOutboxes();
   std::vector<std::string> to(compute_nodes());
   for (size_t k = 0; k < all.size();) {
     const int owner = OwnerOf(all[k].v);
@@ -497,9 +521,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     return AtomicPush<Op>(frontier, along, target, value, candidate);
   }
   if (!pull) {
-    // Updates to other nodes' vertices wait here, per worker.
-    std::vector<std::vector<RemoteUpdate<T>>> outbox(
-        cluster_ != nullptr ? threads() : 0);
+    // Updates to other nodes' vertices wait in the workers' outboxes.
+    ClearOutboxes();
     DMG_RETURN_IF_ERROR(ScanFrontier(
         along, frontier,
         [&](VertexId u, std::span<const VertexId> out,
@@ -514,7 +537,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
             if (!candidate(v)) continue;
             const T x = value(u, v, internal::WeightAt(weights, k));
             if (taking || !Owns(v)) {
-              outbox[w].push_back({v, x});
+              ToOutbox<T>(w, {v, x});
             } else if (target.template Apply<Op>(w, v, x)) {
               next.Add(w, v);
             }
@@ -522,7 +545,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
         }));
     next.Seal();
     if (cluster_ == nullptr) return next;
-    return FinishPush<Op>(target, std::move(next), outbox);
+    return FinishPush<Op>(target, std::move(next));
   }
   if constexpr (Op::kFirstWins) {
     // Bottom-up: each candidate stops at its first frontier neighbour, so
