@@ -322,9 +322,11 @@ class Engine {
   // Push or pull for an EdgeMap asked for `mode`: the program's forced
   // mode, else the --direction override, else (kAuto) pull when the
   // frontier's edges in the push direction and its vertices exceed a
-  // twentieth of the arcs (Ligra's rule). Records the choice and its inputs
-  // in the superstep's statistics.
-  bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks);
+  // twentieth of the arcs for an update that stops early (Ligra's rule;
+  // the pull reads prefixes), half of them otherwise. Records the choice
+  // and its inputs in the superstep's statistics.
+  bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks,
+                  bool stops_early);
   // The frontier's edges in direction d, from the cached headers (summed
   // until past stop_at) or at the average degree.
   uint64_t FrontierEdges(const Frontier& frontier, Direction d,

@@ -401,7 +401,7 @@ uint64_t Engine::FrontierEdges(const Frontier& frontier, Direction d,
 }
 
 bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
-                        Direction push_blocks) {
+                        Direction push_blocks, bool stops_early) {
   const char* by = "program";
   if (mode == Mode::kAuto) {
     mode = options_.direction;
@@ -414,9 +414,18 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
   uint64_t work = 0, threshold = 0;
   if (mode == Mode::kAuto) {
     by = "auto";
-    threshold = num_arcs() / 20;
+    // A pull that stops at the first frontier neighbour (Claim) reads
+    // prefixes of the candidates' adjacency: it pays once the frontier's
+    // edges pass a twentieth of the arcs (Ligra's rule). Any other pull
+    // reads every candidate's whole adjacency — all of it when every
+    // vertex is one — so it pays only when a push would read half of it
+    // anyway (and then it sends no updates).
+    threshold = stops_early ? num_arcs() / 20 : num_arcs() / 2;
     work = frontier.size() +
-           FrontierEdges(frontier, push_blocks, threshold - frontier.size());
+           FrontierEdges(frontier, push_blocks,
+                         threshold > frontier.size()
+                             ? threshold - frontier.size()
+                             : 0);
     mode = work > threshold ? Mode::kPull : Mode::kPush;
   }
   const bool pull = mode == Mode::kPull;

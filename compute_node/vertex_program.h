@@ -515,7 +515,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     return cond(v);
   };
   Frontier next = NewFrontier();
-  const bool pull = ChoosePull(mode, frontier, along);
+  const bool pull = ChoosePull(mode, frontier, along, Op::kFirstWins);
   if (!pull &&
       ChooseUpdateMode(frontier, along, sizeof(T)) == UpdateMode::kAtomic) {
     return AtomicPush<Op>(frontier, along, target, value, candidate);
