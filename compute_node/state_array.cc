@@ -33,6 +33,10 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       published_((pages_ + 63) / 64, 0),
       others_((pages_ + 63) / 64, 0),
       current_((pages_ + 63) / 64, 0),
+      dirty_lines_(ctx_.bounds.size() > 2
+                       ? ((bytes_ + kLineBytes - 1) / kLineBytes + 63) / 64
+                       : 0,
+                   0),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
 }
@@ -263,6 +267,7 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
     published_[word] |= dirty_[word];
     dirty_[word] = 0;
   }
+  std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
   return status;
 }
 
@@ -272,6 +277,33 @@ void StateArrayBase::DirtyPages(std::vector<uint64_t>& pages) const {
       pages.push_back(word * 64 + std::countr_zero(bits));
     }
   }
+}
+
+void StateArrayBase::DirtyLines(std::vector<uint64_t>& lines) const {
+  for (size_t word = 0; word < dirty_lines_.size(); ++word) {
+    for (uint64_t bits = dirty_lines_[word]; bits != 0; bits &= bits - 1) {
+      lines.push_back(word * 64 + std::countr_zero(bits));
+    }
+  }
+}
+
+void StateArrayBase::RefreshLines(int w, uint64_t first, uint64_t count) {
+  const uint64_t begin = first * kLineBytes;
+  const uint64_t end = std::min((first + count) * kLineBytes, bytes_);
+  if (begin >= end) return;
+  const uint64_t first_page = begin / kPageBytes;
+  const uint64_t last_page = (end - 1) / kPageBytes + 1;
+  for (uint64_t p = first_page; p < last_page; ++p) {
+    std::atomic_ref<uint64_t>(others_[p >> 6])
+        .fetch_or(uint64_t{1} << (p & 63), std::memory_order_relaxed);
+  }
+  if (cache_ != nullptr) {
+    cache_->Invalidate(this, first_page, last_page - first_page);
+    return;
+  }
+  const int buffer = (superstep() + 1) % 2;
+  Queue(endpoint(w), /*write=*/false, buffer, begin, local_.data() + begin,
+        end - begin);
 }
 
 void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
@@ -298,6 +330,7 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   // What changed in this superstep is what the next one's buffer lacks.
   prev_dirty_.swap(published_);
   std::fill(dirty_.begin(), dirty_.end(), 0);
+  std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
   std::fill(published_.begin(), published_.end(), 0);
   std::fill(others_.begin(), others_.end(), 0);
   std::fill(current_.begin(), current_.end(), 0);
@@ -399,6 +432,7 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
     published_[word] |= dirty_[word];
     dirty_[word] = 0;
   }
+  std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
   return status;
 }
 

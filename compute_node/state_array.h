@@ -117,6 +117,17 @@ class StateArrayBase : public PageSource {
   absl::Status Publish(std::vector<uint64_t>& pages);
   // The pages Publish would write (ascending), appended to `pages`.
   void DirtyPages(std::vector<uint64_t>& pages) const;
+  // With several compute nodes: the kLineBytes lines of those pages that
+  // changed (ascending), appended to `lines`; the other nodes refresh just
+  // these (RefreshLines). Publish still writes whole pages, so the open
+  // buffer holds every line of them current.
+  static constexpr uint64_t kLineBytes = 64;
+  void DirtyLines(std::vector<uint64_t>& lines) const;
+  uint64_t lines() const { return (bytes_ + kLineBytes - 1) / kLineBytes; }
+  // Lines [first, first + count) another node published: a resident copy
+  // READs them (worker w's endpoint, flushed by the caller); a paged one
+  // forgets their pages.
+  void RefreshLines(int w, uint64_t first, uint64_t count);
   // Makes the open superstep's buffer hold the whole current version of
   // pages [page_begin, page_end) (this node's), so that remote atomics can
   // work on it; Commit then has nothing left to write for them.
@@ -148,7 +159,10 @@ class StateArrayBase : public PageSource {
   // First error a paged access hit (accessors cannot return one).
   absl::Status error();
   // Marks every page changed (for bulk writes through MutableResidentData).
-  void MarkAllDirty() { std::fill(dirty_.begin(), dirty_.end(), ~uint64_t{0}); }
+  void MarkAllDirty() {
+    std::fill(dirty_.begin(), dirty_.end(), ~uint64_t{0});
+    std::fill(dirty_lines_.begin(), dirty_lines_.end(), ~uint64_t{0});
+  }
   // Paged mode: unpins the page each worker keeps pinned between accesses.
   // Called before a commit and whenever workers stop touching the array.
   void ReleasePins();
@@ -163,9 +177,15 @@ class StateArrayBase : public PageSource {
   StateArrayBase(StateContext context, std::string name, uint64_t n,
                  size_t elem_size, CacheHint hint, const void* initial);
   void MarkDirty(uint64_t index) {
-    uint64_t page = index * elem_ / kPageBytes;
-    std::atomic_ref<uint64_t> word(dirty_[page >> 6]);
-    uint64_t mask = uint64_t{1} << (page & 63);
+    const uint64_t at = index * elem_;
+    SetBit(dirty_, at / kPageBytes);
+    // With several compute nodes the others re-read just the changed
+    // lines (an element never straddles one: sizes are powers of two).
+    if (!dirty_lines_.empty()) SetBit(dirty_lines_, at / kLineBytes);
+  }
+  static void SetBit(std::vector<uint64_t>& bits, uint64_t i) {
+    std::atomic_ref<uint64_t> word(bits[i >> 6]);
+    const uint64_t mask = uint64_t{1} << (i & 63);
     if (!(word.load(std::memory_order_relaxed) & mask)) {
       word.fetch_or(mask, std::memory_order_relaxed);
     }
@@ -251,6 +271,9 @@ class StateArrayBase : public PageSource {
   // Pages this node copied unchanged into the open superstep's buffer
   // (MakeCurrent) in this superstep.
   std::vector<uint64_t> current_;
+  // The kLineBytes lines of dirty_'s pages that changed (several compute
+  // nodes only; empty with one): what the other nodes refresh.
+  std::vector<uint64_t> dirty_lines_;
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy
