@@ -568,6 +568,22 @@ uint64_t ReadFrontierAll(Node& node, BlockSource& source, Direction d,
   return node.BytesRead();
 }
 
+// Fills `headers` from headers-only reads of every unit of direction d.
+bool FillHeaders(BlockSource& source, Direction d, uint64_t batch,
+                 HeaderCache& headers, const RemoteGraph& g) {
+  for (const Unit& unit : MakeAllUnits(g.directory(d), batch)) {
+    absl::Status s = source.Read(
+        0, d, unit, true,
+        [&](uint32_t entry, const std::byte* bytes, uint32_t) {
+          headers.Fill(entry, reinterpret_cast<const uint32_t*>(
+                                  bytes + sizeof(store::BlockHeader)));
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return false;
+  }
+  return true;
+}
+
 TEST_P(BlockSourceTest, ReadFrontierDeliversExactlyTheFrontiersAdjacency) {
   Node node(*store_, 1);
   const RemoteGraph& g = node.graph();
@@ -578,18 +594,7 @@ TEST_P(BlockSourceTest, ReadFrontierDeliversExactlyTheFrontiersAdjacency) {
     std::span<const DirectoryEntry> dir = g.directory(d);
     GraphAwareBlockSource source(g, node.pool(), batch, 2);
     HeaderCache headers(dir);
-    for (const Unit& unit : MakeAllUnits(dir, batch)) {
-      ASSERT_TRUE(
-          source
-              .Read(0, d, unit, true,
-                    [&](uint32_t entry, const std::byte* bytes, uint32_t) {
-                      headers.Fill(entry,
-                                   reinterpret_cast<const uint32_t*>(
-                                       bytes + sizeof(store::BlockHeader)));
-                      return absl::OkStatus();
-                    })
-              .ok());
-    }
+    ASSERT_TRUE(FillHeaders(source, d, batch, headers, g));
     VertexId top = 0, isolated = store::kNoVertex;
     for (VertexId v = 0; v < n; ++v) {
       if (csr.degree(v) > csr.degree(top)) top = v;
@@ -676,18 +681,7 @@ TEST_P(BlockSourceTest, ReadRangesDeliversExactlyTheAskedEdges) {
     std::span<const DirectoryEntry> dir = g.directory(d);
     GraphAwareBlockSource source(g, node.pool(), batch, 2);
     HeaderCache headers(dir);
-    for (const Unit& unit : MakeAllUnits(dir, batch)) {
-      ASSERT_TRUE(
-          source
-              .Read(0, d, unit, true,
-                    [&](uint32_t entry, const std::byte* bytes, uint32_t) {
-                      headers.Fill(entry,
-                                   reinterpret_cast<const uint32_t*>(
-                                       bytes + sizeof(store::BlockHeader)));
-                      return absl::OkStatus();
-                    })
-              .ok());
-    }
+    ASSERT_TRUE(FillHeaders(source, d, batch, headers, g));
     VertexId top = 0;
     for (VertexId v = 0; v < n; ++v) {
       if (csr.degree(v) > csr.degree(top)) top = v;
@@ -791,17 +785,7 @@ TEST_P(BlockSourceTest, ReadRangesRejectsTargetsThatAreNotVertices) {
   std::span<const DirectoryEntry> dir = g.directory(Direction::kOut);
   GraphAwareBlockSource source(g, node.pool(), 4 * kBlockSize, 2);
   HeaderCache headers(dir);
-  for (const Unit& unit : MakeAllUnits(dir, 4 * kBlockSize)) {
-    ASSERT_TRUE(
-        source
-            .Read(0, Direction::kOut, unit, true,
-                  [&](uint32_t entry, const std::byte* bytes, uint32_t) {
-                    headers.Fill(entry, reinterpret_cast<const uint32_t*>(
-                                            bytes + sizeof(store::BlockHeader)));
-                    return absl::OkStatus();
-                  })
-            .ok());
-  }
+  ASSERT_TRUE(FillHeaders(source, Direction::kOut, 4 * kBlockSize, headers, g));
   std::vector<BlockSource::EdgeRange> ranges;
   for (uint32_t e = 0; e < dir.size() && ranges.empty(); ++e) {
     const uint32_t* off = headers.offsets(e);
