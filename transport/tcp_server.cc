@@ -148,8 +148,33 @@ struct TcpServer::Impl {
     }
     std::string data(reply_bytes, '\0');
     uint64_t at = 0;
+    std::vector<Op> reads;
     for (uint32_t i = 0; i < count; ++i) {
       const wire::WireOp& op = ops[i];
+      // A run of READs is served in one call (one lock, one count); on an
+      // error the run is served again one by one below to name the READ.
+      if (op.kind == static_cast<uint8_t>(OpKind::kRead)) {
+        uint32_t end = i;
+        uint64_t run_at = at;
+        reads.clear();
+        while (end < count &&
+               ops[end].kind == static_cast<uint8_t>(OpKind::kRead)) {
+          Op r{};
+          r.kind = OpKind::kRead;
+          r.region = ops[end].region;
+          r.offset = ops[end].offset;
+          r.length = ops[end].length;
+          r.local = data.data() + run_at;
+          run_at += ops[end].length;
+          reads.push_back(r);
+          ++end;
+        }
+        if (target->ServeReads(reads).ok()) {
+          at = run_at;
+          i = end - 1;
+          continue;
+        }
+      }
       absl::Status s;
       switch (static_cast<OpKind>(op.kind)) {
         case OpKind::kRead:
