@@ -133,23 +133,23 @@ absl::Status BlockSource::ReadRanges(int worker, Direction d,
     const uint32_t entry = ranges[k].entry;
     size_t end = k;
     while (end < ranges.size() && ranges[end].entry == entry) ++end;
-    absl::Status s = Read(
-        worker, d, Unit{entry, entry + 1}, false,
-        [&](uint32_t, const std::byte* bytes, uint32_t) -> absl::Status {
-          absl::StatusOr<BlockView> b =
-              ParseBlock(dir, entry, bytes, dir[entry].length);
-          if (!b.ok()) return b.status();
-          for (size_t j = k; j < end; ++j) {
-            const EdgeRange& r = ranges[j];
-            std::span<const VertexId> t =
-                b->targets(r.v).subspan(r.from, r.to - r.from);
-            if (absl::Status c = CheckTargets(t, n); !c.ok()) return c;
-            std::span<const store::Weight> w = WeightsOf(*b, r.v);
-            if (!w.empty()) w = w.subspan(r.from, r.to - r.from);
-            per_range(j, t, w);
-          }
-          return absl::OkStatus();
-        });
+    absl::Status s =
+        Read(worker, d, Unit{entry, entry + 1}, false,
+             [&](uint32_t, const std::byte* bytes, uint32_t) -> absl::Status {
+               absl::StatusOr<BlockView> b =
+                   ParseBlock(dir, entry, bytes, dir[entry].length);
+               if (!b.ok()) return b.status();
+               for (size_t j = k; j < end; ++j) {
+                 const EdgeRange& r = ranges[j];
+                 std::span<const VertexId> t =
+                     b->targets(r.v).subspan(r.from, r.to - r.from);
+                 if (absl::Status c = CheckTargets(t, n); !c.ok()) return c;
+                 std::span<const store::Weight> w = WeightsOf(*b, r.v);
+                 if (!w.empty()) w = w.subspan(r.from, r.to - r.from);
+                 per_range(j, t, w);
+               }
+               return absl::OkStatus();
+             });
     if (!s.ok()) return s;
     k = end;
   }
@@ -491,15 +491,13 @@ absl::Status PageLruBlockSource::Read(int worker, Direction d, const Unit& unit,
   return absl::OkStatus();
 }
 
-
 // Ranges of one block closer than this many edges share one READ: the gap
 // costs fewer bytes than another operation's round-trip bookkeeping.
 constexpr uint32_t kMergeGapEdges = 16;
 
-absl::Status GraphAwareBlockSource::ReadRanges(int worker, Direction d,
-                                               std::span<const EdgeRange> ranges,
-                                               const HeaderCache& headers,
-                                               const PerRange& per_range) {
+absl::Status GraphAwareBlockSource::ReadRanges(
+    int worker, Direction d, std::span<const EdgeRange> ranges,
+    const HeaderCache& headers, const PerRange& per_range) {
   std::span<const DirectoryEntry> dir = directory(d);
   HotBlockCache* cache = hot(d);
   const uint64_t n = graph_.num_vertices();
@@ -532,8 +530,7 @@ absl::Status GraphAwareBlockSource::ReadRanges(int worker, Direction d,
     const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
                                 4 * (uint64_t{e.vertex_count} + 1);
     const uint32_t bytes = static_cast<uint32_t>(4 * (r.end - r.begin));
-    ep.Read(loc.node, loc.region, targets_at + 4 * r.begin, base + r.at,
-            bytes);
+    ep.Read(loc.node, loc.region, targets_at + 4 * r.begin, base + r.at, bytes);
     if (weighted) {
       const uint64_t block_edges = headers.offsets(r.entry)[e.vertex_count];
       ep.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
@@ -600,11 +597,11 @@ absl::Status GraphAwareBlockSource::ReadRanges(int worker, Direction d,
     if (cached != nullptr) {
       const std::byte* targets = cached + sizeof(store::BlockHeader) +
                                  4 * (uint64_t{e.vertex_count} + 1);
-      items.push_back(
-          {-1, 0, reinterpret_cast<const VertexId*>(targets) + begin,
-           reinterpret_cast<const store::Weight*>(
-               targets + 4 * uint64_t{off[e.vertex_count]}) +
-               begin});
+      items.push_back({-1, 0,
+                       reinterpret_cast<const VertexId*>(targets) + begin,
+                       reinterpret_cast<const store::Weight*>(
+                           targets + 4 * uint64_t{off[e.vertex_count]}) +
+                           begin});
       continue;
     }
     // Extend the last READ when the range follows closely in its block and

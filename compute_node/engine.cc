@@ -1,11 +1,11 @@
 #include "compute_node/engine.h"
-#include "compute_node/vertex_program.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "compute_node/vertex_program.h"
 #include "glog/logging.h"
 #include "workload/partition.h"
 
@@ -41,8 +41,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const RemoteGraph& g = engine->graph_;
     std::vector<uint64_t> edges;
     for (Direction d : {Direction::kOut, Direction::kIn}) {
-      workload::AddEdgesPerChunk(g.directory(d), g.num_vertices(),
-                                 g.num_arcs(), internal::kVertexGrain, edges);
+      workload::AddEdgesPerChunk(g.directory(d), g.num_vertices(), g.num_arcs(),
+                                 internal::kVertexGrain, edges);
     }
     const std::vector<uint64_t> bounds =
         workload::SplitRanges(edges, g.num_vertices(), internal::kVertexGrain,
@@ -52,8 +52,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         Cluster::Join(transport, engine->pool_->endpoint(0), options.cluster,
                       g.num_vertices(), bounds));
     const int id = options.cluster.id;
-    engine->own_begin_ =
-        static_cast<VertexId>(engine->cluster_->bounds()[id]);
+    engine->own_begin_ = static_cast<VertexId>(engine->cluster_->bounds()[id]);
     engine->own_end_ =
         static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
     DMG_RETURN_IF_ERROR(engine->MeasureTransport());
@@ -161,11 +160,10 @@ StateContext Engine::state_context() {
                                             cluster_->bounds().end())
                     : std::vector<uint64_t>(),
       .node = compute_node(),
-      .exchange = [this](std::string mine)
-          -> absl::StatusOr<std::vector<std::string>> {
-        DMG_ASSIGN_OR_RETURN(
-            std::vector<Cluster::Received> all,
-            cluster_->Exchange(pool_->endpoint(0), mine));
+      .exchange =
+          [this](std::string mine) -> absl::StatusOr<std::vector<std::string>> {
+        DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                             cluster_->Exchange(pool_->endpoint(0), mine));
         std::vector<std::string> common;
         for (Cluster::Received& r : all) common.push_back(std::move(r.common));
         return common;
@@ -236,12 +234,11 @@ absl::Status Engine::MeasureTransport() {
   return absl::OkStatus();
 }
 
-std::pair<uint64_t, uint64_t> Engine::OwnPages(
-    const StateArrayBase& a) const {
+std::pair<uint64_t, uint64_t> Engine::OwnPages(const StateArrayBase& a) const {
   const uint64_t page = StateArrayBase::kPageBytes;
-  return {own_begin_ * a.elem_size() / page,
-          own_end_ == num_vertices() ? a.pages()
-                                     : own_end_ * a.elem_size() / page};
+  return {
+      own_begin_ * a.elem_size() / page,
+      own_end_ == num_vertices() ? a.pages() : own_end_ * a.elem_size() / page};
 }
 
 int Engine::OwnerOf(VertexId v) const {
@@ -279,9 +276,9 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     out.PutArray<uint64_t>(PageRuns(pages));
   }
   out.bytes().append(common);
-  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
-                       Fail(cluster_->Exchange(pool_->endpoint(0),
-                                               out.bytes(), to)));
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<Cluster::Received> all,
+      Fail(cluster_->Exchange(pool_->endpoint(0), out.bytes(), to)));
   // The others' changes: READ into resident copies, forgotten by the page
   // cache; one batch per worker.
   struct Refresh {
@@ -300,8 +297,8 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
       }
     }
     if (where[0] != collectives_ ||
-        where[1] != static_cast<uint64_t>(superstep_) ||
-        where[2] != placed_ || where[3] != decisions_) {
+        where[1] != static_cast<uint64_t>(superstep_) || where[2] != placed_ ||
+        where[3] != decisions_) {
       return Fail(absl::InternalError(absl::StrFormat(
           "compute nodes disagree: node %d is at collective %d of superstep "
           "%d with %d state arrays (decisions %x), node %d at %d of %d with "
@@ -381,8 +378,8 @@ absl::Status Engine::TakeFrontier(MessageReader& in, int node,
                                   Frontier& global) {
   std::vector<VertexId> members;
   if (!in.GetArray<VertexId>(&members)) {
-    return Fail(absl::DataLossError(absl::StrFormat(
-        "compute node %d posted a malformed frontier", node)));
+    return Fail(absl::DataLossError(
+        absl::StrFormat("compute node %d posted a malformed frontier", node)));
   }
   for (VertexId v : members) {
     if (v >= num_vertices()) {
@@ -522,11 +519,10 @@ absl::Status Engine::EndSuperstep() {
   ++superstep_;
   open_ = false;
   if (cluster_ != nullptr) {
-    DMG_RETURN_IF_ERROR(Fail(
-        cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
-  } else {
     DMG_RETURN_IF_ERROR(
-        Fail(barrier_->Arrive(pool_->endpoint(0), superstep_)));
+        Fail(cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
+  } else {
+    DMG_RETURN_IF_ERROR(Fail(barrier_->Arrive(pool_->endpoint(0), superstep_)));
   }
   SuperstepStats& s = stats_.supersteps.back();
   if (s.direction.empty()) s.direction = "none";
@@ -562,9 +558,9 @@ void Engine::Finish() {
     mine.id = compute_node();
     mine.own_begin = own_begin_;
     mine.own_end = own_end_;
-    mine.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start_)
-                       .count();
+    mine.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+            .count();
     mine.wait_seconds = cluster_->wait_us() / 1e6;
     mine.rounds = cluster_->rounds();
     mine.polls = cluster_->polls();
@@ -585,8 +581,8 @@ void Engine::Finish() {
         stats_.job_total += n.total;
       }
     }
-    absl::Status s = all.ok() ? Fail(cluster_->Leave(pool_->endpoint(0)))
-                              : all.status();
+    absl::Status s =
+        all.ok() ? Fail(cluster_->Leave(pool_->endpoint(0))) : all.status();
     LOG_IF(WARNING, !s.ok()) << "leaving job " << cluster_->job() << ": " << s;
   }
   stats_.total_cache = CacheTotals();

@@ -24,21 +24,20 @@
 #include <functional>
 #include <memory>
 #include <span>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "compute_node/barrier.h"
-#include "coordinator/update_coordinator.h"
 #include "compute_node/block_source.h"
 #include "compute_node/cache_planner.h"
 #include "compute_node/cluster.h"
 #include "compute_node/frontier.h"
 #include "compute_node/header_cache.h"
 #include "compute_node/hot_block_cache.h"
-#include "compute_node/message.h"
 #include "compute_node/memory_budget.h"
+#include "compute_node/message.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/remote_graph.h"
 #include "compute_node/run_stats.h"
@@ -46,6 +45,7 @@
 #include "compute_node/unit_scheduler.h"
 #include "compute_node/updates.h"
 #include "compute_node/worker_pool.h"
+#include "coordinator/update_coordinator.h"
 #include "store/block_format.h"
 
 namespace dmg::compute {
@@ -258,8 +258,7 @@ class Engine {
   using PrefixFn =
       std::function<bool(int worker, VertexId v, std::span<const VertexId>,
                          std::span<const Weight>)>;
-  absl::StatusOr<bool> ScanPrefixes(Direction d,
-                                    const CandidatesFn& candidates,
+  absl::StatusOr<bool> ScanPrefixes(Direction d, const CandidatesFn& candidates,
                                     const PrefixFn& visit);
   // Calls fn(worker, entry, offsets) for every block of d, from READs of
   // block headers and offsets only (validated).
@@ -280,9 +279,9 @@ class Engine {
   // One frontier from the nodes' parts (a collective).
   absl::StatusOr<Frontier> MergeFrontier(Frontier local);
   template <typename Op, typename T, typename Value, typename Candidate>
-  absl::StatusOr<Frontier> AtomicPush(const Frontier& frontier,
-                                      Direction along, State<T>& target,
-                                      Value& value, Candidate& candidate);
+  absl::StatusOr<Frontier> AtomicPush(const Frontier& frontier, Direction along,
+                                      State<T>& target, Value& value,
+                                      Candidate& candidate);
   // How a push EdgeMap's updates to other nodes' vertices travel (batch or
   // atomic; kBatch with one compute node, where none do): the
   // --update_mode flag, else the coordinator's choice from the frontier,
@@ -353,9 +352,9 @@ class Engine {
   std::vector<Unit> all_units_[2];
   // The units holding this node's vertices (all units with one node).
   std::vector<Unit> own_units_[2];
-  std::unique_ptr<Cluster> cluster_;  // nullptr: one compute node
-  coordinator::TransportCost transport_cost_;  // measured at job start
-  std::vector<Frontier> steal_scratch_;        // per worker
+  std::unique_ptr<Cluster> cluster_;            // nullptr: one compute node
+  coordinator::TransportCost transport_cost_;   // measured at job start
+  std::vector<Frontier> steal_scratch_;         // per worker
   std::vector<std::vector<std::byte>> outbox_;  // per worker (ToOutbox)
   // FinishPush's dense combining: values (any T of up to 8 bytes) and
   // whether each target has one (all 0 between uses).

@@ -171,24 +171,24 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
         }
         VertexId last = ~VertexId{0};
         bool resolved = false;
-        return source_->ReadRanges(
-            w, d, tail, *h,
-            [&](size_t k, std::span<const VertexId> t,
-                std::span<const Weight> wt) {
-              const VertexId v = tail[k].v;
-              if (v != last) {
-                last = v;
-                resolved = false;
-              }
-              if (!resolved) resolved = visit(w, v, t, wt);
-            });
+        return source_->ReadRanges(w, d, tail, *h,
+                                   [&](size_t k, std::span<const VertexId> t,
+                                       std::span<const Weight> wt) {
+                                     const VertexId v = tail[k].v;
+                                     if (v != last) {
+                                       last = v;
+                                       resolved = false;
+                                     }
+                                     if (!resolved)
+                                       resolved = visit(w, v, t, wt);
+                                   });
       });
   if (!status.ok()) return Fail(status);
   return true;
 }
 
 absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
-                                bool own_only) {
+                                 bool own_only) {
   d = Stored(d);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   std::span<const Unit> units =
@@ -321,7 +321,8 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
     for (int step = 1; step < nodes; ++step) {
       const int victim = (me + step) % nodes;
       for (;;) {
-        DMG_ASSIGN_OR_RETURN(uint64_t at, cluster_->Claim(ep, victim, parity, 1));
+        DMG_ASSIGN_OR_RETURN(uint64_t at,
+                             cluster_->Claim(ep, victim, parity, 1));
         if (at >= items[victim].size()) break;
         taking_[w] = 1;
         absl::Status done = process(items[victim][at]);
@@ -421,11 +422,10 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     // vertex is one — so it pays only when a push would read half of it
     // anyway (and then it sends no updates).
     threshold = stops_early ? num_arcs() / 20 : num_arcs() / 2;
-    work = frontier.size() +
-           FrontierEdges(frontier, push_blocks,
-                         threshold > frontier.size()
-                             ? threshold - frontier.size()
-                             : 0);
+    work = frontier.size() + FrontierEdges(frontier, push_blocks,
+                                           threshold > frontier.size()
+                                               ? threshold - frontier.size()
+                                               : 0);
     mode = work > threshold ? Mode::kPull : Mode::kPush;
   }
   const bool pull = mode == Mode::kPull;
@@ -463,7 +463,7 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
   }
   NoteDecision(mode == UpdateMode::kAtomic ? 3 : 4);
   if (s.update_mode.empty()) {
-    s.update_mode = cluster_ == nullptr      ? "local"
+    s.update_mode = cluster_ == nullptr           ? "local"
                     : mode == UpdateMode::kAtomic ? "atomic"
                                                   : "batch";
     s.update_chosen_by = by;
@@ -538,7 +538,8 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
     std::vector<uint32_t> entries;
   };
   std::vector<Scratch> scratch(threads());
-  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
+  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(units.size(), [&](int w,
+                                                                size_t u) {
     Scratch& s = scratch[w];
     s.wanted.clear();
     s.requests.clear();

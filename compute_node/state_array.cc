@@ -251,15 +251,16 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
   } else {
     const int buffer = (superstep() + 1) % 2;
     status = ctx_.scheduler->ForRanges(
-      fresh.size(), kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
-        for (uint64_t k = first; k < last;) {
-          uint64_t j = k + 1;  // runs of consecutive pages: one WRITE each
-          while (j < last && fresh[j] == fresh[j - 1] + 1) ++j;
-          QueueWrite(w, buffer, fresh[k], fresh[j - 1] + 1);
-          k = j;
-        }
-        return endpoint(w).Flush();
-      });
+        fresh.size(), kPagesPerChunk,
+        [&](int w, uint64_t first, uint64_t last) {
+          for (uint64_t k = first; k < last;) {
+            uint64_t j = k + 1;  // runs of consecutive pages: one WRITE each
+            while (j < last && fresh[j] == fresh[j - 1] + 1) ++j;
+            QueueWrite(w, buffer, fresh[k], fresh[j - 1] + 1);
+            k = j;
+          }
+          return endpoint(w).Flush();
+        });
   }
   // Published pages stay in the open superstep's buffer: later fetches and
   // the commit go by published_ for them.
@@ -269,14 +270,6 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
   }
   std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
   return status;
-}
-
-void StateArrayBase::DirtyPages(std::vector<uint64_t>& pages) const {
-  for (size_t word = 0; word < dirty_.size(); ++word) {
-    for (uint64_t bits = dirty_[word]; bits != 0; bits &= bits - 1) {
-      pages.push_back(word * 64 + std::countr_zero(bits));
-    }
-  }
 }
 
 void StateArrayBase::DirtyLines(std::vector<uint64_t>& lines) const {

@@ -60,8 +60,7 @@ struct StateContext {
   // slices are. Empty bounds: one node, one slice.
   std::vector<uint64_t> bounds;
   int node = 0;
-  std::function<absl::StatusOr<std::vector<std::string>>(std::string)>
-      exchange;
+  std::function<absl::StatusOr<std::vector<std::string>>(std::string)> exchange;
 };
 
 // Ascending page numbers as (first, count) pairs of consecutive runs: how
@@ -115,12 +114,10 @@ class StateArrayBase : public PageSource {
   // Refresh takes pages another node published: a resident copy READs them
   // (worker w's endpoint, flushed by the caller), a paged one forgets them.
   absl::Status Publish(std::vector<uint64_t>& pages);
-  // The pages Publish would write (ascending), appended to `pages`.
-  void DirtyPages(std::vector<uint64_t>& pages) const;
-  // With several compute nodes: the kLineBytes lines of those pages that
-  // changed (ascending), appended to `lines`; the other nodes refresh just
-  // these (RefreshLines). Publish still writes whole pages, so the open
-  // buffer holds every line of them current.
+  // With several compute nodes: the kLineBytes lines that changed in the
+  // pages Publish would write (ascending), appended to `lines`; the other
+  // nodes refresh just these (RefreshLines). Publish still writes whole
+  // pages, so the open buffer holds every line of them current.
   static constexpr uint64_t kLineBytes = 64;
   void DirtyLines(std::vector<uint64_t>& lines) const;
   uint64_t lines() const { return (bytes_ + kLineBytes - 1) / kLineBytes; }

@@ -162,10 +162,9 @@ auto Engine::Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))> {
   // One partial per fixed chunk, combined in chunk order. Ranges start on
   // chunk boundaries, so each chunk is one node's.
   const uint64_t base = own_begin_;
-  std::vector<R> partial(
-      (own_end_ - own_begin_ + internal::kVertexGrain - 1) /
-          internal::kVertexGrain,
-      Op::template Identity<R>());
+  std::vector<R> partial((own_end_ - own_begin_ + internal::kVertexGrain - 1) /
+                             internal::kVertexGrain,
+                         Op::template Identity<R>());
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
       own_end_ - own_begin_, internal::kVertexGrain,
       [&](int, uint64_t begin, uint64_t end) {
@@ -274,8 +273,9 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     for (std::span<const Update> part : parts) {
       all.insert(all.end(), part.begin(), part.end());
     }
-    std::stable_sort(all.begin(), all.end(),
-                     [](const Update& a, const Update& b) { return a.v < b.v; });
+    std::stable_sort(
+        all.begin(), all.end(),
+        [](const Update& a, const Update& b) { return a.v < b.v; });
     size_t kept = 0;
     for (size_t k = 0; k < all.size(); ++k) {
       if (kept > 0 && all[kept - 1].v == all[k].v) {
@@ -290,8 +290,7 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   std::vector<std::string> to(compute_nodes());
   for (size_t k = 0; k < all.size();) {
     const int owner = OwnerOf(all[k].v);
-    const VertexId end =
-        static_cast<VertexId>(cluster_->bounds()[owner + 1]);
+    const VertexId end = static_cast<VertexId>(cluster_->bounds()[owner + 1]);
     size_t j = k;
     while (j < all.size() && all[j].v < end) ++j;
     to[owner].assign(reinterpret_cast<const char*>(all.data() + k),
@@ -328,8 +327,8 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   for (const Update& u : inbox) {
     if (!Owns(u.v)) {
       return Fail(absl::DataLossError(absl::StrFormat(
-          "an update for vertex %d reached compute node %d, not its owner",
-          u.v, compute_node())));
+          "an update for vertex %d reached compute node %d, not its owner", u.v,
+          compute_node())));
     }
   }
   Frontier changed = NewFrontier();
@@ -389,8 +388,9 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
   // Computes the word to swap in; false when the update changes nothing.
   auto prepare = [&](Pending& p) {
     T now;
-    std::memcpy(&now, reinterpret_cast<const char*>(&p.expected) +
-                          p.where.shift, sizeof(T));
+    std::memcpy(&now,
+                reinterpret_cast<const char*>(&p.expected) + p.where.shift,
+                sizeof(T));
     if (!Op::Apply(std::atomic_ref<T>(now), p.x, unset)) return false;
     p.desired = p.expected;
     std::memcpy(reinterpret_cast<char*>(&p.desired) + p.where.shift, &now,
@@ -406,8 +406,12 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
         for (size_t k = 0; k < out.size(); ++k) {
           const VertexId v = out[k];
           if (!candidate(v)) continue;
-          Pending p{v, value(u, v, internal::WeightAt(weights, k)),
-                    target.CurrentWord(v), 0, 0, 0};
+          Pending p{v,
+                    value(u, v, internal::WeightAt(weights, k)),
+                    target.CurrentWord(v),
+                    0,
+                    0,
+                    0};
           // First guess: the word as this node's copy has it (the memory
           // node's value when the operation began).
           const uint64_t first = v - p.where.shift / elem;
@@ -492,8 +496,8 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
       target.MarkChangedRemotely(p, 1, p >= own_first && p < own_last);
     }
   }
-  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
-      refresh.size(), [&](int w, size_t j) {
+  DMG_RETURN_IF_ERROR(
+      Fail(scheduler_.ForEach(refresh.size(), [&](int w, size_t j) {
         target.Refresh(w, refresh[j].first, refresh[j].count);
         return pool_->endpoint(w).Flush();
       })));
@@ -602,9 +606,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
         const uint32_t count = b.vertex_count();
         // This node's vertices of the block (all of them, but at the ends
         // of its range).
-        const uint32_t lo = b.first_vertex() < own_begin_
-                                ? own_begin_ - b.first_vertex()
-                                : 0;
+        const uint32_t lo =
+            b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
         const uint32_t hi = std::min<uint64_t>(
             count, static_cast<uint64_t>(own_end_) - b.first_vertex());
         for (uint32_t i = lo; i < hi; ++i) {
@@ -661,9 +664,8 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
-        const uint32_t lo = b.first_vertex() < own_begin_
-                                ? own_begin_ - b.first_vertex()
-                                : 0;
+        const uint32_t lo =
+            b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
         const uint32_t hi = std::min<uint64_t>(
             count, static_cast<uint64_t>(own_end_) - b.first_vertex());
         R sum{};

@@ -590,11 +590,10 @@ bool ReadEveryBlockTwice(BlockSource& source, Direction d, uint64_t batch,
                          const RemoteGraph& g) {
   for (int pass = 0; pass < 2; ++pass) {
     for (const Unit& unit : MakeAllUnits(g.directory(d), batch)) {
-      absl::Status s =
-          source.Read(0, d, unit, false, [](uint32_t, const std::byte*,
-                                            uint32_t) {
-            return absl::OkStatus();
-          });
+      absl::Status s = source.Read(0, d, unit, false,
+                                   [](uint32_t, const std::byte*, uint32_t) {
+                                     return absl::OkStatus();
+                                   });
       if (!s.ok()) return false;
     }
   }

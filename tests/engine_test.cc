@@ -462,10 +462,10 @@ TEST(VertexProgramTest, PullClaimTakesTheFirstFrontierNeighbour) {
   TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 11);
   const uint64_t n = t.graph.num_vertices();
   for (uint32_t block_size : {256u, 4096u}) {
-    for (uint64_t cache : {compute::MemoryBudget::kUnlimited,
-                           uint64_t{256 * 1024}}) {
-      SCOPED_TRACE(testing::Message() << "blocks " << block_size << ", cache "
-                                      << cache);
+    for (uint64_t cache :
+         {compute::MemoryBudget::kUnlimited, uint64_t{256 * 1024}}) {
+      SCOPED_TRACE(testing::Message()
+                   << "blocks " << block_size << ", cache " << cache);
       // Sparse (most candidates read on past their prefix) and dense.
       uint64_t bytes[2] = {0, 0};
       for (int every : {97, 3}) {

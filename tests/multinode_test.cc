@@ -58,14 +58,13 @@ std::string Describe(const Config& c) {
                           ? ""
                           : absl::StrCat(", cache ", c.cache_bytes),
                       ", update mode ",
-                      c.update_mode == UpdateMode::kAuto    ? "auto"
-                      : c.update_mode == UpdateMode::kBatch ? "batch"
+                      c.update_mode == UpdateMode::kAuto     ? "auto"
+                      : c.update_mode == UpdateMode::kBatch  ? "batch"
                       : c.update_mode == UpdateMode::kAtomic ? "atomic"
                                                              : "pull");
 }
 
-std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g,
-                                       const Config& c) {
+std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, const Config& c) {
   store::LayoutOptions layout;
   layout.block_size = 4096;
   layout.num_memory_nodes = c.memory_nodes;
@@ -118,7 +117,8 @@ void CheckAll(const store::Graph& g, const Config& c) {
       });
   const auto ref_bfs = reference::Bfs(g, source);
   OnEveryNode(
-      g, c, "bfs", [&](compute::Engine& e) { return algorithms::Bfs(e, source); },
+      g, c, "bfs",
+      [&](compute::Engine& e) { return algorithms::Bfs(e, source); },
       [&](const std::vector<int32_t>& r) {
         auto m = reference::CompareExact(*ref_bfs, r);
         EXPECT_FALSE(m.any) << m.message;
@@ -143,7 +143,8 @@ void CheckAll(const store::Graph& g, const Config& c) {
       source, static_cast<store::VertexId>(g.num_vertices() / 2)};
   const auto ref_bc = reference::Bc(g, sources);
   OnEveryNode(
-      g, c, "bc", [&](compute::Engine& e) { return algorithms::Bc(e, sources); },
+      g, c, "bc",
+      [&](compute::Engine& e) { return algorithms::Bc(e, sources); },
       [&](const std::vector<double>& r) {
         auto m = reference::CompareRelative(*ref_bc, r, 1e-9);
         EXPECT_FALSE(m.any) << m.message;
@@ -179,11 +180,12 @@ TEST_P(MultiNodeTest, EveryAlgorithmMatchesTheReference) {
   CheckAll(*urand, c);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Nodes, MultiNodeTest,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 3),
-                       ::testing::Values(Mode::kAuto, Mode::kPush,
-                                         Mode::kPull)));
+INSTANTIATE_TEST_SUITE_P(Nodes, MultiNodeTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(1, 3),
+                                            ::testing::Values(Mode::kAuto,
+                                                              Mode::kPush,
+                                                              Mode::kPull)));
 
 class UpdateModeTest
     : public ::testing::TestWithParam<std::tuple<int, UpdateMode, Mode>> {};
@@ -273,9 +275,9 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
       auto bfs = algorithms::Bfs(engine, 1);
-      auto cc = bfs.ok() ? algorithms::ConnectedComponents(engine)
-                         : absl::StatusOr<std::vector<store::VertexId>>(
-                               bfs.status());
+      auto cc =
+          bfs.ok() ? algorithms::ConnectedComponents(engine)
+                   : absl::StatusOr<std::vector<store::VertexId>>(bfs.status());
       engine.Finish();
       return std::make_pair(bfs, cc);
     });
@@ -287,20 +289,22 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
     }
     const compute::RunStats& stats = (*cluster)->engine(0).stats();
     ASSERT_EQ(stats.nodes.size(), 2u);
-    EXPECT_EQ(stats.nodes[0].own_end, half) << "the split is not the skewed one";
+    EXPECT_EQ(stats.nodes[0].own_end, half)
+        << "the split is not the skewed one";
     if (steal) {
       EXPECT_GT(stats.nodes[1].stolen_items, 0u);
     } else {
       EXPECT_EQ(stats.nodes[1].stolen_items, 0u);
     }
-    std::printf("steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
-                "stolen %lu / own %lu + stolen %lu\n",
-                steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
-                stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
-                (unsigned long)stats.nodes[0].own_items,
-                (unsigned long)stats.nodes[0].stolen_items,
-                (unsigned long)stats.nodes[1].own_items,
-                (unsigned long)stats.nodes[1].stolen_items);
+    std::printf(
+        "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
+        "stolen %lu / own %lu + stolen %lu\n",
+        steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
+        stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
+        (unsigned long)stats.nodes[0].own_items,
+        (unsigned long)stats.nodes[0].stolen_items,
+        (unsigned long)stats.nodes[1].own_items,
+        (unsigned long)stats.nodes[1].stolen_items);
   }
 }
 
@@ -349,9 +353,9 @@ TEST(MultiNodeTest, OthersSeeChangesThroughRefreshedLines) {
       // Reads the other node's newest vertex: its line must be fresh.
       const store::VertexId left = source - level, right = source + level;
       if (depth.Get(left) != level || depth.Get(right) != level) {
-        s = absl::InternalError(absl::StrFormat(
-            "level %d: depth(%d) = %d, depth(%d) = %d", level, left,
-            depth.Get(left), right, depth.Get(right)));
+        s = absl::InternalError(
+            absl::StrFormat("level %d: depth(%d) = %d, depth(%d) = %d", level,
+                            left, depth.Get(left), right, depth.Get(right)));
         break;
       }
       auto next = engine.EdgeMap<compute::Claim>(
