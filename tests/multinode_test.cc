@@ -229,6 +229,32 @@ TEST(MultiNodeTest, BoundedCachesPageTheState) {
   }
 }
 
+absl::StatusOr<store::Graph> Symmetric(store::EdgeList e) {
+  store::CleanOptions clean;
+  clean.symmetrize = true;
+  return store::BuildGraph(std::move(e), clean);
+}
+
+// Two compute nodes that push, their ranges split by vertices only (stage 1
+// with a huge alpha), `threads` each, over `memory_nodes` memory nodes.
+absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
+    const store::Graph& g, int threads, uint32_t memory_nodes,
+    const std::string& job, bool steal) {
+  store::LayoutOptions layout;
+  layout.block_size = 4096;
+  layout.num_memory_nodes = memory_nodes;
+  absl::StatusOr<store::StoreImage> image = store::BuildStoreImage(g, layout);
+  if (!image.ok()) return image.status();
+  compute::EngineOptions eo;
+  eo.threads = threads;
+  eo.direction = Mode::kPush;
+  eo.cluster.nodes = 2;
+  eo.cluster.job = job;
+  eo.steal = steal;
+  eo.stage1_alpha = 1e12;
+  return EmbeddedCluster::Start(*std::move(image), eo);
+}
+
 // Skew: the first half of the vertices holds nearly all the edges (a dense
 // random graph), the second half short paths, and the split balances
 // vertices only (stage1_alpha huge), so node 0's range holds most of every
@@ -251,27 +277,13 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
     e.Add(u % half, u);
     for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
   }
-  store::CleanOptions clean;
-  clean.symmetrize = true;
-  absl::StatusOr<store::Graph> g = store::BuildGraph(std::move(e), clean);
+  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
   ASSERT_TRUE(g.ok()) << g.status();
   const auto ref = reference::ConnectedComponents(*g);
   const auto ref_bfs = reference::Bfs(*g, 1);
   for (bool steal : {true, false}) {
     SCOPED_TRACE(steal ? "steal" : "no steal");
-    store::LayoutOptions layout;
-    layout.block_size = 4096;
-    layout.num_memory_nodes = 2;
-    auto image = store::BuildStoreImage(*g, layout);
-    ASSERT_TRUE(image.ok());
-    compute::EngineOptions eo;
-    eo.threads = 2;
-    eo.direction = Mode::kPush;
-    eo.cluster.nodes = 2;
-    eo.cluster.job = "skew";
-    eo.steal = steal;
-    eo.stage1_alpha = 1e12;  // vertices only
-    auto cluster = EmbeddedCluster::Start(*std::move(image), eo);
+    auto cluster = StartPushSplitByVertices(*g, 2, 2, "skew", steal);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
       auto bfs = algorithms::Bfs(engine, 1);
@@ -326,21 +338,10 @@ TEST(MultiNodeTest, OthersSeeChangesThroughRefreshedLines) {
   const uint32_t n = 16384;
   e.num_vertices = n;
   for (uint32_t v = 0; v + 1 < n; ++v) e.Add(v, v + 1);
-  store::CleanOptions clean;
-  clean.symmetrize = true;
-  absl::StatusOr<store::Graph> g = store::BuildGraph(std::move(e), clean);
+  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
   ASSERT_TRUE(g.ok()) << g.status();
-  store::LayoutOptions layout;
-  layout.block_size = 4096;
-  auto image = store::BuildStoreImage(*g, layout);
-  ASSERT_TRUE(image.ok());
-  compute::EngineOptions eo;
-  eo.threads = 1;
-  eo.direction = Mode::kPush;
-  eo.cluster.nodes = 2;
-  eo.cluster.job = "lines";
-  eo.stage1_alpha = 1e12;  // vertices only: the ranges meet at n / 2
-  auto cluster = EmbeddedCluster::Start(*std::move(image), eo);
+  // Split by vertices: the ranges meet at n / 2.
+  auto cluster = StartPushSplitByVertices(*g, 1, 1, "lines", true);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   const int32_t levels = 500;
   const store::VertexId source = n / 2;
