@@ -173,9 +173,11 @@ GraphAwareBlockSource::GraphAwareBlockSource(const RemoteGraph& graph,
 }
 
 std::byte* GraphAwareBlockSource::buffer(int worker, int slot) {
-  std::vector<uint64_t>& b = buffers_[worker][slot];
-  if (b.size() * 8 < batch_bytes_) b.resize(batch_bytes_ / 8);
-  return reinterpret_cast<std::byte*>(b.data());
+  std::unique_ptr<uint64_t[]>& b = buffers_[worker][slot];
+  if (b == nullptr) {
+    b = std::make_unique_for_overwrite<uint64_t[]>((batch_bytes_ + 7) / 8);
+  }
+  return reinterpret_cast<std::byte*>(b.get());
 }
 
 bool GraphAwareBlockSource::AllCached(Direction d, const Unit& unit) const {

@@ -152,7 +152,9 @@ class GraphAwareBlockSource : public BlockSource {
   WorkerPool& pool_;
   const uint64_t batch_bytes_;
   const int window_;
-  std::vector<std::vector<std::vector<uint64_t>>> buffers_;
+  // Per worker, per slot; allocated on first use and not zeroed (a READ
+  // fills what is used), so untouched pages of a slot cost nothing.
+  std::vector<std::vector<std::unique_ptr<uint64_t[]>>> buffers_;
   HotBlockCache* hot_[2] = {nullptr, nullptr};
   std::atomic<uint64_t> max_outstanding_{0};
 };

@@ -442,12 +442,14 @@ absl::Status Engine::Prepare(bool open_superstep) {
     DMG_RETURN_IF_ERROR(Fail(PlaceStates(arrays)));
   }
   if (open_superstep && !open_) {
+    step_start_ = std::chrono::steady_clock::now();
     if (superstep_ == 0 && stats_.supersteps.empty()) {
       stats_.setup = pool_->TotalStats();
       stats_.setup_cache = CacheTotals();
+      stats_.setup_seconds =
+          std::chrono::duration<double>(step_start_ - start_).count();
     }
     open_ = true;
-    step_start_ = std::chrono::steady_clock::now();
     step_base_ = pool_->TotalStats();
     step_cache_base_ = CacheTotals();
     source_->TakeMaxOutstanding();
@@ -526,9 +528,8 @@ absl::Status Engine::EndSuperstep() {
   }
   SuperstepStats& s = stats_.supersteps.back();
   if (s.direction.empty()) s.direction = "none";
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            step_start_)
-                  .count();
+  step_end_ = std::chrono::steady_clock::now();
+  s.seconds = std::chrono::duration<double>(step_end_ - step_start_).count();
   s.ops = pool_->TotalStats() - step_base_;
   s.cache = CacheTotals() - step_cache_base_;
   s.max_outstanding = source_->TakeMaxOutstanding();
@@ -588,9 +589,14 @@ void Engine::Finish() {
   stats_.total_cache = CacheTotals();
   stats_.cache_peak_bytes = budget_.peak();
   if (stats_.supersteps.empty()) stats_.setup = stats_.total;
-  stats_.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
-          .count();
+  const auto now = std::chrono::steady_clock::now();
+  stats_.seconds = std::chrono::duration<double>(now - start_).count();
+  if (stats_.supersteps.empty()) {
+    stats_.setup_seconds = stats_.seconds;
+  } else {
+    stats_.finish_seconds =
+        std::chrono::duration<double>(now - step_end_).count();
+  }
 }
 
 }  // namespace dmg::compute

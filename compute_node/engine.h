@@ -134,7 +134,9 @@ class Engine {
   template <typename T>
   State<T>& NewState(const std::string& name, T initial,
                      CacheHint hint = CacheHint::kPerVertex);
-  Frontier NewFrontier() const { return Frontier(num_vertices(), threads()); }
+  Frontier NewFrontier() const {
+    return Frontier(num_vertices(), threads(), frontier_spares_);
+  }
   Frontier FrontierOf(VertexId v) const;
 
   template <typename Fn>
@@ -374,6 +376,11 @@ class Engine {
   bool headers_tried_[2] = {false, false};
   bool hot_tried_[2] = {false, false};
   std::unique_ptr<HeaderCache> headers_[2];
+  // ScanFrontier's per-entry edge bytes of the frontier (zero between scans).
+  std::vector<uint64_t> need_[2];
+  // Buffers a dead frontier hands to the next one.
+  std::shared_ptr<FrontierSpares> frontier_spares_ =
+      std::make_shared<FrontierSpares>();
   std::unique_ptr<HotBlockCache> hot_[2];
   std::unique_ptr<Barrier> barrier_;
   // State arrays, in declaration order; placed_ of them are materialized.
@@ -382,7 +389,7 @@ class Engine {
   // Superstep bookkeeping.
   int superstep_ = 0;
   bool open_ = false;
-  std::chrono::steady_clock::time_point start_, step_start_;
+  std::chrono::steady_clock::time_point start_, step_start_, step_end_;
   transport::OpStats step_base_;
   CacheCounters step_cache_base_;
   RunStats stats_;

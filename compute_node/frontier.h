@@ -6,19 +6,84 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "store/graph.h"
 
 namespace dmg::compute {
 
 using store::VertexId;
 
+// Storage that frontiers of one engine hand on to the next: a BFS level's
+// frontier dies as the next one fills, and first-touch page faults of fresh
+// buffers (~10 us per 4 KiB page on virtual machines) cost more than a
+// small level's work. Holds cleared buffers of at most one frontier.
+class FrontierSpares {
+ public:
+  struct Storage {
+    std::vector<uint64_t> bits;  // all zero
+    std::vector<std::vector<store::VertexId>> pending;
+  };
+  // Spare storage sized for n vertices and `workers` workers, or empty.
+  Storage Take(uint64_t words, int workers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_ || spare_->bits.size() != words ||
+        static_cast<int>(spare_->pending.size()) != workers) {
+      return {};
+    }
+    Storage s = std::move(*spare_);
+    spare_.reset();
+    return s;
+  }
+  void Give(Storage s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_) spare_ = std::make_unique<Storage>(std::move(s));
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<Storage> spare_;
+};
+
 class Frontier {
  public:
-  Frontier(uint64_t num_vertices, int workers)
-      : bits_((num_vertices + 63) / 64, 0), pending_(workers) {}
+  Frontier(uint64_t num_vertices, int workers,
+           std::shared_ptr<FrontierSpares> spares = nullptr)
+      : spares_(std::move(spares)) {
+    const uint64_t words = (num_vertices + 63) / 64;
+    if (spares_ != nullptr) {
+      FrontierSpares::Storage s = spares_->Take(words, workers);
+      bits_ = std::move(s.bits);
+      pending_ = std::move(s.pending);
+    }
+    if (bits_.empty()) bits_.assign(words, 0);
+    if (pending_.empty()) pending_.resize(workers);
+  }
+  ~Frontier() {
+    if (spares_ == nullptr || bits_.empty()) return;
+    for (auto& p : pending_) {
+      for (VertexId v : p) bits_[v >> 6] = 0;  // added, never sealed
+      p.clear();
+    }
+    Clear();
+    spares_->Give({std::move(bits_), std::move(pending_)});
+  }
+  Frontier(Frontier&&) = default;
+  Frontier& operator=(Frontier&& other) {
+    if (this != &other) {
+      Frontier gone(std::move(*this));  // hands its storage on
+      bits_ = std::move(other.bits_);
+      list_ = std::move(other.list_);
+      pending_ = std::move(other.pending_);
+      spares_ = std::move(other.spares_);
+    }
+    return *this;
+  }
 
   // Adds v if absent; safe from many workers (each passes its own index).
   bool Add(int worker, VertexId v) {
@@ -38,9 +103,21 @@ class Frontier {
     pending_[worker].push_back(v);
     return true;
   }
+  // Add for a vertex no other call adds this round (its first-wins claim
+  // succeeded): no atomic; Seal sets its bit.
+  void AddUnique(int worker, VertexId v) {
+    pending_[worker].push_back(v);
+  }
   // Makes the added vertices visible through vertices(); call between rounds.
   void Seal() {
+    if (list_.empty()) {
+      size_t total = 0;
+      for (const auto& p : pending_) total += p.size();
+      ReserveHuge(list_, total);
+    }
     for (auto& p : pending_) {
+      // (AddUnique left these bits unset; for the others it is a no-op.)
+      for (VertexId v : p) bits_[v >> 6] |= uint64_t{1} << (v & 63);
       list_.insert(list_.end(), p.begin(), p.end());
       p.clear();
     }
@@ -83,8 +160,9 @@ class Frontier {
 
  private:
   std::vector<uint64_t> bits_;
-  std::vector<VertexId> list_;
+  HugePageVector<VertexId> list_;
   std::vector<std::vector<VertexId>> pending_;
+  std::shared_ptr<FrontierSpares> spares_;
 };
 
 }  // namespace dmg::compute

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "store/block_format.h"
 
 namespace dmg::compute {
@@ -39,7 +40,7 @@ class HeaderCache {
  private:
   std::span<const store::DirectoryEntry> dir_;
   std::vector<uint64_t> start_;  // per entry, into offsets_
-  std::vector<uint32_t> offsets_;
+  HugePageVector<uint32_t> offsets_;
 };
 
 }  // namespace dmg::compute

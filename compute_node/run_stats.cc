@@ -45,12 +45,13 @@ std::string ToJson(const RunStats& s) {
   std::string out = absl::StrFormat(
       "{\n  \"algorithm\": \"%s\",\n  \"transport\": \"%s\",\n  \"threads\": "
       "%d,\n  \"vertices\": %d,\n  \"arcs\": %d,\n  \"seconds\": %.6f,\n  "
+      "\"setup_seconds\": %.6f,\n  \"finish_seconds\": %.6f,\n  "
       "\"directory_bytes\": %d,\n  \"cache_policy\": \"%s\",\n  "
       "\"cache_capacity_bytes\": %d,\n  \"cache_peak_bytes\": %d,\n  "
       "\"rss_start_bytes\": %d,\n  \"rss_peak_bytes\": %d,\n  "
       "\"setup\": %s,\n  \"supersteps\": [",
       s.algorithm, s.transport, s.threads, s.vertices, s.arcs, s.seconds,
-      s.directory_bytes, s.cache_policy, s.cache_capacity_bytes,
+      s.setup_seconds, s.finish_seconds, s.directory_bytes, s.cache_policy, s.cache_capacity_bytes,
       s.cache_peak_bytes, s.rss_start_bytes, s.rss_peak_bytes,
       OpsJson(s.setup));
   for (size_t i = 0; i < s.supersteps.size(); ++i) {

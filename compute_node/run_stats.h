@@ -63,6 +63,10 @@ struct RunStats {
   std::vector<SuperstepStats> supersteps;
   transport::OpStats total;      // setup + supersteps + result read-back
   double seconds = 0;            // whole run on the compute node
+  // Engine start to the first superstep (bootstrap, state allocation) and
+  // the last superstep's end to the end of the run (result read-back).
+  double setup_seconds = 0;
+  double finish_seconds = 0;
   uint64_t directory_bytes = 0;  // graph index held by the compute node
   std::string cache_policy;
   uint64_t cache_capacity_bytes = 0;  // 0: unbounded

@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/huge_pages.h"
 #include "common/aligned_buffer.h"
 #include "common/mutex.h"
 #include "compute_node/cache_planner.h"
@@ -358,7 +359,7 @@ class StateArray : public StateArrayBase {
   // array also checks it against its local copy (a difference would mean the
   // write-back lost an update).
   absl::StatusOr<std::vector<T>> ReadResult(int superstep) {
-    std::vector<T> out(size());
+    std::vector<T> out = HugeVector<T>(size());
     if (absl::Status s = ReadVersion(superstep, 0, size(), out.data());
         !s.ok()) {
       return s;

@@ -543,7 +543,11 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
             if (taking || !Owns(v)) {
               ToOutbox<T>(w, {v, x});
             } else if (target.template Apply<Op>(w, v, x)) {
-              next.Add(w, v);
+              if constexpr (Op::kFirstWins) {
+                next.AddUnique(w, v);  // only the winning claim gets here
+              } else {
+                next.Add(w, v);
+              }
             }
           }
         }));
