@@ -394,6 +394,11 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   };
   for (uint32_t i = unit.first; i < unit.last; ++i) {
     const DirectoryEntry& e = dir[i];
+    // Units may span blocks the frontier does not touch.
+    if (!frontier.AnyIn(e.first_vertex,
+                        uint64_t{e.first_vertex} + e.vertex_count)) {
+      continue;
+    }
     const uint32_t* off = headers->offsets(i);
     uint64_t need = 0, vertices = 0;
     for (uint32_t j = 0; j < e.vertex_count; ++j) {

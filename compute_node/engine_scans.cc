@@ -360,6 +360,15 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   }
   const Frontier& pushed = cluster_ != nullptr ? own_part : frontier;
   std::span<const VertexId> vs = pushed.vertices();
+  // With headers the graph-aware source reads only the frontier's part of
+  // each block and skips untouched ones, so units are sized by what will be
+  // read (the frontier's edge bytes per block) and may span gaps.
+  const HeaderCache* h = headers(d);
+  const bool sparse =
+      h != nullptr && options_.cache_policy == CachePolicy::kGraphAware;
+  const uint64_t edge_bytes = graph_.weighted() ? 8 : 4;
+  std::vector<uint64_t>& need = need_[k];
+  if (sparse && need.size() != dir.size()) need.assign(dir.size(), 0);
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
       vs.size(), 4096, [&](int, uint64_t begin, uint64_t end) {
         for (uint64_t j = begin; j < end; ++j) {
@@ -367,19 +376,41 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
           for (size_t i = first; i < last; ++i) {
             std::atomic_ref<uint8_t>(touched[i])
                 .store(1, std::memory_order_relaxed);
+            if (sparse) {
+              const uint32_t at = vs[j] - dir[i].first_vertex;
+              const uint32_t* off = h->offsets(i);
+              std::atomic_ref<uint64_t>(need[i]).fetch_add(
+                  (off[at + 1] - off[at]) * edge_bytes,
+                  std::memory_order_relaxed);
+            }
           }
         }
         return absl::OkStatus();
       }));
   std::vector<uint32_t> entries;
+  std::vector<uint64_t> estimate;
+  uint64_t total = 0;
   for (uint32_t i = 0; i < touched.size(); ++i) {
     if (touched[i]) {
       entries.push_back(i);
       touched[i] = 0;
+      if (sparse) {
+        // As ReadFrontier decides: the whole block once half of it is
+        // needed, else the edge ranges.
+        const uint64_t bytes =
+            need[i] * 2 >= dir[i].length ? dir[i].length : need[i];
+        estimate.push_back(bytes);
+        total += bytes;
+        need[i] = 0;
+      }
     }
   }
-  std::vector<Unit> units = MakeUnits(dir, entries, buffers_.batch_bytes);
-  const HeaderCache* h = headers(d);
+  std::vector<Unit> units =
+      sparse ? MakeSparseUnits(
+                   dir, entries, estimate,
+                   std::clamp<uint64_t>(total / (8 * threads()), 4096,
+                                        buffers_.batch_bytes))
+             : MakeUnits(dir, entries, buffers_.batch_bytes);
   return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
     return source_->ReadFrontier(w, d, units[u], pushed, h, fn);
   }));

@@ -140,6 +140,19 @@ class Frontier {
     list_.clear();
   }
   bool Contains(VertexId v) const { return (bits_[v >> 6] >> (v & 63)) & 1; }
+  // Whether any of [begin, end) is a member: 64 vertices per step.
+  bool AnyIn(uint64_t begin, uint64_t end) const {
+    if (begin >= end) return false;
+    const uint64_t first = begin >> 6, last = (end - 1) >> 6;
+    const uint64_t head = ~uint64_t{0} << (begin & 63);
+    const uint64_t tail = ~uint64_t{0} >> (63 - ((end - 1) & 63));
+    if (first == last) return (bits_[first] & head & tail) != 0;
+    if (bits_[first] & head) return true;
+    for (uint64_t k = first + 1; k < last; ++k) {
+      if (bits_[k] != 0) return true;
+    }
+    return (bits_[last] & tail) != 0;
+  }
   // The members in ascending order, from the bitmap (no sort).
   std::vector<VertexId> SortedVertices() const {
     std::vector<VertexId> out;

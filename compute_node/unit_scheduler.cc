@@ -24,6 +24,28 @@ std::vector<Unit> MakeUnits(std::span<const store::DirectoryEntry> dir,
   return units;
 }
 
+std::vector<Unit> MakeSparseUnits(std::span<const store::DirectoryEntry> dir,
+                                  std::span<const uint32_t> entries,
+                                  std::span<const uint64_t> need,
+                                  uint64_t unit_bytes) {
+  std::vector<Unit> units;
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const uint32_t i = entries[k];
+    const bool continues_run = !units.empty() && units.back().last == i &&
+                               (dir[i].flags & store::kEntryFlagSplitPiece) &&
+                               dir[i - 1].first_vertex == dir[i].first_vertex;
+    if (units.empty() || (bytes + need[k] > unit_bytes && !continues_run)) {
+      units.push_back({i, i + 1});
+      bytes = need[k];
+    } else {
+      units.back().last = i + 1;  // across untouched entries too
+      bytes += need[k];
+    }
+  }
+  return units;
+}
+
 std::vector<Unit> MakeAllUnits(std::span<const store::DirectoryEntry> dir,
                                uint64_t batch_bytes) {
   std::vector<uint32_t> all(dir.size());

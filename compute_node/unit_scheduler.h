@@ -40,6 +40,17 @@ std::vector<Unit> MakeUnits(std::span<const store::DirectoryEntry> directory,
                             std::span<const uint32_t> entries,
                             uint64_t batch_bytes);
 // Every entry of the directory, cut as above.
+// For a reader that skips the blocks of a unit the frontier does not touch
+// (a sparse push with block headers at hand): cuts `entries` into units of
+// about `unit_bytes` of what will actually be read (`need[k]` for entries[k])
+// and lets a unit span untouched entries, so a frontier scattered over
+// thousands of blocks costs a few batches, not one round trip per block.
+// Still never cuts a split vertex.
+std::vector<Unit> MakeSparseUnits(
+    std::span<const store::DirectoryEntry> directory,
+    std::span<const uint32_t> entries, std::span<const uint64_t> need,
+    uint64_t unit_bytes);
+
 std::vector<Unit> MakeAllUnits(std::span<const store::DirectoryEntry> directory,
                                uint64_t batch_bytes);
 

@@ -369,5 +369,74 @@ TEST(UnitSchedulerTest, ErrorsFromAnyItemPropagate) {
   }
 }
 
+// MakeSparseUnits: every touched entry in exactly one unit, units in order
+// and disjoint, a unit spans gaps, its need stays within the bound unless
+// one entry (or a split run) alone exceeds it, split runs are never cut.
+TEST(MakeSparseUnitsTest, SpansGapsAndKeepsTheBoundAndSplitRuns) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    DirBuilder b;
+    const int blocks = 1 + rng() % 60;
+    for (int k = 0; k < blocks; ++k) {
+      if (rng() % 5 == 0) {
+        b.Split(2 + rng() % 4, 100);
+      } else {
+        b.Block(1 + rng() % 8, 100);
+      }
+    }
+    const std::vector<DirectoryEntry> dir = b.Build();
+    std::vector<uint32_t> entries;
+    std::vector<uint64_t> need;
+    for (uint32_t i = 0; i < dir.size(); ++i) {
+      // A split run is touched whole, as a frontier vertex touches it.
+      bool take = rng() % 3 == 0;
+      if (ContinuesRun(dir, i)) take = !entries.empty() && entries.back() == i - 1;
+      if (!take) continue;
+      entries.push_back(i);
+      need.push_back(rng() % 300);
+    }
+    const uint64_t bound = 100 + rng() % 500;
+    std::vector<Unit> units = MakeSparseUnits(dir, entries, need, bound);
+    size_t k = 0;
+    for (size_t u = 0; u < units.size(); ++u) {
+      ASSERT_LT(units[u].first, units[u].last);
+      if (u > 0) {
+        ASSERT_LE(units[u - 1].last, units[u].first);
+        // A cut between two pieces of one vertex is never made.
+        EXPECT_FALSE(units[u - 1].last == units[u].first &&
+                     ContinuesRun(dir, units[u].first));
+      }
+      uint64_t bytes = 0;
+      size_t in_unit = 0;
+      bool split = false;
+      while (k < entries.size() && entries[k] < units[u].last) {
+        ASSERT_GE(entries[k], units[u].first);
+        bytes += need[k];
+        split = split || ContinuesRun(dir, entries[k]);
+        ++in_unit;
+        ++k;
+      }
+      // Units start and end on touched entries.
+      ASSERT_GE(in_unit, 1u);
+      if (in_unit > 1 && !split) {
+        EXPECT_LE(bytes, bound);
+      }
+    }
+    EXPECT_EQ(k, entries.size());
+  }
+}
+
+TEST(MakeSparseUnitsTest, FarApartSmallEntriesShareOneUnit) {
+  DirBuilder b;
+  for (int k = 0; k < 100; ++k) b.Block(4, 4096);
+  const std::vector<DirectoryEntry> dir = b.Build();
+  std::vector<uint32_t> entries = {3, 40, 77, 99};
+  std::vector<uint64_t> need = {16, 16, 16, 16};
+  std::vector<Unit> units = MakeSparseUnits(dir, entries, need, 4096);
+  ASSERT_EQ(units.size(), 1u);
+  EXPECT_EQ(units[0].first, 3u);
+  EXPECT_EQ(units[0].last, 100u);
+}
+
 }  // namespace
 }  // namespace dmg::compute

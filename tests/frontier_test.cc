@@ -1,0 +1,100 @@
+// Frontier alone: membership, the three ways to add, range queries, and the
+// storage a dead frontier hands on to the next (which must come back empty).
+#include "compute_node/frontier.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace dmg::compute {
+namespace {
+
+std::vector<VertexId> Members(const Frontier& f) {
+  std::vector<VertexId> v(f.vertices().begin(), f.vertices().end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(FrontierTest, AddUniqueMembersAreContainedOnlyAfterSeal) {
+  Frontier f(1000, 2);
+  f.AddUnique(0, 5);
+  f.AddUnique(1, 999);
+  f.Add(1, 64);
+  EXPECT_FALSE(f.Contains(5));  // its bit waits for Seal
+  EXPECT_TRUE(f.Contains(64));
+  f.Seal();
+  EXPECT_TRUE(f.Contains(5));
+  EXPECT_TRUE(f.Contains(999));
+  EXPECT_EQ(Members(f), (std::vector<VertexId>{5, 64, 999}));
+  EXPECT_EQ(f.SortedVertices(), (std::vector<VertexId>{5, 64, 999}));
+}
+
+TEST(FrontierTest, AnyInMatchesAScanOfContains) {
+  std::mt19937 rng(3);
+  const uint64_t n = 700;
+  Frontier f(n, 1);
+  std::set<VertexId> in;
+  for (int k = 0; k < 12; ++k) {
+    VertexId v = rng() % n;
+    f.Add(0, v);
+    in.insert(v);
+  }
+  f.Seal();
+  for (int q = 0; q < 5000; ++q) {
+    uint64_t a = rng() % (n + 1), b = rng() % (n + 1);
+    if (a > b) std::swap(a, b);
+    bool expect = in.lower_bound(a) != in.end() && *in.lower_bound(a) < b;
+    ASSERT_EQ(f.AnyIn(a, b), expect) << a << " " << b;
+  }
+}
+
+TEST(FrontierTest, SparesComeBackEmpty) {
+  auto spares = std::make_shared<FrontierSpares>();
+  const uint64_t n = 5000;
+  std::mt19937 rng(11);
+  std::set<VertexId> previous;
+  for (int round = 0; round < 20; ++round) {
+    Frontier f(n, 2, spares);
+    // Nothing of the previous frontier leaks into this one.
+    for (VertexId v : previous) ASSERT_FALSE(f.Contains(v)) << round;
+    EXPECT_TRUE(f.empty());
+    previous.clear();
+    for (int k = 0; k < 300; ++k) {
+      // Each vertex enters once: AddUnique's contract (a claim won once).
+      VertexId v = rng() % n;
+      if (!previous.insert(v).second) continue;
+      if (rng() % 2) {
+        f.AddUnique(k % 2, v);
+      } else {
+        EXPECT_TRUE(f.Add(k % 2, v));
+      }
+    }
+    if (round % 3 != 0) {
+      f.Seal();
+      EXPECT_EQ(f.size(), previous.size());
+    }
+    // Unsealed members (round % 3 == 0) must be cleared as well.
+  }
+}
+
+TEST(FrontierTest, MoveAssignmentHandsTheOldStorageOn) {
+  auto spares = std::make_shared<FrontierSpares>();
+  Frontier a(300, 1, spares);
+  a.Add(0, 7);
+  a.Seal();
+  Frontier b(300, 1, spares);
+  b.Add(0, 9);
+  b.Seal();
+  a = std::move(b);
+  EXPECT_EQ(Members(a), (std::vector<VertexId>{9}));
+  Frontier c(300, 1, spares);  // gets a's old storage, cleared
+  EXPECT_FALSE(c.Contains(7));
+  EXPECT_TRUE(c.empty());
+}
+
+}  // namespace
+}  // namespace dmg::compute
