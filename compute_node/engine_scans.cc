@@ -406,10 +406,9 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
     }
   }
   std::vector<Unit> units =
-      sparse ? MakeSparseUnits(
-                   dir, entries, estimate,
-                   std::clamp<uint64_t>(total / (8 * threads()), 4096,
-                                        buffers_.batch_bytes))
+      sparse ? MakeSparseUnits(dir, entries, estimate,
+                               std::clamp<uint64_t>(total / (8 * threads()),
+                                                    4096, buffers_.batch_bytes))
              : MakeUnits(dir, entries, buffers_.batch_bytes);
   return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
     return source_->ReadFrontier(w, d, units[u], pushed, h, fn);

@@ -105,9 +105,7 @@ class Frontier {
   }
   // Add for a vertex no other call adds this round (its first-wins claim
   // succeeded): no atomic; Seal sets its bit.
-  void AddUnique(int worker, VertexId v) {
-    pending_[worker].push_back(v);
-  }
+  void AddUnique(int worker, VertexId v) { pending_[worker].push_back(v); }
   // Makes the added vertices visible through vertices(); call between rounds.
   void Seal() {
     if (list_.empty()) {

@@ -51,9 +51,9 @@ std::string ToJson(const RunStats& s) {
       "\"rss_start_bytes\": %d,\n  \"rss_peak_bytes\": %d,\n  "
       "\"setup\": %s,\n  \"supersteps\": [",
       s.algorithm, s.transport, s.threads, s.vertices, s.arcs, s.seconds,
-      s.setup_seconds, s.finish_seconds, s.directory_bytes, s.cache_policy, s.cache_capacity_bytes,
-      s.cache_peak_bytes, s.rss_start_bytes, s.rss_peak_bytes,
-      OpsJson(s.setup));
+      s.setup_seconds, s.finish_seconds, s.directory_bytes, s.cache_policy,
+      s.cache_capacity_bytes, s.cache_peak_bytes, s.rss_start_bytes,
+      s.rss_peak_bytes, OpsJson(s.setup));
   for (size_t i = 0; i < s.supersteps.size(); ++i) {
     const SuperstepStats& t = s.supersteps[i];
     absl::StrAppendFormat(
@@ -68,8 +68,7 @@ std::string ToJson(const RunStats& s) {
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
-        t.est_remote_updates, t.est_batch_us, t.est_atomic_us,
-        t.stolen_items);
+        t.est_remote_updates, t.est_batch_us, t.est_atomic_us, t.stolen_items);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

@@ -46,7 +46,7 @@ struct NodeStats {
   double seconds = 0;                   // its whole run
   double wait_seconds = 0;  // waiting for the other nodes in exchanges
   uint64_t rounds = 0;      // exchanges
-  uint64_t polls = 0;  // round trips spent polling for the others (in ops)
+  uint64_t polls = 0;       // round trips spent polling for the others (in ops)
   // Push work items (frontier chunks) it did of its own range, and of
   // other nodes' ranges (stolen through the shared cursors).
   uint64_t own_items = 0, stolen_items = 0;
@@ -61,8 +61,8 @@ struct RunStats {
   uint64_t arcs = 0;
   transport::OpStats setup;  // bootstrap, degree reads, state allocation
   std::vector<SuperstepStats> supersteps;
-  transport::OpStats total;      // setup + supersteps + result read-back
-  double seconds = 0;            // whole run on the compute node
+  transport::OpStats total;  // setup + supersteps + result read-back
+  double seconds = 0;        // whole run on the compute node
   // Engine start to the first superstep (bootstrap, state allocation) and
   // the last superstep's end to the end of the run (result read-back).
   double setup_seconds = 0;

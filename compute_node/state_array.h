@@ -33,8 +33,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/huge_pages.h"
 #include "common/aligned_buffer.h"
+#include "common/huge_pages.h"
 #include "common/mutex.h"
 #include "compute_node/cache_planner.h"
 #include "compute_node/memory_budget.h"

@@ -390,7 +390,8 @@ TEST(MakeSparseUnitsTest, SpansGapsAndKeepsTheBoundAndSplitRuns) {
     for (uint32_t i = 0; i < dir.size(); ++i) {
       // A split run is touched whole, as a frontier vertex touches it.
       bool take = rng() % 3 == 0;
-      if (ContinuesRun(dir, i)) take = !entries.empty() && entries.back() == i - 1;
+      if (ContinuesRun(dir, i))
+        take = !entries.empty() && entries.back() == i - 1;
       if (!take) continue;
       entries.push_back(i);
       need.push_back(rng() % 300);
