@@ -33,10 +33,9 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       published_((pages_ + 63) / 64, 0),
       others_((pages_ + 63) / 64, 0),
       current_((pages_ + 63) / 64, 0),
-      dirty_lines_(ctx_.bounds.size() > 2
-                       ? ((bytes_ + kLineBytes - 1) / kLineBytes + 63) / 64
-                       : 0,
-                   0),
+      dirty_lines_(pages_, 0),
+      step_lines_(pages_, 0),
+      prev_lines_(pages_, 0),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
 }
@@ -177,6 +176,50 @@ void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
   }
 }
 
+template <typename PageAt>
+void StateArrayBase::QueueLines(int w, int buffer, uint64_t count,
+                                PageAt page_at) {
+  transport::Endpoint& ep = endpoint(w);
+  // The open run of lines [run_begin, run_end), in array lines.
+  uint64_t run_begin = 0, run_end = 0;
+  auto emit = [&] {
+    const uint64_t begin = run_begin * kLineBytes;
+    const uint64_t end = std::min(run_end * kLineBytes, bytes_);
+    if (begin < end) {
+      Queue(ep, /*write=*/true, buffer, begin, local_.data() + begin,
+            end - begin);
+    }
+  };
+  for (uint64_t k = 0; k < count; ++k) {
+    const uint64_t p = page_at(k);
+    for (uint64_t m = LinesNeeded(p); m != 0;) {
+      const int lo = std::countr_zero(m);
+      const int len = std::countr_one(m >> lo);
+      m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
+      const uint64_t first = p * 64 + lo;
+      if (run_end != 0 && first <= run_end + kGapLines) {
+        run_end = first + len;
+      } else {
+        if (run_end != 0) emit();
+        run_begin = first;
+        run_end = first + len;
+      }
+    }
+  }
+  if (run_end != 0) emit();
+}
+
+void StateArrayBase::MarkPublished() {
+  for (size_t word = 0; word < dirty_.size(); ++word) {
+    published_[word] |= dirty_[word];
+    dirty_[word] = 0;
+  }
+  for (size_t p = 0; p < dirty_lines_.size(); ++p) {
+    step_lines_[p] |= dirty_lines_[p];
+    dirty_lines_[p] = 0;
+  }
+}
+
 std::byte* StateArrayBase::PinSlow(int worker, uint64_t at) {
   Handle& h = handles_[worker];
   if (h.base != nullptr) {
@@ -253,22 +296,14 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
     status = ctx_.scheduler->ForRanges(
         fresh.size(), kPagesPerChunk,
         [&](int w, uint64_t first, uint64_t last) {
-          for (uint64_t k = first; k < last;) {
-            uint64_t j = k + 1;  // runs of consecutive pages: one WRITE each
-            while (j < last && fresh[j] == fresh[j - 1] + 1) ++j;
-            QueueWrite(w, buffer, fresh[k], fresh[j - 1] + 1);
-            k = j;
-          }
+          QueueLines(w, buffer, last - first,
+                     [&](uint64_t k) { return fresh[first + k]; });
           return endpoint(w).Flush();
         });
   }
-  // Published pages stay in the open superstep's buffer: later fetches and
-  // the commit go by published_ for them.
-  for (size_t word = 0; word < dirty_.size(); ++word) {
-    published_[word] |= dirty_[word];
-    dirty_[word] = 0;
-  }
-  std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
+  // Published pages stay whole in the open superstep's buffer: later
+  // fetches and the commit go by published_ for them.
+  MarkPublished();
   return status;
 }
 
@@ -322,8 +357,10 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   absl::Status status = WriteVersion(superstep, page_begin, page_end);
   // What changed in this superstep is what the next one's buffer lacks.
   prev_dirty_.swap(published_);
+  prev_lines_.swap(step_lines_);
   std::fill(dirty_.begin(), dirty_.end(), 0);
   std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
+  std::fill(step_lines_.begin(), step_lines_.end(), 0);
   std::fill(published_.begin(), published_.end(), 0);
   std::fill(others_.begin(), others_.end(), 0);
   std::fill(current_.begin(), current_.end(), 0);
@@ -347,25 +384,11 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
   if (cache_ == nullptr) {
     status = scheduler.ForRanges(
         owned, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
-          first += page_begin;
-          last += page_begin;
-          // Changed and not yet published, or changed last superstep and
-          // not in this one (this buffer still holds the one before).
-          auto needed = [&](uint64_t p) {
-            return Bit(dirty_, p) || (Bit(prev_dirty_, p) &&
-                                      !Bit(published_, p) && !Bit(current_, p));
-          };
-          // Coalesce runs of pages that need writing into single WRITEs.
-          for (uint64_t p = first; p < last;) {
-            if (!needed(p)) {
-              ++p;
-              continue;
-            }
-            uint64_t q = p;
-            while (q < last && needed(q)) ++q;
-            QueueWrite(w, buffer, p, q);
-            p = q;
-          }
+          // Lines changed and not yet published, or changed last
+          // superstep in a page not yet written in this one (this buffer
+          // still holds the version before).
+          QueueLines(w, buffer, last - first,
+                     [&](uint64_t k) { return page_begin + first + k; });
           return endpoint(w).Flush();
         });
   } else {
@@ -422,10 +445,8 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
   // ones are published, the copied ones current.
   for (size_t word = 0; word < dirty_.size(); ++word) {
     current_[word] |= prev_dirty_[word] & ~published_[word] & ~dirty_[word];
-    published_[word] |= dirty_[word];
-    dirty_[word] = 0;
   }
-  std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
+  MarkPublished();
   return status;
 }
 
@@ -434,6 +455,9 @@ void StateArrayBase::MarkChangedRemotely(uint64_t first, uint64_t count,
   std::vector<uint64_t>& bits = mine ? published_ : others_;
   for (uint64_t p = first; p < first + count; ++p) {
     bits[p >> 6] |= uint64_t{1} << (p & 63);
+    // Which of its lines changed is not known here: the next superstep's
+    // buffer lacks the whole page.
+    if (mine) step_lines_[p] = ~uint64_t{0};
   }
 }
 

@@ -5,8 +5,10 @@
 // The compute node reaches it in one of two modes, chosen by the engine from
 // the memory budget:
 //  - resident: a whole local copy (when it fits). At the end of superstep s
-//    the 4 KiB pages changed in s or s-1 are written into buffer s % 2 —
-//    exactly what that buffer lacks.
+//    the 64-byte lines changed in s or s-1 are written into buffer s % 2 —
+//    exactly what that buffer lacks (runs of lines with gaps of at most
+//    kGapLines merged into one WRITE: a level that changes 27 scattered
+//    vertices writes 27 lines, not 27 pages).
 //  - paged: pages come and go through the engine's PageCache. A page is
 //    fetched from buffer s % 2 if it was already written back there during
 //    superstep s, else from buffer (s-1) % 2 (which holds all of version
@@ -115,11 +117,18 @@ class StateArrayBase : public PageSource {
   // Refresh takes pages another node published: a resident copy READs them
   // (worker w's endpoint, flushed by the caller), a paged one forgets them.
   absl::Status Publish(std::vector<uint64_t>& pages);
-  // With several compute nodes: the kLineBytes lines that changed in the
-  // pages Publish would write (ascending), appended to `lines`; the other
-  // nodes refresh just these (RefreshLines). Publish still writes whole
-  // pages, so the open buffer holds every line of them current.
+  // With several compute nodes: the kLineBytes lines that changed since
+  // the last publish (ascending), appended to `lines`; the other nodes
+  // refresh just these (RefreshLines). Publish writes them and, for a page
+  // not yet written in the open superstep, the lines changed in the
+  // previous one too, so the open buffer holds every published page whole
+  // (paged readers fetch whole pages from it).
   static constexpr uint64_t kLineBytes = 64;
+  // Lines a page holds: one 64-bit word of a line bitmap per page.
+  static_assert(PageCache::kPageBytes / kLineBytes == 64);
+  // Resident writes merge runs of changed lines separated by at most this
+  // many unchanged ones: a WRITE costs more than 192 bytes moved.
+  static constexpr uint64_t kGapLines = 3;
   void DirtyLines(std::vector<uint64_t>& lines) const;
   uint64_t lines() const { return (bytes_ + kLineBytes - 1) / kLineBytes; }
   // Lines [first, first + count) another node published: a resident copy
@@ -177,9 +186,9 @@ class StateArrayBase : public PageSource {
   void MarkDirty(uint64_t index) {
     const uint64_t at = index * elem_;
     SetBit(dirty_, at / kPageBytes);
-    // With several compute nodes the others re-read just the changed
+    // Commits write, and other compute nodes re-read, just the changed
     // lines (an element never straddles one: sizes are powers of two).
-    if (!dirty_lines_.empty()) SetBit(dirty_lines_, at / kLineBytes);
+    SetBit(dirty_lines_, at / kLineBytes);
   }
   static void SetBit(std::vector<uint64_t>& bits, uint64_t i) {
     std::atomic_ref<uint64_t> word(bits[i >> 6]);
@@ -216,6 +225,20 @@ class StateArrayBase : public PageSource {
 
  private:
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
+  // Resident: queues WRITEs into `buffer` of the lines pages[0..count) need
+  // there (see LinesNeeded), runs merged across gaps of kGapLines.
+  template <typename PageAt>
+  void QueueLines(int w, int buffer, uint64_t count, PageAt page_at);
+  // The lines of page p the open superstep's buffer lacks: those changed
+  // since the last publish, and, unless the page was already written whole
+  // into that buffer in this superstep, those changed in the previous one.
+  uint64_t LinesNeeded(uint64_t p) const {
+    const bool whole = Bit(published_, p) || Bit(current_, p);
+    return dirty_lines_[p] | (whole ? 0 : prev_lines_[p]);
+  }
+  // After the open buffer received dirty_'s pages: they count as published,
+  // their lines as changed in this superstep.
+  void MarkPublished();
   absl::Status WriteVersion(int superstep, uint64_t page_begin,
                             uint64_t page_end);
   // Atomic: workers set dirty bits (MarkDirty) while misses read them.
@@ -269,9 +292,12 @@ class StateArrayBase : public PageSource {
   // Pages this node copied unchanged into the open superstep's buffer
   // (MakeCurrent) in this superstep.
   std::vector<uint64_t> current_;
-  // The kLineBytes lines of dirty_'s pages that changed (several compute
-  // nodes only; empty with one): what the other nodes refresh.
-  std::vector<uint64_t> dirty_lines_;
+  // Line bitmaps, one word per page: the lines of dirty_'s pages that
+  // changed since the last publish (what the other nodes refresh and
+  // resident writes send); lines changed and published earlier in this
+  // superstep; lines changed in the previous superstep (what the open
+  // buffer lacks besides this superstep's).
+  std::vector<uint64_t> dirty_lines_, step_lines_, prev_lines_;
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy
