@@ -10,12 +10,12 @@ namespace dmg::compute {
 using store::BlockView;
 using store::DirectoryEntry;
 
-namespace {
-
-uint32_t HeaderLength(const DirectoryEntry& e) {
+uint32_t BlockHeaderLength(const DirectoryEntry& e) {
   return static_cast<uint32_t>(sizeof(store::BlockHeader) +
                                4 * (e.vertex_count + 1));
 }
+
+namespace {
 
 uint64_t Align8(uint64_t x) { return (x + 7) / 8 * 8; }
 
@@ -204,7 +204,7 @@ absl::Status GraphAwareBlockSource::Read(int worker, Direction d,
   HotBlockCache* cache = headers_only ? nullptr : hot(d);
   std::byte* base = buffer(worker, 0);
   auto length = [&](uint32_t i) {
-    return headers_only ? HeaderLength(dir[i]) : dir[i].length;
+    return headers_only ? BlockHeaderLength(dir[i]) : dir[i].length;
   };
   transport::Endpoint& ep = pool_.endpoint(worker);
   // Offsets in the buffer of the blocks of one batch; -1: from the cache.
@@ -472,7 +472,8 @@ absl::Status PageLruBlockSource::Read(int worker, Direction d, const Unit& unit,
   std::span<const DirectoryEntry> dir = directory(d);
   std::vector<uint64_t>& buffer = buffers_[worker];
   for (uint32_t i = unit.first; i < unit.last; ++i) {
-    const uint32_t length = headers_only ? HeaderLength(dir[i]) : dir[i].length;
+    const uint32_t length =
+        headers_only ? BlockHeaderLength(dir[i]) : dir[i].length;
     if (buffer.size() * 8 < length) buffer.resize((length + 7) / 8);
     auto* dst = reinterpret_cast<std::byte*>(buffer.data());
     // Page by page through the cache: no batching, no bypass.

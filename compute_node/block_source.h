@@ -39,6 +39,9 @@ absl::StatusOr<store::BlockView> ParseBlock(
     std::span<const store::DirectoryEntry> directory, uint32_t entry,
     const std::byte* bytes, uint32_t length);
 
+// Bytes of a block's header and offsets: what a headers-only read moves.
+uint32_t BlockHeaderLength(const store::DirectoryEntry& e);
+
 class BlockSource {
  public:
   // entry's bytes: the whole block, or its header and offsets only.
