@@ -326,6 +326,9 @@ class Engine {
   // twentieth of the arcs for an update that stops early (Ligra's rule;
   // the pull reads prefixes), half of them otherwise. Records the choice
   // and its inputs in the superstep's statistics.
+  // Stage 2 across nodes: whether this push step's items may be taken by
+  // other nodes (workload/steal_policy.h), noted in the superstep's stats.
+  bool StealPays(Direction d, const Frontier& frontier);
   bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks,
                   bool stops_early);
   // The frontier's edges in direction d, from the cached headers (summed

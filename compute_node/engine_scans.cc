@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/engine.h"
+#include "workload/steal_policy.h"
 
 namespace dmg::compute {
 
@@ -359,12 +360,35 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   return Fail(status);
 }
 
+bool Engine::StealPays(Direction d, const Frontier& frontier) {
+  // Every node sees the same global frontier and the same degrees, so all
+  // reach the same answer (a node that skipped the shared cursors while
+  // another used them would leave its items unclaimed).
+  std::vector<double> work(compute_nodes(), 0.0);
+  const HeaderCache* h = headers(d);
+  const double alpha = options_.stage1_alpha;
+  const double average =
+      static_cast<double>(num_arcs()) /
+      static_cast<double>(std::max<uint64_t>(1, num_vertices()));
+  for (VertexId v : frontier.vertices()) {
+    work[OwnerOf(v)] += (h != nullptr ? h->Degree(v) : average) + alpha;
+  }
+  const workload::StealDecision decision = workload::DecideSteal(work);
+  SuperstepStats& s = stats_.supersteps.back();
+  if (s.steal.empty()) {
+    s.steal = decision.steal ? "on" : "off";
+    s.steal_max_work = decision.max_work;
+    s.steal_mean_work = decision.mean_work;
+  }
+  return decision.steal;
+}
+
 absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                                   const PieceFn& fn) {
   d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
-  if (cluster_ != nullptr && options_.steal) {
+  if (cluster_ != nullptr && options_.steal && StealPays(d, frontier)) {
     return ScanFrontierShared(d, frontier, fn);
   }
   std::span<const DirectoryEntry> dir = graph_.directory(d);

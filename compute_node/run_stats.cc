@@ -64,11 +64,13 @@ std::string ToJson(const RunStats& s) {
         "\"auto_threshold\": %d, \"update_mode\": \"%s\", "
         "\"update_chosen_by\": \"%s\", \"est_remote_updates\": %d, "
         "\"est_batch_us\": %.1f, \"est_atomic_us\": %.1f, "
-        "\"stolen_items\": %d}",
+        "\"stolen_items\": %d, \"steal\": \"%s\", \"steal_max_work\": "
+        "%.0f, \"steal_mean_work\": %.0f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
-        t.est_remote_updates, t.est_batch_us, t.est_atomic_us, t.stolen_items);
+        t.est_remote_updates, t.est_batch_us, t.est_atomic_us, t.stolen_items,
+        t.steal, t.steal_max_work, t.steal_mean_work);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

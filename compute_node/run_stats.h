@@ -28,6 +28,12 @@ struct SuperstepStats {
   // coordinator's estimates: updates per node to others' vertices, and the
   // time each way would take.
   uint64_t stolen_items = 0;  // push work items this node took from others
+  // Stage 2's choice for the first push EdgeMap with several compute nodes
+  // ("on": items could be taken across nodes; "off": each pushed its own;
+  // empty: no such EdgeMap) and its inputs, the heaviest owner's share of
+  // the step and the mean (edges + alpha * vertices).
+  std::string steal;
+  double steal_max_work = 0, steal_mean_work = 0;
   std::string update_mode;
   std::string update_chosen_by;
   uint64_t est_remote_updates = 0;

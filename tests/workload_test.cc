@@ -5,6 +5,7 @@
 #include "coordinator/update_coordinator.h"
 #include "gtest/gtest.h"
 #include "workload/partition.h"
+#include "workload/steal_policy.h"
 
 namespace dmg {
 namespace {
@@ -66,6 +67,30 @@ coordinator::PushStep Step(uint64_t frontier_edges, bool combines = true) {
   s.combines = combines;
   s.state_pages = (1 << 20) * 4 / 4096;
   return s;
+}
+
+TEST(StealPolicyTest, StealsOnlyWhenOneOwnerKeepsTheOthersWaitingLong) {
+  // A skewed step: node 0 holds nearly all of it.
+  const std::vector<double> skewed = {800000, 16000};
+  EXPECT_TRUE(workload::DecideSteal(skewed).steal);
+  // Balanced within the fraction: nothing to gain.
+  const std::vector<double> balanced = {1100000, 1000000};
+  EXPECT_FALSE(workload::DecideSteal(balanced).steal);
+  // Lopsided but tiny (a road network's wavefront): the wait it could save
+  // is less than what stealing costs.
+  const std::vector<double> tiny = {20000, 100};
+  EXPECT_FALSE(workload::DecideSteal(tiny).steal);
+  const workload::StealDecision d = workload::DecideSteal(skewed);
+  EXPECT_DOUBLE_EQ(d.max_work, 800000);
+  EXPECT_DOUBLE_EQ(d.mean_work, 408000);
+  // One owner: nobody to steal from.
+  const std::vector<double> one = {1e9};
+  EXPECT_FALSE(workload::DecideSteal(one).steal);
+  // The rule's knobs are honoured.
+  workload::StealRule eager;
+  eager.min_excess_work = 0;
+  eager.min_excess_fraction = 0;
+  EXPECT_TRUE(workload::DecideSteal(tiny, eager).steal);
 }
 
 TEST(UpdateCoordinatorTest, ManyUpdatesGoInBatches) {
