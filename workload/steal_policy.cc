@@ -5,8 +5,7 @@
 
 namespace dmg::workload {
 
-StealDecision DecideSteal(std::span<const double> work,
-                          const StealRule& rule) {
+StealDecision DecideSteal(std::span<const double> work, const StealRule& rule) {
   StealDecision d;
   if (work.size() < 2) return d;
   d.max_work = *std::max_element(work.begin(), work.end());
