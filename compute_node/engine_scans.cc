@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/engine.h"
+#include "workload/partition.h"
 #include "workload/steal_policy.h"
 
 namespace dmg::compute {
@@ -366,7 +367,9 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   // another used them would leave its items unclaimed).
   std::vector<double> work(compute_nodes(), 0.0);
   const HeaderCache* h = headers(d);
-  const double alpha = options_.stage1_alpha;
+  // Stage 1's cost of a vertex, not --stage1_alpha: that one shapes the
+  // split (a huge value balances vertices only); this weighs real work.
+  const double alpha = workload::kVertexCost;
   const double average =
       static_cast<double>(num_arcs()) /
       static_cast<double>(std::max<uint64_t>(1, num_vertices()));
