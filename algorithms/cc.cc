@@ -3,6 +3,14 @@
 // offers it to its neighbours in both directions (arcs count as
 // undirected), which keep the smallest (Min). At the fixpoint each vertex
 // holds the smallest id of its component, whatever the order of updates.
+//
+// Each superstep ends with one pointer jump (Shiloach-Vishkin's shortcut):
+// a vertex whose label dropped to l takes l's own label when that is lower.
+// A label is always the id of a vertex of the same component and labels only
+// fall, so the fixpoint is the same; but a label travels its own chain
+// instead of waiting for the wave. Road-NY: 610 -> 538 supersteps, remote
+// bytes written 143 -> 58 MB on one node, 2 x 2 nodes 343 -> 197 MB in all
+// (docs/PERFORMANCE.md).
 #include "algorithms/algorithms.h"
 
 namespace dmg::algorithms {
@@ -26,6 +34,12 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
               compute::AllVertices()));
       next.Merge(changed);
     }
+    // A jumped vertex is in `next` already (its label dropped).
+    DMG_RETURN_IF_ERROR(engine.VertexMap(next, [&](VertexId v) {
+      const VertexId l = label.Get(v);
+      const VertexId ll = label.Get(l);
+      if (ll < l) label.Set(v, ll);
+    }));
     DMG_RETURN_IF_ERROR(engine.EndSuperstep());
     frontier = std::move(next);
   }
