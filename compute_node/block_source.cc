@@ -193,7 +193,11 @@ absl::Status GraphAwareBlockSource::DeliverFetched(Direction d, uint32_t entry,
                                                    const std::byte* bytes,
                                                    const PerBlock& per_block) {
   absl::Status s = per_block(entry, bytes, directory(d)[entry].length);
-  if (s.ok() && hot(d) != nullptr) hot(d)->Offer(entry, bytes);
+  // Whole-block reads outside the frontier path are scans of every block
+  // of a range (ScanBlocks, neighbourhoods): full scans for admission.
+  if (s.ok() && hot(d) != nullptr) {
+    hot(d)->Offer(entry, bytes, /*full_scan=*/true);
+  }
   return s;
 }
 

@@ -320,15 +320,17 @@ class Engine {
   // Samples the transport's round trip and bandwidth (transport_cost_),
   // the same on every node (the mean of their samples).
   absl::Status MeasureTransport();
-  // Push or pull for an EdgeMap asked for `mode`: the program's forced
-  // mode, else the --direction override, else (kAuto) pull when the
-  // frontier's edges in the push direction and its vertices exceed a
-  // twentieth of the arcs for an update that stops early (Ligra's rule;
-  // the pull reads prefixes), half of them otherwise. Records the choice
-  // and its inputs in the superstep's statistics.
   // Stage 2 across nodes: whether this push step's items may be taken by
   // other nodes (workload/steal_policy.h), noted in the superstep's stats.
   bool StealPays(Direction d, const Frontier& frontier);
+  // Push or pull for an EdgeMap asked for `mode`: the program's forced
+  // mode, else the --direction override, else (kAuto) for an update that
+  // stops early, pull when the frontier's edges in the push direction and
+  // its vertices exceed a twentieth of the arcs (Ligra's rule; the pull
+  // reads prefixes); for any other, the cheaper of the coordinator's two
+  // estimates (coordinator::ChooseDirection: CPU, blocks the hot cache does
+  // not hold yet, and with several nodes the updates' exchange). Records
+  // the choice and its inputs in the superstep's statistics.
   bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks,
                   bool stops_early);
   // The frontier's edges in direction d, from the cached headers (summed
@@ -385,6 +387,12 @@ class Engine {
   std::shared_ptr<FrontierSpares> frontier_spares_ =
       std::make_shared<FrontierSpares>();
   std::unique_ptr<HotBlockCache> hot_[2];
+  // Completed scans of every own block of a stored direction (the same
+  // count on every node): with a cache that holds the whole direction, its
+  // blocks are all admitted after the first (HotBlockCache::Offer).
+  int full_scans_[2] = {0, 0};
+  // Whether the hot cache holds all blocks of stored direction d, read.
+  bool AllCached(Direction d) const;
   std::unique_ptr<Barrier> barrier_;
   // State arrays, in declaration order; placed_ of them are materialized.
   std::vector<std::unique_ptr<StateArrayBase>> states_;

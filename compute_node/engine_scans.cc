@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/engine.h"
+#include "coordinator/update_coordinator.h"
 #include "workload/partition.h"
 #include "workload/steal_policy.h"
 
@@ -252,7 +253,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     units = wanted;
   }
   auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
-  return Fail(
+  DMG_RETURN_IF_ERROR(Fail(
       scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
         return source_->Stream(
             w, d, units, cursor, [](size_t) {},
@@ -261,7 +262,15 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
               fn(w, i, b, continues(i));
               return absl::OkStatus();
             });
-      }));
+      })));
+  // Unfiltered: every node read all its blocks (the same on every node).
+  if (want == nullptr) ++full_scans_[k];
+  return absl::OkStatus();
+}
+
+bool Engine::AllCached(Direction d) const {
+  const int k = static_cast<int>(Stored(d));
+  return hot_[k] != nullptr && hot_[k]->holds_all() && full_scans_[k] > 0;
 }
 
 absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
@@ -490,15 +499,55 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     }
   }
   uint64_t work = 0, threshold = 0;
-  if (mode == Mode::kAuto) {
+  if (mode == Mode::kAuto && !stops_early) {
+    by = "auto";
+    const Direction pull_blocks = Stored(push_blocks == Direction::kOut
+                                             ? Direction::kIn
+                                             : Direction::kOut);
+    coordinator::DirectionStep step;
+    step.vertices = num_vertices();
+    step.arcs = num_arcs();
+    step.frontier = frontier.size();
+    for (const DirectoryEntry& e : graph_.directory(pull_blocks)) {
+      step.pull_block_bytes += e.length;
+    }
+    step.pull_cached = AllCached(pull_blocks);
+    step.push_cached = AllCached(push_blocks);
+    step.edge_bytes = graph_.weighted() ? 8 : 4;
+    step.value_bytes = 8;
+    step.compute_nodes = compute_nodes();
+    step.threads = threads();
+    // The push's cost grows with the frontier's edges, the pull's does
+    // not: find the edge count where they meet, and sum the frontier's
+    // edges only that far.
+    uint64_t lo = 0, hi = num_arcs() + 1;
+    while (lo < hi) {
+      step.frontier_edges = lo + (hi - lo) / 2;
+      if (coordinator::ChooseDirection(step, transport_cost_).pull) {
+        hi = step.frontier_edges;
+      } else {
+        lo = step.frontier_edges + 1;
+      }
+    }
+    threshold = lo;  // the fewest edges at which a pull is cheaper
+    work = FrontierEdges(frontier, push_blocks, threshold);
+    step.frontier_edges = work;
+    const coordinator::DirectionEstimate e =
+        coordinator::ChooseDirection(step, transport_cost_);
+    mode = e.pull ? Mode::kPull : Mode::kPush;
+    SuperstepStats& s = stats_.supersteps.back();
+    if (s.direction.empty()) {
+      s.est_pull_us = e.pull_us;
+      s.est_push_us = e.push_us;
+      s.est_pull_bytes = e.pull_bytes;
+      s.est_push_bytes = e.push_bytes;
+    }
+  } else if (mode == Mode::kAuto) {
     by = "auto";
     // A pull that stops at the first frontier neighbour (Claim) reads
     // prefixes of the candidates' adjacency: it pays once the frontier's
-    // edges pass a twentieth of the arcs (Ligra's rule). Any other pull
-    // reads every candidate's whole adjacency — all of it when every
-    // vertex is one — so it pays only when a push would read half of it
-    // anyway (and then it sends no updates).
-    threshold = stops_early ? num_arcs() / 20 : num_arcs() / 2;
+    // edges pass a twentieth of the arcs (Ligra's rule).
+    threshold = num_arcs() / 20;
     work = frontier.size() + FrontierEdges(frontier, push_blocks,
                                            threshold > frontier.size()
                                                ? threshold - frontier.size()

@@ -36,17 +36,29 @@ HotBlockCache::HotBlockCache(std::span<const store::DirectoryEntry> directory,
                              uint64_t num_arcs, uint64_t space)
     : dir_(directory), state_(directory.size(), kNo) {
   uint64_t total = ChooseBlocks(directory, num_arcs, space, state_);
+  holds_all_ = std::find(state_.begin(), state_.end(), kNo) == state_.end();
   memory_ = AlignedBuffer(total, AlignedBuffer::Init::kUninitialized);
   // Only the chosen blocks ever get a slot; the rest stay -1.
   slot_.assign(directory.size(), -1);
 }
 
-void HotBlockCache::Offer(uint32_t entry, const std::byte* block) {
+uint64_t HotBlockCache::UncachedBytes(uint32_t first, uint32_t last) const {
+  uint64_t bytes = 0;
+  for (uint32_t i = first; i < last && i < dir_.size(); ++i) {
+    if (Peek(i) == nullptr) bytes += dir_[i].length;
+  }
+  return bytes;
+}
+
+void HotBlockCache::Offer(uint32_t entry, const std::byte* block,
+                          bool full_scan) {
   if (State(entry) == kNo || Peek(entry) != nullptr) return;
   // Second touch: a block read once may never be read again; copying it in
-  // would cost a copy and fresh memory for nothing.
+  // would cost a copy and fresh memory for nothing. Unless a full scan
+  // read it and everything fits: full scans come back.
   if (std::atomic_ref<uint8_t>(state_[entry])
-          .exchange(kReadOnce, std::memory_order_relaxed) == kUnread) {
+              .exchange(kReadOnce, std::memory_order_relaxed) == kUnread &&
+      !(full_scan && holds_all_)) {
     return;
   }
   // Two workers offering the same block at once: only the one that claims

@@ -65,12 +65,15 @@ std::string ToJson(const RunStats& s) {
         "\"update_chosen_by\": \"%s\", \"est_remote_updates\": %d, "
         "\"est_batch_us\": %.1f, \"est_atomic_us\": %.1f, "
         "\"stolen_items\": %d, \"steal\": \"%s\", \"steal_max_work\": "
-        "%.0f, \"steal_mean_work\": %.0f}",
+        "%.0f, \"steal_mean_work\": %.0f, \"est_pull_us\": %.1f, "
+        "\"est_push_us\": %.1f, \"est_pull_bytes\": %.0f, "
+        "\"est_push_bytes\": %.0f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
         t.est_remote_updates, t.est_batch_us, t.est_atomic_us, t.stolen_items,
-        t.steal, t.steal_max_work, t.steal_mean_work);
+        t.steal, t.steal_max_work, t.steal_mean_work, t.est_pull_us,
+        t.est_push_us, t.est_pull_bytes, t.est_push_bytes);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

@@ -22,6 +22,12 @@ struct SuperstepStats {
   std::string chosen_by;
   uint64_t auto_work = 0;
   uint64_t auto_threshold = 0;
+  // For an update that does not stop early, auto_work is the frontier's
+  // edges (summed up to auto_threshold, the count at which a pull becomes
+  // the cheaper) and these are the coordinator's estimates of each way
+  // (coordinator::ChooseDirection; per compute node).
+  double est_pull_us = 0, est_push_us = 0;
+  double est_pull_bytes = 0, est_push_bytes = 0;
   // How the first push EdgeMap's updates to other nodes' vertices travelled
   // ("batch", "atomic"; "local" with one compute node), who chose ("auto":
   // the update coordinator, from est_*; "flag": --update_mode), and the

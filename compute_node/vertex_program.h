@@ -600,8 +600,12 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     }
     return false;
   };
+  // Every vertex a candidate (AllVertices, not first-wins): nothing to
+  // skip, and the scan is a full one (the hot cache admits at once).
+  constexpr bool kEveryVertex =
+      std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
   DMG_RETURN_IF_ERROR(ScanBlocks(
-      internal::Opposite(along), &want,
+      internal::Opposite(along), kEveryVertex ? nullptr : &want,
       [&](int w, uint32_t, const BlockView& b, bool continues) {
         Pending& p = pending[w];
         // A local copy: its captures (a state reader) stay in registers

@@ -44,4 +44,39 @@ UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
   return e;
 }
 
+DirectionEstimate ChooseDirection(const DirectionStep& step,
+                                  const TransportCost& cost) {
+  DirectionEstimate e;
+  const double nodes = std::max(1, step.compute_nodes);
+  const double threads = std::max(1, step.threads);
+  const double bw = std::max(1e-3, cost.bytes_per_us);
+  const double share = 1.0 / nodes;
+  // Pull: the node's range, every vertex and arc.
+  const double range =
+      (static_cast<double>(step.vertices) + static_cast<double>(step.arcs)) *
+      share;
+  e.pull_bytes =
+      step.pull_cached ? 0 : static_cast<double>(step.pull_block_bytes) * share;
+  e.pull_us = range * kPullNsPerVisit / 1000 / threads + e.pull_bytes / bw;
+  // Push: the node's share of the frontier and its arcs.
+  const double edges = static_cast<double>(step.frontier_edges) * share;
+  const double visits = static_cast<double>(step.frontier) * share + edges;
+  e.push_bytes =
+      step.push_cached ? 0 : edges * static_cast<double>(step.edge_bytes);
+  e.push_us = visits * kPushNsPerVisit / 1000 / threads;
+  if (step.compute_nodes > 1) {
+    const double remote = edges * (nodes - 1) / nodes;
+    // Combined per target: at most the other nodes' vertices.
+    const double entries = std::min(
+        remote, static_cast<double>(step.vertices) * (nodes - 1) / nodes);
+    const double entry_bytes = 4.0 + static_cast<double>(step.value_bytes);
+    e.push_bytes += 2 * entries * entry_bytes;
+    e.push_us += remote * kRemoteUpdateNs / 1000 / threads +
+                 kExchangeRoundTrips * cost.round_trip_us;
+  }
+  e.push_us += e.push_bytes / bw;
+  e.pull = e.pull_us < e.push_us;
+  return e;
+}
+
 }  // namespace dmg::coordinator

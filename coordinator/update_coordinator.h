@@ -30,25 +30,25 @@ namespace dmg::coordinator {
 
 // What the transport costs, measured at job start.
 struct TransportCost {
-  double round_trip_us = 20;     // one small READ, posted and waited for
-  double bytes_per_us = 1000;    // large READs
+  double round_trip_us = 20;   // one small READ, posted and waited for
+  double bytes_per_us = 1000;  // large READs
 };
 
 struct PushStep {
-  uint64_t vertices = 0;         // in the graph
-  uint64_t frontier_edges = 0;   // arcs the step pushes along (estimated)
+  uint64_t vertices = 0;        // in the graph
+  uint64_t frontier_edges = 0;  // arcs the step pushes along (estimated)
   int compute_nodes = 1;
-  int threads = 1;               // per compute node
-  uint64_t value_bytes = 8;      // of one update's value
-  bool combines = true;          // the update has a combine that merges
-  uint64_t state_pages = 0;      // 4 KiB pages of the target state array
+  int threads = 1;           // per compute node
+  uint64_t value_bytes = 8;  // of one update's value
+  bool combines = true;      // the update has a combine that merges
+  uint64_t state_pages = 0;  // 4 KiB pages of the target state array
 };
 
 struct UpdateEstimate {
   bool atomic = false;
-  double remote_updates = 0;     // expected updates to other nodes' vertices
-  double batch_entries = 0;      // after combining
-  double batch_us = 0;           // estimated time of each way
+  double remote_updates = 0;  // expected updates to other nodes' vertices
+  double batch_entries = 0;   // after combining
+  double batch_us = 0;        // estimated time of each way
   double atomic_us = 0;
 };
 
@@ -57,6 +57,47 @@ inline constexpr double kAtomicsPerRoundTrip = 1024;
 inline constexpr double kExchangeRoundTrips = 4;  // one exchange's
 
 UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost);
+
+// The direction of an EdgeMap whose pull reads every candidate's whole
+// adjacency (updates that are not first-wins: Min, Add; a first-wins pull
+// stops at the first frontier neighbour and keeps Ligra's rule). A pull
+// visits every vertex and arc of the node's range and READs the range's
+// blocks unless the hot-block cache already holds them; a push visits the
+// frontier's vertices and arcs, READs their adjacency, and with several
+// compute nodes sends the updates to other nodes' vertices through the
+// outboxes (combined, written, read and applied by the owner: a per-update
+// CPU cost, the entries' bytes and an exchange). Per compute node (they
+// work in parallel on even shares). Inputs are the same on every node, so
+// all choose alike.
+struct DirectionStep {
+  uint64_t vertices = 0;          // in the graph
+  uint64_t arcs = 0;              // in the graph
+  uint64_t frontier = 0;          // frontier vertices (all nodes')
+  uint64_t frontier_edges = 0;    // their arcs along the push direction
+  uint64_t pull_block_bytes = 0;  // the pull direction's blocks, all nodes'
+  bool pull_cached = false;       // the hot cache holds them
+  bool push_cached = false;       // the push direction's blocks likewise
+  uint64_t edge_bytes = 4;        // per arc in a block (8 when weighted)
+  uint64_t value_bytes = 8;       // of one update
+  int compute_nodes = 1;
+  int threads = 1;  // per compute node
+};
+
+struct DirectionEstimate {
+  bool pull = false;
+  double pull_us = 0, push_us = 0;        // estimated time of each way
+  double pull_bytes = 0, push_bytes = 0;  // remote bytes per node
+};
+
+// CPU per vertex or arc visited, and per update sent to another node,
+// single-threaded (fitted to 2-node steps on the development machine:
+// urand:20 SSSP pulls ~15 ns an arc, pushes ~50 including the exchange).
+inline constexpr double kPullNsPerVisit = 10;
+inline constexpr double kPushNsPerVisit = 20;
+inline constexpr double kRemoteUpdateNs = 20;
+
+DirectionEstimate ChooseDirection(const DirectionStep& step,
+                                  const TransportCost& cost);
 
 }  // namespace dmg::coordinator
 

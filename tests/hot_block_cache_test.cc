@@ -117,6 +117,35 @@ TEST(HotBlockCacheTest, PrefersTheHighestAverageDegree) {
   }
 }
 
+// A full scan (every block of a range read whole) admits on its first read
+// when the cache holds the whole direction: nothing will be evicted and
+// full scans come back. With room for only part, it waits for the second.
+TEST(HotBlockCacheTest, FullScansAdmitAtOnceOnlyWhenEverythingFits) {
+  TestDir dir({{4, 40, 256}, {4, 40, 512}, {4, 40, 1024}});
+  const std::vector<uint64_t> b1 = BlockBytes(dir.entries[1], 1);
+  HotBlockCache all(dir.entries, dir.num_arcs, dir.total_bytes());
+  ASSERT_TRUE(all.holds_all());
+  EXPECT_EQ(all.UncachedBytes(0, 3), 256u + 512u + 1024u);
+  all.Offer(1, Bytes(b1), /*full_scan=*/true);
+  const std::byte* p = all.Peek(1);
+  ASSERT_NE(p, nullptr) << "the first full-scan read admits";
+  EXPECT_EQ(std::memcmp(p, Bytes(b1), dir.entries[1].length), 0);
+  EXPECT_EQ(all.UncachedBytes(0, 3), 256u + 1024u);
+  // A frontier read (not a full scan) still waits for the second.
+  const std::vector<uint64_t> b0 = BlockBytes(dir.entries[0], 0);
+  all.Offer(0, Bytes(b0));
+  EXPECT_EQ(all.Peek(0), nullptr);
+
+  // Equal degrees: the chosen part is blocks 0 and 1 (directory order).
+  HotBlockCache part(dir.entries, dir.num_arcs, 256 + 512 + 100);
+  ASSERT_FALSE(part.holds_all());
+  ASSERT_TRUE(part.preferred(0));
+  part.Offer(0, Bytes(b0), /*full_scan=*/true);
+  EXPECT_EQ(part.Peek(0), nullptr) << "part of the direction: second read";
+  part.Offer(0, Bytes(b0), /*full_scan=*/true);
+  EXPECT_NE(part.Peek(0), nullptr);
+}
+
 TEST(HotBlockCacheTest, AdmitsOnTheSecondReadWithTheBytesOffered) {
   TestDir dir({{4, 40, 256}, {4, 40, 512}, {4, 40, 1024}});
   HotBlockCache cache(dir.entries, dir.num_arcs, dir.total_bytes());

@@ -93,6 +93,61 @@ TEST(StealPolicyTest, StealsOnlyWhenOneOwnerKeepsTheOthersWaitingLong) {
   EXPECT_TRUE(workload::DecideSteal(tiny, eager).steal);
 }
 
+coordinator::DirectionStep DirectionAt(uint64_t frontier, uint64_t edges) {
+  coordinator::DirectionStep d;
+  d.vertices = 1 << 20;
+  d.arcs = 32 << 20;
+  d.frontier = frontier;
+  d.frontier_edges = edges;
+  d.pull_block_bytes = 4 * d.arcs + 4 * d.vertices;
+  d.edge_bytes = 4;
+  d.value_bytes = 8;
+  return d;
+}
+
+// The fewest frontier edges at which a pull is the cheaper (frontier
+// vertices at the graph's average degree).
+uint64_t PullFrom(coordinator::DirectionStep d,
+                  const coordinator::TransportCost& cost) {
+  for (uint64_t e = 0; e <= d.arcs; e += d.arcs / 1024) {
+    d.frontier_edges = e;
+    d.frontier = e / 32;
+    if (coordinator::ChooseDirection(d, cost).pull) return e;
+  }
+  return ~uint64_t{0};
+}
+
+TEST(DirectionTest, PullsOnlyForLargeFrontiersAndSoonerWhenItIsCheap) {
+  coordinator::TransportCost local{0.1, 10000};
+  coordinator::TransportCost tcp{40, 1000};
+  // A frontier of everything pulls; a tiny one pushes.
+  EXPECT_TRUE(coordinator::ChooseDirection(DirectionAt(1 << 20, 32 << 20),
+                                           local).pull);
+  EXPECT_FALSE(coordinator::ChooseDirection(DirectionAt(10, 320), local).pull);
+  const coordinator::DirectionStep one = DirectionAt(0, 0);
+  const uint64_t base = PullFrom(one, local);
+  // On one node and local memory CPU decides: about half of the arcs.
+  EXPECT_GT(base, one.arcs / 3);
+  EXPECT_LT(base, one.arcs * 2 / 3);
+  // Blocks the pull must READ over a slow link push the crossover up...
+  EXPECT_GT(PullFrom(one, tcp), base);
+  // ...and blocks already cached bring it down.
+  coordinator::DirectionStep cached = one;
+  cached.pull_cached = true;
+  EXPECT_LE(PullFrom(cached, tcp), PullFrom(one, tcp));
+  // With several nodes a push also pays the updates' exchange.
+  coordinator::DirectionStep nodes = one;
+  nodes.compute_nodes = 2;
+  EXPECT_LT(PullFrom(nodes, local), base);
+  // Every estimate is reported.
+  const coordinator::DirectionEstimate e =
+      coordinator::ChooseDirection(DirectionAt(1000, 32000), tcp);
+  EXPECT_GT(e.push_us, 0);
+  EXPECT_GT(e.pull_us, e.push_us);
+  EXPECT_DOUBLE_EQ(e.push_bytes, 32000 * 4);
+  EXPECT_DOUBLE_EQ(e.pull_bytes, 4.0 * (32 << 20) + 4.0 * (1 << 20));
+}
+
 TEST(UpdateCoordinatorTest, ManyUpdatesGoInBatches) {
   const coordinator::TransportCost tcp{50, 1000};
   // Atomic pays a barrier and a page read back per touched page: with the
