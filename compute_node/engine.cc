@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/vertex_program.h"
+#include "compute_node/wire_codec.h"
 #include "glog/logging.h"
 #include "workload/partition.h"
 
@@ -369,24 +370,18 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
 }
 
 void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
-  std::vector<VertexId> members(local.vertices().begin(),
-                                local.vertices().end());
-  out.PutArray<VertexId>(members);
+  // A bitmap or ascending gaps, whichever is smaller (wire_codec.h).
+  wire::PutVertexSet(out.bytes(), local.words());
 }
 
 absl::Status Engine::TakeFrontier(MessageReader& in, int node,
                                   Frontier& global) {
-  std::vector<VertexId> members;
-  if (!in.GetArray<VertexId>(&members)) {
-    return Fail(absl::DataLossError(
-        absl::StrFormat("compute node %d posted a malformed frontier", node)));
-  }
-  for (VertexId v : members) {
-    if (v >= num_vertices()) {
-      return Fail(absl::DataLossError(absl::StrFormat(
-          "compute node %d posted vertex %d, beyond the graph", node, v)));
-    }
-    global.Add(0, v);
+  if (!wire::GetVertexSet(in.rest(), num_vertices(),
+                          [&](VertexId v) { global.Add(0, v); })) {
+    return Fail(absl::DataLossError(absl::StrFormat(
+        "compute node %d posted a malformed frontier (or a vertex beyond "
+        "the graph)",
+        node)));
   }
   return absl::OkStatus();
 }

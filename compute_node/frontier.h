@@ -165,6 +165,8 @@ class Frontier {
   uint64_t size() const { return list_.size(); }
   bool empty() const { return list_.empty(); }
   std::span<const VertexId> vertices() const { return list_; }
+  // The membership bitmap (bit v of word v / 64); sealed members only.
+  std::span<const uint64_t> words() const { return bits_; }
   uint64_t bytes() const {
     return bits_.size() * 8 + list_.capacity() * sizeof(VertexId);
   }

@@ -57,6 +57,8 @@ class MessageReader {
     in_.remove_prefix(n * sizeof(T));
     return true;
   }
+  // What is left, for decoders that take it from the front (wire_codec.h).
+  std::string_view& rest() { return in_; }
   bool done() const { return in_.empty(); }
   size_t remaining() const { return in_.size(); }
 

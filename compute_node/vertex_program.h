@@ -52,6 +52,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/engine.h"
+#include "compute_node/wire_codec.h"
 
 namespace dmg::compute {
 
@@ -293,8 +294,8 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     const VertexId end = static_cast<VertexId>(cluster_->bounds()[owner + 1]);
     size_t j = k;
     while (j < all.size() && all[j].v < end) ++j;
-    to[owner].assign(reinterpret_cast<const char*>(all.data() + k),
-                     (j - k) * sizeof(Update));
+    wire::PutUpdates<Update>(
+        to[owner], std::span<const Update>(all.data() + k, j - k));
     k = j;
   }
   MessageWriter out;
@@ -311,14 +312,10 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     if (!in.Get(&flag)) return Fail(absl::DataLossError("malformed post"));
     sent |= flag != 0;
     DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
-    const std::string& part = got[k].mine;
-    if (part.size() % sizeof(Update) != 0) {
+    if (!wire::GetUpdates<Update>(got[k].mine, inbox)) {
       return Fail(absl::DataLossError(absl::StrFormat(
           "compute node %d sent a malformed batch of updates", k)));
     }
-    const size_t at = inbox.size();
-    inbox.resize(at + part.size() / sizeof(Update));
-    std::memcpy(inbox.data() + at, part.data(), part.size());
   }
   if (!sent) {  // every update stayed on its node: one exchange was enough
     global.Seal();

@@ -1,0 +1,50 @@
+#include "compute_node/wire_codec.h"
+
+#include <algorithm>
+
+namespace dmg::compute::wire {
+
+void PutVertexSet(std::string& out, std::span<const uint64_t> words) {
+  // The span of words holding members.
+  size_t first = 0, last = words.size();
+  while (first < last && words[first] == 0) ++first;
+  while (last > first && words[last - 1] == 0) --last;
+  uint64_t count = 0;
+  for (size_t k = first; k < last; ++k) count += std::popcount(words[k]);
+  if (count == 0) {
+    out.push_back(static_cast<char>(kEmptySet));
+    return;
+  }
+  const uint64_t bitmap_bytes = 8 * (last - first);
+  // Gaps of a set of `count` members over that span average span / count:
+  // a varint of that size each (an estimate; the cheaper form is kept).
+  const uint64_t span = 64 * (last - first);
+  const uint64_t mean_gap = std::max<uint64_t>(1, span / count);
+  const uint64_t gap_bytes = count * ((std::bit_width(mean_gap) + 6) / 7);
+  if (bitmap_bytes <= gap_bytes) {
+    out.push_back(static_cast<char>(kBitmapSet));
+    PutVarint(out, 64 * first);
+    PutVarint(out, last - first);
+    out.append(reinterpret_cast<const char*>(words.data() + first),
+               bitmap_bytes);
+    return;
+  }
+  out.push_back(static_cast<char>(kGapSet));
+  bool head = true;
+  uint64_t previous = 0;
+  for (size_t k = first; k < last; ++k) {
+    for (uint64_t w = words[k]; w != 0; w &= w - 1) {
+      const uint64_t v = 64 * k + std::countr_zero(w);
+      if (head) {
+        PutVarint(out, v);
+        PutVarint(out, count);
+        head = false;
+      } else {
+        PutVarint(out, v - previous);
+      }
+      previous = v;
+    }
+  }
+}
+
+}  // namespace dmg::compute::wire
