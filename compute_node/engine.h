@@ -272,8 +272,17 @@ class Engine {
   // `to` (one part per node), and takes in the others' state changes.
   // Returns what every node posted for this one, in node order. With one
   // compute node: returns `common` and `to`'s only part, moving nothing.
+  // `publish_now`, when given, is asked (with what every node posted) whether
+  // to publish here; it must answer alike on every node. No leaves the
+  // changes for the next collective: the middle of an operation whose nodes
+  // read nobody else's state before it ends (a push's update exchange, when
+  // updates did travel), so lines changed on both sides of it are written
+  // and read once, and one exchange is saved.
+  using PublishTest =
+      std::function<bool(const std::vector<Cluster::Received>&)>;
   absl::StatusOr<std::vector<Cluster::Received>> Collective(
-      std::string common, std::span<const std::string> to = {});
+      std::string common, std::span<const std::string> to = {},
+      const PublishTest& publish_now = nullptr);
   // Frontier parts: a node's members of `local` (all in its range) go into
   // a message; TakeFrontier adds a part read back into `global`.
   void PutFrontier(MessageWriter& out, const Frontier& local) const;

@@ -301,8 +301,17 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   MessageWriter out;
   out.Put<uint8_t>(all.empty() ? 0 : 1);
   PutFrontier(out, next);
+  // When updates travel, nobody reads another node's state until the
+  // inboxes are applied: the second exchange publishes both phases'
+  // changes. When none did, this one is the last and publishes.
+  auto nothing_sent = [](const std::vector<Cluster::Received>& all) {
+    for (const Cluster::Received& r : all) {
+      if (!r.common.empty() && r.common[0] != 0) return false;
+    }
+    return true;
+  };
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> got,
-                       Collective(out.Take(), to));
+                       Collective(out.Take(), to, nothing_sent));
   Frontier global = NewFrontier();
   bool sent = false;
   std::vector<Update> inbox;
