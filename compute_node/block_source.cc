@@ -353,6 +353,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   }
   std::span<const DirectoryEntry> dir = directory(d);
   HotBlockCache* cache = hot(d);
+  const bool keep = FrontierKeepsBlocks(d);
   const bool weighted = graph_.weighted();
   const uint32_t edge_bytes = weighted ? 8 : 4;
   transport::Endpoint& ep = pool_.endpoint(worker);
@@ -379,7 +380,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
             DeliverFrontier(dir, it.entry, it.bytes, frontier, per_piece);
         if (!s.ok()) return s;
         if (cache != nullptr && it.fetched) {
-          cache->Offer(it.entry, it.bytes);
+          cache->Offer(it.entry, it.bytes, /*full_scan=*/keep);
         }
         continue;
       }
@@ -418,7 +419,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
     const RemoteGraph::Location loc = graph_.Locate(d, e);
     // Whole block when the frontier needs half of it or more, or many
     // small pieces of it; else just the frontier's edge ranges.
-    const bool whole = need * 2 >= e.length || vertices > 32;
+    const bool whole = need * 2 >= e.length || vertices > 32 || keep;
     if (used + (whole ? Align8(e.length) : need) > batch_bytes_) {
       if (absl::Status s = deliver(); !s.ok()) return s;
     }

@@ -103,6 +103,15 @@ class BlockSource {
   // The hot-block cache of direction d (nullptr: none); sources that do
   // not use one ignore it.
   virtual void SetHotBlocks(Direction, HotBlockCache*) {}
+  // Whether the next push scans of direction d read every block they touch
+  // whole and keep it (admitted at once) when the hot-block cache holds the
+  // whole direction: set for updates that are not first-wins (Min, Add),
+  // whose vertices come back to the frontier, so that a block fetched for
+  // a few of them serves every later step (road-NY SSSP pushed 670 steps
+  // of edge ranges, reading each vertex's adjacency again every time it
+  // came back). BFS's Claim visits each vertex once: ranges stay cheaper.
+  virtual void SetFrontierKeepsBlocks(Direction, bool) {}
+  virtual bool FrontierKeepsBlocks(Direction) const { return false; }
   // Most READ batches one worker had posted at once, since the last call.
   virtual uint64_t TakeMaxOutstanding() { return 1; }
 
@@ -133,6 +142,13 @@ class GraphAwareBlockSource : public BlockSource {
                           const HeaderCache& headers,
                           const PerRange& per_range) override;
   bool ReadsRanges() const override { return true; }
+  void SetFrontierKeepsBlocks(Direction d, bool keep) override {
+    keep_[static_cast<int>(d)] = keep;
+  }
+  bool FrontierKeepsBlocks(Direction d) const override {
+    HotBlockCache* cache = hot(d);
+    return keep_[static_cast<int>(d)] && cache != nullptr && cache->holds_all();
+  }
   void SetHotBlocks(Direction d, HotBlockCache* cache) override {
     hot_[static_cast<int>(d)] = cache;
   }
@@ -159,6 +175,7 @@ class GraphAwareBlockSource : public BlockSource {
   // fills what is used), so untouched pages of a slot cost nothing.
   std::vector<std::vector<std::unique_ptr<uint64_t[]>>> buffers_;
   HotBlockCache* hot_[2] = {nullptr, nullptr};
+  bool keep_[2] = {false, false};  // SetFrontierKeepsBlocks
   std::atomic<uint64_t> max_outstanding_{0};
 };
 

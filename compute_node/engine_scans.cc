@@ -422,6 +422,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   const HeaderCache* h = headers(d);
   const bool sparse =
       h != nullptr && options_.cache_policy == CachePolicy::kGraphAware;
+  const bool keep = sparse && source_->FrontierKeepsBlocks(d);
   const uint64_t edge_bytes = graph_.weighted() ? 8 : 4;
   std::vector<uint64_t>& need = need_[k];
   if (sparse && need.size() != dir.size()) need.assign(dir.size(), 0);
@@ -452,9 +453,12 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
       touched[i] = 0;
       if (sparse) {
         // As ReadFrontier decides: the whole block once half of it is
-        // needed, else the edge ranges.
+        // needed (or when blocks are kept: nothing once cached), else the
+        // edge ranges.
         const uint64_t bytes =
-            need[i] * 2 >= dir[i].length ? dir[i].length : need[i];
+            keep ? (hot_[k]->Peek(i) != nullptr ? 0 : dir[i].length)
+            : need[i] * 2 >= dir[i].length ? dir[i].length
+                                           : need[i];
         estimate.push_back(bytes);
         total += bytes;
         need[i] = 0;

@@ -404,6 +404,7 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
     return true;
   };
   std::vector<std::vector<Pending>> pending(threads());
+  source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
   DMG_RETURN_IF_ERROR(ScanFrontier(
       along, frontier,
       [&](VertexId u, std::span<const VertexId> out,
@@ -533,6 +534,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   if (!pull) {
     // Updates to other nodes' vertices wait in the workers' outboxes.
     ClearOutboxes();
+    source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
     DMG_RETURN_IF_ERROR(ScanFrontier(
         along, frontier,
         [&](VertexId u, std::span<const VertexId> out,
