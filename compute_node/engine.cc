@@ -288,7 +288,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     uint64_t first, count;
   };
   std::vector<Refresh> refresh;
-  bool own_changes = false;
+  bool own_changes = false, others_changed = false;
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
     uint64_t where[4];
@@ -324,7 +324,14 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
               states_[i]->name())));
         }
         if (k != compute_node()) {
-          refresh.push_back({i, runs[r], runs[r + 1]});
+          if (runs[r + 1] > 0) others_changed = true;
+          // A resident copy notes them (lazy refresh, FetchPending); a
+          // paged one forgets their pages.
+          if (states_[i]->resident()) {
+            states_[i]->MarkPending(runs[r], runs[r + 1]);
+          } else {
+            refresh.push_back({i, runs[r], runs[r + 1]});
+          }
         } else if (runs[r + 1] > 0) {
           own_changes = true;
         }
@@ -342,9 +349,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   // anything (every post says so), there is nothing to write or wait for.
   // Left for the next collective: the lines stay dirty (posted again).
   if (publish_now && !publish_now(all)) return all;
-  bool any_changes = false;
-  for (const Refresh& r : refresh) any_changes |= r.count > 0;
-  any_changes |= own_changes;
+  bool any_changes = others_changed || own_changes;
   if (any_changes) {
     for (size_t i = 0; i < placed_; ++i) {
       pages.clear();
@@ -430,7 +435,14 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays) {
   return absl::OkStatus();
 }
 
-absl::Status Engine::Prepare(bool open_superstep) {
+absl::Status Engine::FetchPendingState() {
+  for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
+    DMG_RETURN_IF_ERROR(Fail(states_[i]->FetchPending()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
   if (placed_ < states_.size()) {
     std::vector<StateArrayBase*> arrays;
     for (size_t i = placed_; i < states_.size(); ++i) {
@@ -455,6 +467,9 @@ absl::Status Engine::Prepare(bool open_superstep) {
     s.index = superstep_ + 1;
     stats_.supersteps.push_back(s);
   }
+  // Other nodes' changes not READ yet: before an operation that may read
+  // them widely (all but the pushes that read only their own sources).
+  if (fetch_pending) DMG_RETURN_IF_ERROR(FetchPendingState());
   return absl::OkStatus();
 }
 
@@ -510,7 +525,9 @@ void Engine::PlanDirection(Direction d, bool push) {
 }
 
 absl::Status Engine::EndSuperstep() {
-  DMG_RETURN_IF_ERROR(Prepare());
+  // Ends the superstep without READing what others changed (lazy).
+  DMG_RETURN_IF_ERROR(
+      Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
   for (const auto& a : states_) {
     // Each node commits the pages of its own range (all, with one node).
     const auto [first, last] = OwnPages(*a);

@@ -213,7 +213,9 @@ class Engine {
   absl::Status Init();
   // Places the declared state arrays (once, at the first operation; arrays
   // declared later are placed at once) and opens a superstep if none is.
-  absl::Status Prepare(bool open_superstep = true);
+  absl::Status Prepare(bool open_superstep = true, bool fetch_pending = true);
+  // READs every state array's pending lines (lazy refresh, state_array.h).
+  absl::Status FetchPendingState();
   absl::Status PlaceStates(std::span<StateArrayBase* const> arrays);
   // Records an edge operation's direction, frontier and who chose the
   // direction (with the automatic choice's inputs) in the superstep.

@@ -401,6 +401,8 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
   if (cluster_ != nullptr && options_.steal && StealPays(d, frontier)) {
+    // Taken items' sources are other nodes' vertices: their state current.
+    DMG_RETURN_IF_ERROR(FetchPendingState());
     return ScanFrontierShared(d, frontier, fn);
   }
   std::span<const DirectoryEntry> dir = graph_.directory(d);
@@ -505,9 +507,8 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
   uint64_t work = 0, threshold = 0;
   if (mode == Mode::kAuto && !stops_early) {
     by = "auto";
-    const Direction pull_blocks = Stored(push_blocks == Direction::kOut
-                                             ? Direction::kIn
-                                             : Direction::kOut);
+    const Direction pull_blocks = Stored(
+        push_blocks == Direction::kOut ? Direction::kIn : Direction::kOut);
     coordinator::DirectionStep step;
     step.vertices = num_vertices();
     step.arcs = num_arcs();

@@ -36,6 +36,8 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       dirty_lines_(pages_, 0),
       step_lines_(pages_, 0),
       prev_lines_(pages_, 0),
+      pending_now_(pages_, 0),
+      pending_old_(pages_, 0),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
 }
@@ -334,6 +336,66 @@ void StateArrayBase::RefreshLines(int w, uint64_t first, uint64_t count) {
         end - begin);
 }
 
+void StateArrayBase::MarkPending(uint64_t first, uint64_t count) {
+  const uint64_t end = std::min(first + count, lines());
+  for (uint64_t line = first; line < end; ++line) {
+    pending_now_[line >> 6] |= uint64_t{1} << (line & 63);
+    others_[line >> 12] |= uint64_t{1} << ((line >> 6) & 63);
+  }
+  if (first < end) any_pending_ = true;
+}
+
+absl::Status StateArrayBase::FetchPending() {
+  if (!any_pending_) return absl::OkStatus();
+  const int open = (superstep() + 1) % 2, done = superstep() % 2;
+  absl::Status status = ctx_.scheduler->ForRanges(
+      pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+        transport::Endpoint& ep = endpoint(w);
+        for (uint64_t p = first; p < last; ++p) {
+          const uint64_t now = pending_now_[p];
+          const uint64_t old = pending_old_[p] & ~now;
+          for (int buffer : {open, done}) {
+            // Runs of consecutive pending lines: one READ each.
+            for (uint64_t bits = buffer == open ? now : old; bits != 0;) {
+              const int at = std::countr_zero(bits);
+              const int run = std::countr_one(bits >> at);
+              const uint64_t begin = (p * 64 + at) * kLineBytes;
+              const uint64_t end =
+                  std::min(begin + uint64_t(run) * kLineBytes, bytes_);
+              Queue(ep, /*write=*/false, buffer, begin, local_.data() + begin,
+                    end - begin);
+              bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
+            }
+          }
+          pending_now_[p] = 0;
+          pending_old_[p] = 0;
+        }
+        return ep.Flush();
+      });
+  any_pending_ = false;
+  return status;
+}
+
+void StateArrayBase::FetchLine(int worker, uint64_t line) {
+  const uint64_t mask = uint64_t{1} << (line & 63);
+  std::atomic_ref<uint64_t> now(pending_now_[line >> 6]);
+  std::atomic_ref<uint64_t> old(pending_old_[line >> 6]);
+  const int buffer = (now.load(std::memory_order_acquire) & mask)
+                         ? (superstep() + 1) % 2
+                         : superstep() % 2;
+  const uint64_t begin = line * kLineBytes;
+  const uint64_t end = std::min(begin + kLineBytes, bytes_);
+  transport::Endpoint& ep = endpoint(worker);
+  Queue(ep, /*write=*/false, buffer, begin, local_.data() + begin, end - begin);
+  if (absl::Status s = ep.Flush(); !s.ok()) {
+    MutexLock lock(&error_mu_);
+    if (error_.ok()) error_ = s;
+    return;  // stays pending; the error ends the job
+  }
+  now.fetch_and(~mask, std::memory_order_release);
+  old.fetch_and(~mask, std::memory_order_release);
+}
+
 void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
   for (uint64_t p = first; p < first + count; ++p) {
     std::atomic_ref<uint64_t>(others_[p >> 6])
@@ -358,6 +420,11 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   // What changed in this superstep is what the next one's buffer lacks.
   prev_dirty_.swap(published_);
   prev_lines_.swap(step_lines_);
+  // Lines still pending are READ from the finished version's buffer now.
+  for (uint64_t p = 0; any_pending_ && p < pages_; ++p) {
+    pending_old_[p] |= pending_now_[p];
+    pending_now_[p] = 0;
+  }
   std::fill(dirty_.begin(), dirty_.end(), 0);
   std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
   std::fill(step_lines_.begin(), step_lines_.end(), 0);

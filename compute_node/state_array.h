@@ -135,6 +135,32 @@ class StateArrayBase : public PageSource {
   // READs them (worker w's endpoint, flushed by the caller); a paged one
   // forgets their pages.
   void RefreshLines(int w, uint64_t first, uint64_t count);
+
+  // Lazy refresh (a resident copy with several compute nodes): instead of
+  // READing the lines another node published, note them as pending. They
+  // are READ in bulk by FetchPending (the engine calls it before every
+  // operation that may read other nodes' vertices widely), or one at a time
+  // by an accessor that reads a pending line (a safety net: any read sees
+  // a current value). A push of an update that reads only its own sources
+  // (SSSP's distances, CC's labels) then never READs the others' changes.
+  // Pending lines of the open superstep are READ from its buffer (nobody
+  // writes a published line again until the next collective); older ones
+  // from the last finished version's buffer (nobody writes it during the
+  // open superstep), which holds them whole and current.
+  void MarkPending(uint64_t first, uint64_t count);
+  // READs every pending line, batched over the workers; afterwards the copy
+  // is current.
+  absl::Status FetchPending();
+  bool any_pending() const { return any_pending_; }
+  // Whether element `index`'s line is pending (ReadResult skips those in
+  // its comparison).
+  bool LinePending(uint64_t index) const {
+    const uint64_t line = index * elem_ / kLineBytes;
+    return any_pending_ && ((LoadWord(pending_now_, line >> 6) |
+                             LoadWord(pending_old_, line >> 6)) >>
+                            (line & 63)) &
+                               1;
+  }
   // Makes the open superstep's buffer hold the whole current version of
   // pages [page_begin, page_end) (this node's), so that remote atomics can
   // work on it; Commit then has nothing left to write for them.
@@ -222,6 +248,22 @@ class StateArrayBase : public PageSource {
   }
   std::byte* local_bytes() { return local_.data(); }
   const std::byte* initial_bytes() const { return initial_.data(); }
+  // Accessors' check: READs element `index`'s line first if it is pending.
+  void FetchIfPending(int worker, uint64_t index) {
+    const uint64_t line = index * elem_ / kLineBytes;
+    const uint64_t mask = uint64_t{1} << (line & 63);
+    if (((LoadWord(pending_now_, line >> 6) |
+          LoadWord(pending_old_, line >> 6)) &
+         mask) != 0) {
+      FetchLine(worker, line);
+    }
+  }
+  static uint64_t LoadWord(const std::vector<uint64_t>& bits, uint64_t i) {
+    return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[i]))
+        .load(std::memory_order_acquire);
+  }
+  // Set between operations only (workers read it).
+  bool any_pending_ = false;
 
  private:
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
@@ -298,6 +340,10 @@ class StateArrayBase : public PageSource {
   // superstep; lines changed in the previous superstep (what the open
   // buffer lacks besides this superstep's).
   std::vector<uint64_t> dirty_lines_, step_lines_, prev_lines_;
+  // Lazy refresh: lines others published and this copy has not READ, in
+  // the open superstep (its buffer) and before (the last finished one's).
+  std::vector<uint64_t> pending_now_, pending_old_;
+  [[gnu::noinline]] void FetchLine(int worker, uint64_t line);
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy
@@ -328,7 +374,11 @@ class StateArray : public StateArrayBase {
   // The resident paths are inline; paged ones are out of line, so that hot
   // loops stay small.
   T Get(store::VertexId v) {
-    if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
+    if (resident()) {
+      if (any_pending_) [[unlikely]]
+        FetchIfPending(WorkerPool::current(), v);
+      return std::atomic_ref<T>(data()[v]).load(kRelaxed);
+    }
     return GetPaged(WorkerPool::current(), v);
   }
   void Set(store::VertexId v, T x) {
@@ -346,7 +396,11 @@ class StateArray : public StateArrayBase {
   }
 
   T Get(int w, store::VertexId v) {
-    if (resident()) return std::atomic_ref<T>(data()[v]).load(kRelaxed);
+    if (resident()) {
+      if (any_pending_) [[unlikely]]
+        FetchIfPending(w, v);
+      return std::atomic_ref<T>(data()[v]).load(kRelaxed);
+    }
     return GetPaged(w, v);
   }
   void Set(int w, store::VertexId v, T x) {
@@ -368,14 +422,15 @@ class StateArray : public StateArrayBase {
   class Reader {
    public:
     T operator[](store::VertexId v) const {
-      return local_ != nullptr ? local_[v]
-                               : array_->GetPaged(WorkerPool::current(), v);
+      return local_ != nullptr ? local_[v] : array_->Get(v);
     }
 
    private:
     friend class StateArray;
+    // Plain loads only from a current resident copy (nothing pending).
     explicit Reader(StateArray* a)
-        : array_(a), local_(a->resident() ? a->data() : nullptr) {}
+        : array_(a),
+          local_(a->resident() && !a->any_pending() ? a->data() : nullptr) {}
     StateArray* array_;
     const T* local_;
   };
@@ -390,8 +445,16 @@ class StateArray : public StateArrayBase {
         !s.ok()) {
       return s;
     }
-    if (resident() &&
-        std::memcmp(out.data(), data(), size() * sizeof(T)) != 0) {
+    bool differs = false;
+    if (resident() && !any_pending()) {
+      differs = std::memcmp(out.data(), data(), size() * sizeof(T)) != 0;
+    } else if (resident()) {
+      for (uint64_t v = 0; v < size() && !differs; ++v) {
+        differs =
+            !LinePending(v) && std::memcmp(&out[v], data() + v, sizeof(T)) != 0;
+      }
+    }
+    if (differs) {
       return absl::InternalError("state '" + name() +
                                  "' on the memory node disagrees with the "
                                  "compute node's copy");

@@ -294,8 +294,8 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     const VertexId end = static_cast<VertexId>(cluster_->bounds()[owner + 1]);
     size_t j = k;
     while (j < all.size() && all[j].v < end) ++j;
-    wire::PutUpdates<Update>(
-        to[owner], std::span<const Update>(all.data() + k, j - k));
+    wire::PutUpdates<Update>(to[owner],
+                             std::span<const Update>(all.data() + k, j - k));
     k = j;
   }
   MessageWriter out;
@@ -516,7 +516,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
                                          Direction along, Mode mode,
                                          State<T>& target, Value value,
                                          Cond cond) {
-  DMG_RETURN_IF_ERROR(Prepare());
+  DMG_RETURN_IF_ERROR(
+      Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
   const T unset = target.initial();
   // A target worth updating: cond holds, and (Claim) it is still unset.
   auto candidate = [&](VertexId v) {
@@ -527,8 +528,18 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   };
   Frontier next = NewFrontier();
   const bool pull = ChoosePull(mode, frontier, along, Op::kFirstWins);
-  if (!pull &&
-      ChooseUpdateMode(frontier, along, sizeof(T)) == UpdateMode::kAtomic) {
+  const bool atomic = !pull && ChooseUpdateMode(frontier, along, sizeof(T)) ==
+                                   UpdateMode::kAtomic;
+  // Other nodes' published changes stay pending (lazy refresh) only for a
+  // push that reads no target's state (every vertex a candidate, not
+  // first-wins): its value reads its own sources. (Accessors still fetch a
+  // pending line if a value function reads one; stealing fetches first.)
+  constexpr bool kReadsOnlySources =
+      std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
+  if (pull || atomic || !kReadsOnlySources) {
+    DMG_RETURN_IF_ERROR(FetchPendingState());
+  }
+  if (atomic) {
     return AtomicPush<Op>(frontier, along, target, value, candidate);
   }
   if (!pull) {
