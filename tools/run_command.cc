@@ -78,8 +78,9 @@ DEFINE_string(update_mode, "auto",
               "compute nodes own travel (auto: the update coordinator "
               "chooses per step; see docs/ARCHITECTURE.md)");
 DEFINE_bool(steal, true,
-            "stage 2 across compute nodes: a node done with its own push "
-            "work takes the others' left-over chunks (false: for ablations)");
+            "stage 2 across compute nodes: in push steps where one node's "
+            "share is well above the mean, a node done with its own work "
+            "takes the others' left-over chunks (false: for ablations)");
 DEFINE_double(stage1_alpha, 1.0,
               "stage 1 of the workload manager: a compute node's range costs "
               "its edges plus this times its vertices");
