@@ -328,17 +328,22 @@ TEST(MultiNodeTest, MoreComputeNodesThanRanges) {
   CheckAll(g, Config{3, 1, Mode::kAuto});
 }
 
+// The path 0 - 1 - ... - n-1, both directions.
+absl::StatusOr<store::Graph> Path(uint32_t n) {
+  store::EdgeList e;
+  e.num_vertices = n;
+  for (uint32_t v = 0; v + 1 < n; ++v) e.Add(v, v + 1);
+  return Symmetric(std::move(e));
+}
+
 // A BFS along a path from the middle changes one vertex a level on each
 // node: each node refreshes the 64-byte line holding the other's change,
 // not its 4 KiB page, so every level's answer must come through those
 // lines alone (the depths are checked on both nodes). The bytes a level
 // costs are printed (page refreshes would add 4 KiB a level).
 TEST(MultiNodeTest, OthersSeeChangesThroughRefreshedLines) {
-  store::EdgeList e;
   const uint32_t n = 16384;
-  e.num_vertices = n;
-  for (uint32_t v = 0; v + 1 < n; ++v) e.Add(v, v + 1);
-  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
+  absl::StatusOr<store::Graph> g = Path(n);
   ASSERT_TRUE(g.ok()) << g.status();
   // Split by vertices: the ranges meet at n / 2.
   auto cluster = StartPushSplitByVertices(*g, 1, 1, "lines", true);
@@ -386,14 +391,10 @@ TEST(MultiNodeTest, OthersSeeChangesThroughRefreshedLines) {
 // vertex a candidate) leaves the other node's published lines unread; a
 // read of one of them anyway (here from the value function, and between
 // operations) must still see the current value, from the open superstep's
-// buffer or, a superstep later, the finished version's. Over a run of such
-// pushes the other node's changes are never READ at all.
+// buffer or, a superstep later, the finished version's.
 TEST(MultiNodeTest, PendingLinesAreFetchedWhenRead) {
-  store::EdgeList e;
   const uint32_t n = 16384;
-  e.num_vertices = n;
-  for (uint32_t v = 0; v + 1 < n; ++v) e.Add(v, v + 1);
-  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
+  absl::StatusOr<store::Graph> g = Path(n);
   ASSERT_TRUE(g.ok()) << g.status();
   auto cluster = StartPushSplitByVertices(*g, 2, 2, "lazy", false);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
