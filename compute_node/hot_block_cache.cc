@@ -42,14 +42,6 @@ HotBlockCache::HotBlockCache(std::span<const store::DirectoryEntry> directory,
   slot_.assign(directory.size(), -1);
 }
 
-uint64_t HotBlockCache::UncachedBytes(uint32_t first, uint32_t last) const {
-  uint64_t bytes = 0;
-  for (uint32_t i = first; i < last && i < dir_.size(); ++i) {
-    if (Peek(i) == nullptr) bytes += dir_[i].length;
-  }
-  return bytes;
-}
-
 void HotBlockCache::Offer(uint32_t entry, const std::byte* block,
                           bool full_scan) {
   if (State(entry) == kNo || Peek(entry) != nullptr) return;

@@ -64,9 +64,6 @@ class HotBlockCache {
   void Offer(uint32_t entry, const std::byte* block, bool full_scan = false);
   // True when every block of the direction is preferred.
   bool holds_all() const { return holds_all_; }
-  // Bytes of blocks [first, last) not admitted yet: what a scan of them
-  // would still READ.
-  uint64_t UncachedBytes(uint32_t first, uint32_t last) const;
 
   uint64_t hits() const { return hits_.load(); }
   uint64_t bytes_saved() const { return bytes_saved_.load(); }
