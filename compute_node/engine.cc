@@ -325,13 +325,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
         }
         if (k != compute_node()) {
           if (runs[r + 1] > 0) others_changed = true;
-          // A resident copy notes them (lazy refresh, FetchPending); a
-          // paged one forgets their pages.
-          if (states_[i]->resident()) {
-            states_[i]->MarkPending(runs[r], runs[r + 1]);
-          } else {
-            refresh.push_back({i, runs[r], runs[r + 1]});
-          }
+          refresh.push_back({i, runs[r], runs[r + 1]});
         } else if (runs[r + 1] > 0) {
           own_changes = true;
         }
@@ -347,7 +341,8 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   // first exchange would let a node that is ahead overwrite pages a slow
   // node is still reading for the operation before. When no node changed
   // anything (every post says so), there is nothing to write or wait for.
-  // Left for the next collective: the lines stay dirty (posted again).
+  // Left for the next collective: the lines stay dirty (posted again), and
+  // nobody notes lines not written yet.
   if (publish_now && !publish_now(all)) return all;
   bool any_changes = others_changed || own_changes;
   if (any_changes) {
@@ -363,7 +358,18 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
       if (!states_[i]->resident()) states_[i]->ReleasePins();
     }
   }
-  // Many short runs: a few batches per worker, one flush each.
+  // Resident copies note the others' lines (lazy refresh, FetchPending);
+  // paged ones forget their pages: many short runs, a few batches per
+  // worker, one flush each.
+  size_t kept = 0;
+  for (const Refresh& r : refresh) {
+    if (states_[r.array]->resident()) {
+      states_[r.array]->MarkPending(r.first, r.count);
+    } else {
+      refresh[kept++] = r;
+    }
+  }
+  refresh.resize(kept);
   const uint64_t grain = std::max<uint64_t>(
       1, refresh.size() / (4 * static_cast<uint64_t>(threads())));
   DMG_RETURN_IF_ERROR(Fail(scheduler_.ForRanges(
