@@ -11,10 +11,13 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace dmg {
@@ -90,6 +93,61 @@ std::vector<T> HugeVector(size_t n, const T& x = T()) {
   v.assign(n, x);
   return v;
 }
+
+// A growable byte buffer for scratch that is refilled every superstep (the
+// push outboxes, the combining of their updates): from 1 MiB on it sits on
+// whole 2 MiB pages advised for hugepages (rounding up at most doubles a
+// buffer that is only allocated when a step needs it), and it keeps its
+// memory between steps, so a step touches fresh pages only when it needs
+// more than any step before it.
+class HugeBuffer {
+ public:
+  static constexpr size_t kHugeFrom = size_t{1} << 20;
+
+  HugeBuffer() = default;
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  HugeBuffer(HugeBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) {
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+  }
+  HugeBuffer& operator=(HugeBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~HugeBuffer() { std::free(data_); }
+
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+  // At least `bytes` bytes; the first `keep` bytes keep their contents,
+  // the rest are unspecified.
+  void Reserve(size_t bytes, size_t keep = 0) {
+    if (bytes <= bytes_) return;
+    const size_t grown = std::max(bytes, 2 * bytes_);
+    size_t rounded;
+    void* p;
+    if (grown >= kHugeFrom) {
+      rounded = (grown + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+      p = std::aligned_alloc(kHugePageBytes, rounded);
+      if (p != nullptr) ::madvise(p, rounded, MADV_HUGEPAGE);
+    } else {
+      rounded = (grown + 63) & ~size_t{63};
+      p = std::aligned_alloc(64, rounded);
+    }
+    if (p == nullptr) throw std::bad_alloc();
+    if (keep > 0) std::memcpy(p, data_, std::min(keep, bytes_));
+    std::free(data_);
+    data_ = static_cast<std::byte*>(p);
+    bytes_ = rounded;
+  }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 }  // namespace dmg
 

@@ -38,6 +38,7 @@
 #include "compute_node/hot_block_cache.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/message.h"
+#include "compute_node/outbox.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/remote_graph.h"
 #include "compute_node/run_stats.h"
@@ -96,13 +97,6 @@ struct EngineOptions {
   bool steal = true;
   // Stage 1: a range's cost is its edges plus this times its vertices.
   double stage1_alpha = 1.0;
-};
-
-// An update pushed to a vertex another compute node owns.
-template <typename T>
-struct RemoteUpdate {
-  VertexId v;
-  T x;
 };
 
 class Engine {
@@ -305,24 +299,14 @@ class Engine {
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(State<T>& target, Frontier next);
   // Per worker, the push step's updates to other nodes' vertices (and those
-  // of work taken from other nodes): RemoteUpdate<T> records, in bytes whose
-  // capacity stays from step to step (a taken chunk adds one per edge).
-  template <typename T>
-  void ToOutbox(int w, RemoteUpdate<T> u) {
-    std::vector<std::byte>& b = outbox_[w];
-    const size_t at = b.size();
-    b.resize(at + sizeof(u));
-    std::memcpy(b.data() + at, &u, sizeof(u));
-  }
-  template <typename T>
-  std::span<const RemoteUpdate<T>> OutboxOf(int w) const {
-    const std::vector<std::byte>& b = outbox_[w];
-    return {reinterpret_cast<const RemoteUpdate<T>*>(b.data()),
-            b.size() / sizeof(RemoteUpdate<T>)};
+  // of work taken from other nodes), combined in place once many.
+  template <typename Op, typename T>
+  void ToOutbox(int w, VertexId v, T x) {
+    outbox_[w].Add<Op, T>(v, x);
   }
   void ClearOutboxes() {
     outbox_.resize(threads());
-    for (auto& b : outbox_) b.clear();
+    for (auto& b : outbox_) b.Reset(num_vertices());
   }
   int OwnerOf(VertexId v) const;
   // The pages [first, last) of state array `a` that hold this node's
@@ -373,11 +357,10 @@ class Engine {
   std::unique_ptr<Cluster> cluster_;            // nullptr: one compute node
   coordinator::TransportCost transport_cost_;   // measured at job start
   std::vector<Frontier> steal_scratch_;         // per worker
-  std::vector<std::vector<std::byte>> outbox_;  // per worker (ToOutbox)
+  std::vector<UpdateOutbox> outbox_;  // per worker (ToOutbox)
   // FinishPush's dense combining: values (any T of up to 8 bytes) and
   // whether each target has one (all 0 between uses).
-  std::vector<uint64_t> combine_values_;
-  std::vector<uint8_t> combine_has_;
+  CombineScratch combine_;
   // Per worker: 1 while it works on another node's item (its updates then
   // all travel through the outbox).
   std::vector<uint8_t> taking_;

@@ -221,73 +221,8 @@ absl::StatusOr<T> Engine::AllReduce(T mine) {
 template <typename Op, typename T>
 absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   using Update = RemoteUpdate<T>;
-  // The workers' outboxes, in worker order (the order updates combine in).
-  std::vector<std::span<const Update>> parts;
-  uint64_t total = 0;
-  for (int w = 0; w < threads(); ++w) {
-    parts.push_back(OutboxOf<T>(w));
-    total += parts.back().size();
-  }
-  VertexId lo = ~VertexId{0}, hi = 0;
-  for (std::span<const Update> part : parts) {
-    for (const Update& u : part) {
-      lo = std::min(lo, u.v);
-      hi = std::max(hi, u.v);
-    }
-  }
-  // Combined per target, in outbox order, and sorted by target: through a
-  // dense accumulator over the targets' span when the updates are many for
-  // it (a node working on another's chunks sends one update per edge), else
-  // by a stable sort. Both fold each target's updates in the same order.
-  std::vector<Update> all;
-  if (total > 0 && uint64_t{hi - lo} < 4 * total) {
-    // Scratch kept by the engine: fresh pages every push step would cost
-    // more in page faults than the combining itself.
-    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
-    const uint64_t span = uint64_t{hi - lo} + 1;
-    if (combine_values_.size() < span) combine_values_.resize(span);
-    if (combine_has_.size() < span) combine_has_.resize(span, 0);
-    T* acc = reinterpret_cast<T*>(combine_values_.data());
-    uint8_t* has = combine_has_.data();
-    uint64_t distinct = 0;
-    for (std::span<const Update> part : parts) {
-      for (const Update& u : part) {
-        const uint64_t i = u.v - lo;
-        if (has[i]) {
-          acc[i] = Op::Combine(acc[i], u.x);
-        } else {
-          acc[i] = u.x;
-          has[i] = 1;
-          ++distinct;
-        }
-      }
-    }
-    all.reserve(distinct);
-    for (uint64_t i = 0; i < span; ++i) {
-      if (has[i]) {
-        all.push_back({static_cast<VertexId>(lo + i), acc[i]});
-        has[i] = 0;  // clean for the next use
-      }
-    }
-  } else {
-    all.reserve(total);
-    for (std::span<const Update> part : parts) {
-      all.insert(all.end(), part.begin(), part.end());
-    }
-    std::stable_sort(
-        all.begin(), all.end(),
-        [](const Update& a, const Update& b) { return a.v < b.v; });
-    size_t kept = 0;
-    for (size_t k = 0; k < all.size(); ++k) {
-      if (kept > 0 && all[kept - 1].v == all[k].v) {
-        all[kept - 1].x = Op::Combine(all[kept - 1].x, all[k].x);
-      } else {
-        all[kept++] = all[k];
-      }
-    }
-    all.resize(kept);
-  }
-  ClearOutboxes();
+  std::span<const Update> all =
+      CombineOutboxes<Op, T>(std::span<UpdateOutbox>(outbox_), combine_);
   std::vector<std::string> to(compute_nodes());
   for (size_t k = 0; k < all.size();) {
     const int owner = OwnerOf(all[k].v);
@@ -560,7 +495,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
             if (!candidate(v)) continue;
             const T x = value(u, v, internal::WeightAt(weights, k));
             if (taking || !Owns(v)) {
-              ToOutbox<T>(w, {v, x});
+              ToOutbox<Op, T>(w, v, x);
             } else if (target.template Apply<Op>(w, v, x)) {
               if constexpr (Op::kFirstWins) {
                 next.AddUnique(w, v);  // only the winning claim gets here
