@@ -354,10 +354,10 @@ class Engine {
   std::vector<Unit> all_units_[2];
   // The units holding this node's vertices (all units with one node).
   std::vector<Unit> own_units_[2];
-  std::unique_ptr<Cluster> cluster_;            // nullptr: one compute node
-  coordinator::TransportCost transport_cost_;   // measured at job start
-  std::vector<Frontier> steal_scratch_;         // per worker
-  std::vector<UpdateOutbox> outbox_;  // per worker (ToOutbox)
+  std::unique_ptr<Cluster> cluster_;           // nullptr: one compute node
+  coordinator::TransportCost transport_cost_;  // measured at job start
+  std::vector<Frontier> steal_scratch_;        // per worker
+  std::vector<UpdateOutbox> outbox_;           // per worker (ToOutbox)
   // FinishPush's dense combining: values (any T of up to 8 bytes) and
   // whether each target has one (all 0 between uses).
   CombineScratch combine_;

@@ -19,7 +19,8 @@ namespace {
 using store::VertexId;
 
 template <typename Op, typename T>
-std::map<VertexId, T> Fold(const std::vector<std::vector<RemoteUpdate<T>>>& in) {
+std::map<VertexId, T> Fold(
+    const std::vector<std::vector<RemoteUpdate<T>>>& in) {
   std::map<VertexId, T> want;
   for (const auto& worker : in) {
     for (const RemoteUpdate<T>& u : worker) {
