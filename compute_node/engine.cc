@@ -204,13 +204,19 @@ absl::Status Engine::MeasureTransport() {
                               std::chrono::steady_clock::now() - t0)
                               .count());
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  ep.Read(0, transport::kStoreRegion, 0, buffer.data(),
-          static_cast<uint32_t>(buffer.size()));
-  DMG_RETURN_IF_ERROR(ep.Flush());
-  const double us = std::chrono::duration<double, std::micro>(
-                        std::chrono::steady_clock::now() - t0)
-                        .count();
+  // The best of three: the first READ of the store's pages can cost the
+  // memory node first-touch faults and came out ~7x below what scans see
+  // (tcp loopback: 168 against ~1,200 bytes/us).
+  double us = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ep.Read(0, transport::kStoreRegion, 0, buffer.data(),
+            static_cast<uint32_t>(buffer.size()));
+    DMG_RETURN_IF_ERROR(ep.Flush());
+    us = std::min(us, std::chrono::duration<double, std::micro>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count());
+  }
   transport_cost_.round_trip_us = best;
   transport_cost_.bytes_per_us =
       static_cast<double>(buffer.size()) / std::max(1.0, us - best);

@@ -518,6 +518,13 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     }
     step.pull_cached = AllCached(pull_blocks);
     step.push_cached = AllCached(push_blocks);
+    const HotBlockCache* push_hot =
+        hot_[static_cast<int>(Stored(push_blocks))].get();
+    step.push_keeps_blocks = push_hot != nullptr && push_hot->holds_all();
+    for (const DirectoryEntry& e : graph_.directory(Stored(push_blocks))) {
+      ++step.push_blocks;
+      step.push_block_bytes += e.length;
+    }
     step.edge_bytes = graph_.weighted() ? 8 : 4;
     step.value_bytes = 8;
     step.compute_nodes = compute_nodes();

@@ -63,6 +63,15 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
   const double visits = static_cast<double>(step.frontier) * share + edges;
   e.push_bytes =
       step.push_cached ? 0 : edges * static_cast<double>(step.edge_bytes);
+  if (!step.push_cached && step.push_keeps_blocks && step.push_blocks > 0) {
+    // Whole blocks: of the range's B blocks, f frontier vertices spread
+    // at random touch B (1 - e^(-f/B)).
+    const double blocks = static_cast<double>(step.push_blocks) * share;
+    const double f = static_cast<double>(step.frontier) * share;
+    const double touched = blocks * (1 - std::exp(-f / blocks));
+    e.push_bytes = touched * static_cast<double>(step.push_block_bytes) /
+                   static_cast<double>(step.push_blocks);
+  }
   e.push_us = visits * kPushNsPerVisit / 1000 / threads;
   if (step.compute_nodes > 1) {
     const double remote = edges * (nodes - 1) / nodes;

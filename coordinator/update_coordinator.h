@@ -77,6 +77,11 @@ struct DirectionStep {
   uint64_t pull_block_bytes = 0;  // the pull direction's blocks, all nodes'
   bool pull_cached = false;       // the hot cache holds them
   bool push_cached = false;       // the push direction's blocks likewise
+  // The push reads every block it touches whole, to keep it (the hot
+  // cache can hold the direction; updates that are not first-wins).
+  bool push_keeps_blocks = false;
+  uint64_t push_blocks = 0;       // the push direction's, all nodes'
+  uint64_t push_block_bytes = 0;  // their bytes
   uint64_t edge_bytes = 4;        // per arc in a block (8 when weighted)
   uint64_t value_bytes = 8;       // of one update
   int compute_nodes = 1;

@@ -1,5 +1,6 @@
 // The workload manager's stage 1 (vertex ranges by edges and vertices) and
 // the update coordinator's choice, on their own.
+#include <cmath>
 #include <numeric>
 
 #include "coordinator/update_coordinator.h"
@@ -121,8 +122,8 @@ TEST(DirectionTest, PullsOnlyForLargeFrontiersAndSoonerWhenItIsCheap) {
   coordinator::TransportCost local{0.1, 10000};
   coordinator::TransportCost tcp{40, 1000};
   // A frontier of everything pulls; a tiny one pushes.
-  EXPECT_TRUE(coordinator::ChooseDirection(DirectionAt(1 << 20, 32 << 20),
-                                           local).pull);
+  EXPECT_TRUE(
+      coordinator::ChooseDirection(DirectionAt(1 << 20, 32 << 20), local).pull);
   EXPECT_FALSE(coordinator::ChooseDirection(DirectionAt(10, 320), local).pull);
   const coordinator::DirectionStep one = DirectionAt(0, 0);
   const uint64_t base = PullFrom(one, local);
@@ -148,12 +149,33 @@ TEST(DirectionTest, PullsOnlyForLargeFrontiersAndSoonerWhenItIsCheap) {
   EXPECT_DOUBLE_EQ(e.pull_bytes, 4.0 * (32 << 20) + 4.0 * (1 << 20));
 }
 
+TEST(DirectionTest, APushThatKeepsBlocksPaysForTheBlocksItTouches) {
+  coordinator::TransportCost tcp{40, 1000};
+  coordinator::DirectionStep d = DirectionAt(1000, 32000);
+  d.push_blocks = 8192;
+  d.push_block_bytes = uint64_t{8192} << 14;
+  d.push_keeps_blocks = true;
+  // 1000 vertices over 8192 blocks touch ~940 of them: whole blocks, not
+  // 32000 arcs' worth of edge ranges.
+  const double touched = 8192 * (1 - std::exp(-1000.0 / 8192));
+  EXPECT_NEAR(coordinator::ChooseDirection(d, tcp).push_bytes,
+              touched * (1 << 14), 1);
+  // A frontier of everything touches every block once.
+  d.frontier = 1 << 20;
+  EXPECT_NEAR(coordinator::ChooseDirection(d, tcp).push_bytes,
+              8192.0 * (1 << 14), 8192.0 * (1 << 14) * 1e-6);
+  // Nothing to read when the cache holds the direction already.
+  d.push_cached = true;
+  EXPECT_EQ(coordinator::ChooseDirection(d, tcp).push_bytes, 0);
+}
+
 TEST(UpdateCoordinatorTest, ManyUpdatesGoInBatches) {
   const coordinator::TransportCost tcp{50, 1000};
   // Atomic pays a barrier and a page read back per touched page: with the
   // engine's constants it loses even for a handful of updates (the sweep
   // in docs/PERFORMANCE.md agrees), and more updates only widen the gap.
-  const coordinator::UpdateEstimate few = coordinator::ChooseUpdates(Step(10), tcp);
+  const coordinator::UpdateEstimate few =
+      coordinator::ChooseUpdates(Step(10), tcp);
   EXPECT_GT(few.atomic_us, few.batch_us);
   EXPECT_FALSE(coordinator::ChooseUpdates(Step(10'000'000), tcp).atomic);
   // Where the choice flips, more updates never flip it back.

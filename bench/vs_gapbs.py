@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""DMG against GAPBS on the same graph file: one table of DMG/GAPBS ratios.
+
+Method
+  GAPBS (the GAP Benchmark Suite, ../shared/anchors/gapbs by default) is
+  copied into --work and built there with its own Makefile (never in the
+  source tree); without it the script prints a line and exits 0.
+  Graphs, each given to both systems as the same edge list:
+    kron20   GAPBS's own Kronecker generator (`converter -g20 -w -e`:
+             scale 20, edge factor 16, weights 1-255), its weights
+             dropped for the unweighted workloads;
+    road-NY  (or any NAME with NAME.el / NAME.wel in --graphs_dir) the
+             published file.
+  GAPBS gets `converter -f X -s -b X.sg` (and `.wsg` for SSSP); DMG gets
+  `dmg load --graph=X --symmetrize --image=X.img`. "Edge bytes" are 4 per
+  arc of the symmetrized graph: one direction's targets, what one traversal
+  must read at least once. Workloads: PageRank 20
+  iterations at tolerance 0 (`pr -i 20 -t 0`, `--max_iters=20
+  --tolerance=0`), BFS and SSSP from the same --sources sources (seeded
+  picks of vertices with edges; `-r S`, `--source=S`), CC (GAPBS's
+  Afforest, DMG's label propagation: the same components).
+  Each repetition runs, per workload and source, one GAPBS process
+  (`-n --trials`, its best trial: how GAPBS users read it) and then one
+  `dmg run` per --transports entry: `local` (the embedded cluster) and
+  `tcp` (a `dmg memory-node` daemon on loopback, started once per image,
+  sharing the same cores). DMG runs with --threads and
+  --cache_fraction; its time is the run's algorithm seconds from
+  --stats_json (setup + supersteps + finish; graph loading excluded, as
+  GAPBS's trial time excludes it). Best of --reps repetitions each; BFS
+  and SSSP sum the best time of every source.
+  OMP_NUM_THREADS = --threads for GAPBS.
+
+Output: one table (GAPBS seconds, DMG seconds and ratio per transport, and
+for tcp the remote bytes against the store's edge bytes), and
+vs_gapbs.csv in --work.
+
+Example: bench/vs_gapbs.py --graphs=kron20,road-NY --reps=3
+"""
+import argparse
+import csv
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+WORKLOADS = ("pr", "bfs", "cc", "sssp")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, env=None, timeout=900):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    if r.returncode != 0:
+        sys.exit(f"vs_gapbs: {' '.join(cmd)} failed ({r.returncode}):\n"
+                 f"{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def build_gapbs(src, work):
+    out = os.path.join(work, "gapbs")
+    bins = ["bfs", "pr", "cc", "sssp", "converter"]
+    if all(os.path.exists(os.path.join(out, b)) for b in bins):
+        return out
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    shutil.copytree(src, out, ignore=shutil.ignore_patterns(".git"))
+    log(f"building GAPBS in {out}")
+    run(["make", "-C", out, "-j2"] + bins, timeout=1800)
+    return out
+
+
+def prepare_graph(name, a, gapbs, work):
+    """Edge lists for both systems, GAPBS .sg/.wsg and DMG images."""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    el, wel = os.path.join(d, name + ".el"), os.path.join(d, name + ".wel")
+    m = re.fullmatch(r"kron(\d+)", name)
+    if m:
+        if not os.path.exists(wel):
+            log(f"generating GAPBS kron-{m.group(1)}")
+            run([os.path.join(gapbs, "converter"), "-g" + m.group(1), "-w",
+                 "-e", wel])
+        if not os.path.exists(el):
+            with open(wel) as fin, open(el, "w") as fout:
+                for line in fin:
+                    p = line.split()
+                    if len(p) >= 2:
+                        fout.write(f"{p[0]} {p[1]}\n")
+    else:
+        for ext, dst in ((".el", el), (".wel", wel)):
+            srcf = os.path.join(a.graphs_dir, name + ext)
+            if not os.path.exists(srcf):
+                sys.exit(f"vs_gapbs: {srcf} not found (set --graphs_dir)")
+            if not os.path.exists(dst):
+                os.symlink(os.path.abspath(srcf), dst)
+    files = {}
+    for kind, edges, ext in (("u", el, ".sg"), ("w", wel, ".wsg")):
+        sg = os.path.join(d, name + ext)
+        if not os.path.exists(sg):
+            run([os.path.join(gapbs, "converter"), "-f", edges, "-s", "-b",
+                 sg])
+        img = os.path.join(d, name + "." + kind + ".img")
+        if not os.path.exists(img):
+            run([a.dmg, "load", "--graph=" + edges, "--symmetrize",
+                 "--image=" + img])
+        files[kind] = (sg, img)
+    # Sources: seeded picks of vertices that have edges (first column of
+    # random lines of the edge list), the same for both systems.
+    rng = random.Random(a.seed)
+    with open(el) as f:
+        firsts = [line.split()[0] for line in f if line[:1].isdigit()]
+    sources = sorted({int(rng.choice(firsts)) for _ in range(a.sources * 4)})
+    rng.shuffle(sources)
+    files["sources"] = sources[:a.sources]
+    files["edge_bytes"] = edge_bytes(a.dmg, files["u"][1])
+    return files
+
+
+def edge_bytes(dmg, image):
+    """The store's edge bytes: 4 per arc, one direction's targets (what a
+    traversal reads at least once), from `dmg info`."""
+    out = run([dmg, "info", "--graph=" + image])
+    m = re.search(r"^arcs:\s+(\d+)", out, re.M)
+    if not m:
+        sys.exit(f"vs_gapbs: no arc count in `dmg info` of {image}")
+    return 4 * int(m.group(1))
+
+
+def gapbs_time(gapbs, kernel, sg, source, a):
+    cmd = [os.path.join(gapbs, kernel), "-f", sg, "-n", str(a.trials)]
+    if kernel == "pr":
+        cmd += ["-i", "20", "-t", "0"]
+    if source is not None:
+        cmd += ["-r", str(source)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    out = run(cmd, env=env)
+    trials = [float(x) for x in re.findall(r"Trial Time:\s+([0-9.]+)", out)]
+    if not trials:
+        sys.exit(f"vs_gapbs: no trial times from {' '.join(cmd)}:\n{out}")
+    return min(trials)
+
+
+class Daemon:
+    """A `dmg memory-node` on loopback serving one image."""
+
+    def __init__(self, dmg, image):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.proc = subprocess.Popen(
+            [dmg, "memory-node", f"--listen=127.0.0.1:{self.port}",
+             "--transport=tcp", "--image=" + image, "--node_id=0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    sys.exit("vs_gapbs: memory node exited:\n" +
+                             self.proc.stderr.read())
+                time.sleep(0.2)
+        sys.exit("vs_gapbs: memory node did not start listening")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def dmg_time(a, workload, image, source, transport, daemon, stats):
+    algo = {"pr": "pagerank", "bfs": "bfs", "cc": "cc", "sssp": "sssp"}
+    cmd = [a.dmg, "run", "--algo=" + algo[workload],
+           f"--threads={a.threads}", f"--cache_fraction={a.cache_fraction}",
+           "--stats_json=" + stats]
+    if workload == "pr":
+        cmd += ["--max_iters=20", "--tolerance=0"]
+    if source is not None:
+        cmd += [f"--source={source}"]
+    if transport == "local":
+        cmd += ["--graph=" + image]
+    else:
+        cmd += ["--transport=tcp", f"--memory_nodes=127.0.0.1:{daemon.port}"]
+    run(cmd)
+    with open(stats) as f:
+        j = json.load(f)
+    t = j["job_totals"] if "job_totals" in j else j["totals"]
+    return j["seconds"], t["bytes_read"] + t["bytes_written"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dmg", default="build/release/tools/dmg")
+    ap.add_argument("--gapbs_src", default="../shared/anchors/gapbs")
+    ap.add_argument("--graphs_dir", default=os.environ.get(
+        "DMG_GRAPHS_DIR", "../shared/graphs"))
+    ap.add_argument("--graphs", default="kron20,road-NY")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--transports", default="local,tcp")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=3,
+                    help="GAPBS trials per process (-n)")
+    ap.add_argument("--sources", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=27491095)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cache_fraction", type=float, default=0.05)
+    ap.add_argument("--work", default="build/vs_gapbs")
+    a = ap.parse_args()
+    if not os.path.isdir(a.gapbs_src):
+        print(f"vs_gapbs: GAPBS not found at {a.gapbs_src}; skipping")
+        return
+    if not os.path.exists(a.dmg):
+        sys.exit(f"vs_gapbs: {a.dmg} not found (build first)")
+    os.makedirs(a.work, exist_ok=True)
+    gapbs = build_gapbs(a.gapbs_src, a.work)
+    workloads = [w for w in a.workloads.split(",") if w]
+    transports = [t for t in a.transports.split(",") if t]
+    stats = os.path.join(a.work, "stats.json")
+    rows = []
+    for name in [g for g in a.graphs.split(",") if g]:
+        files = prepare_graph(name, a, gapbs, a.work)
+        daemons = {}
+        try:
+            if "tcp" in transports:
+                for kind in ("u", "w"):
+                    daemons[kind] = Daemon(a.dmg, files[kind][1])
+            for w in workloads:
+                kind = "w" if w == "sssp" else "u"
+                sg, img = files[kind]
+                srcs = files["sources"] if w in ("bfs", "sssp") else [None]
+                best = {}  # (system, source) -> (seconds, bytes)
+                for rep in range(a.reps):
+                    for s in srcs:
+                        g = gapbs_time(gapbs, w, sg, s, a)
+                        k = ("gapbs", s)
+                        best[k] = min(best.get(k, (g, 0)), (g, 0))
+                        for t in transports:
+                            r = dmg_time(a, w, img, s, t, daemons.get(kind),
+                                         stats)
+                            k = (t, s)
+                            if k not in best or r[0] < best[k][0]:
+                                best[k] = r
+                    log(f"{name} {w} rep {rep + 1}/{a.reps} done")
+                row = {"graph": name, "workload": w, "sources": len(srcs)}
+                row["gapbs_s"] = sum(best[("gapbs", s)][0] for s in srcs)
+                for t in transports:
+                    row[t + "_s"] = sum(best[(t, s)][0] for s in srcs)
+                    row[t + "_ratio"] = row[t + "_s"] / row["gapbs_s"]
+                    row[t + "_bytes_per_run"] = (
+                        sum(best[(t, s)][1] for s in srcs) / len(srcs))
+                    row[t + "_vs_edge_bytes"] = (
+                        row[t + "_bytes_per_run"] / files["edge_bytes"])
+                rows.append(row)
+        finally:
+            for d in daemons.values():
+                d.stop()
+    print(f"DMG / GAPBS, {a.threads} threads, DMG cache {a.cache_fraction:g} "
+          f"of the graph, best of {a.reps} (GAPBS: best of {a.trials} trials "
+          f"per process); BFS/SSSP: sum over {a.sources} sources")
+    head = f"{'graph':<9} {'workload':<8} {'GAPBS s':>9}"
+    for t in transports:
+        head += f" {t + ' s':>9} {'ratio':>6}"
+        if t != "local":
+            head += f" {'bytes/edge bytes':>17}"
+    print(head)
+    for r in rows:
+        line = f"{r['graph']:<9} {r['workload']:<8} {r['gapbs_s']:9.4f}"
+        for t in transports:
+            line += f" {r[t + '_s']:9.4f} {r[t + '_ratio']:5.2f}x"
+            if t != "local":
+                line += f" {r[t + '_vs_edge_bytes']:17.2f}"
+        print(line)
+    if rows:
+        with open(os.path.join(a.work, "vs_gapbs.csv"), "w", newline="") as f:
+            wr = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            wr.writeheader()
+            wr.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
