@@ -106,8 +106,8 @@ def prepare_graph(name, a, gapbs, work):
     for kind, edges, ext in (("u", el, ".sg"), ("w", wel, ".wsg")):
         sg = os.path.join(d, name + ext)
         if not os.path.exists(sg):
-            run([os.path.join(gapbs, "converter"), "-f", edges, "-s", "-b",
-                 sg])
+            run([os.path.join(gapbs, "converter"), "-f", edges, "-s"] +
+                (["-w"] if kind == "w" else []) + ["-b", sg])
         img = os.path.join(d, name + "." + kind + ".img")
         if not os.path.exists(img):
             run([a.dmg, "load", "--graph=" + edges, "--symmetrize",
@@ -116,11 +116,16 @@ def prepare_graph(name, a, gapbs, work):
     # Sources: seeded picks of vertices that have edges (first column of
     # random lines of the edge list), the same for both systems.
     rng = random.Random(a.seed)
-    with open(el) as f:
-        firsts = [line.split()[0] for line in f if line[:1].isdigit()]
-    sources = sorted({int(rng.choice(firsts)) for _ in range(a.sources * 4)})
-    rng.shuffle(sources)
-    files["sources"] = sources[:a.sources]
+    size = os.path.getsize(el)
+    sources = []
+    with open(el, "rb") as f:
+        while len(sources) < a.sources:
+            f.seek(rng.randrange(size))
+            f.readline()  # to the start of the next line
+            p = f.readline().split()
+            if len(p) >= 2 and p[0].isdigit() and int(p[0]) not in sources:
+                sources.append(int(p[0]))
+    files["sources"] = sources
     files["edge_bytes"] = edge_bytes(a.dmg, files["u"][1])
     return files
 
