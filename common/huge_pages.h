@@ -122,6 +122,14 @@ class HugeBuffer {
   const std::byte* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
+  // At least `bytes` bytes, all zero when they had to grow (for buffers
+  // whose users keep them zero between uses: a fresh allocation holds
+  // whatever the allocator left, the old part included).
+  void ReserveZeroed(size_t bytes) {
+    if (bytes <= bytes_) return;
+    Reserve(bytes);
+    std::memset(data_, 0, bytes_);
+  }
   // At least `bytes` bytes; the first `keep` bytes keep their contents,
   // the rest are unspecified.
   void Reserve(size_t bytes, size_t keep = 0) {

@@ -117,11 +117,7 @@ class UpdateOutbox {
   void ToDense() {
     // Values are read only where their bit is set: not initialised.
     values_.Reserve(num_vertices_ * sizeof(T));
-    const uint64_t had = has_.bytes();
-    has_.Reserve(words() * 8);
-    if (has_.bytes() > had) {
-      std::memset(has_.data() + had, 0, has_.bytes() - had);
-    }
+    has_.ReserveZeroed(words() * 8);
     dense_ = true;
     for (const RemoteUpdate<T>& u : list<T>()) Combine<Op>(u.v, u.x);
     size_ = 0;
@@ -210,11 +206,7 @@ std::span<const RemoteUpdate<T>> CombineOutboxes(std::span<UpdateOutbox> boxes,
       static_assert(sizeof(T) <= 8);
       const uint64_t span = uint64_t{hi - lo} + 1;
       scratch.values.Reserve(span * sizeof(T));
-      const uint64_t had = scratch.has.bytes();
-      scratch.has.Reserve(span);
-      if (scratch.has.bytes() > had) {
-        std::memset(scratch.has.data() + had, 0, scratch.has.bytes() - had);
-      }
+      scratch.has.ReserveZeroed(span);
       T* acc = reinterpret_cast<T*>(scratch.values.data());
       auto* has = reinterpret_cast<uint8_t*>(scratch.has.data());
       uint64_t distinct = 0;

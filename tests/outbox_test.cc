@@ -5,6 +5,7 @@
 #include "compute_node/outbox.h"
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
 #include <span>
@@ -76,6 +77,42 @@ TEST(OutboxTest, EveryMixOfListAndDenseCombinesLikeAMapFold) {
       CheckRound<Max, int32_t>(boxes, scratch, n, per_worker, span, rng);
     }
   }
+}
+
+// Scratch that grows between steps must come back zeroed: the heap hands
+// out memory other code has written (here: garbage freed just before).
+TEST(OutboxTest, GrowingScratchStartsClean) {
+  std::mt19937_64 rng(11);
+  const uint64_t n = 1 << 18;
+  std::vector<UpdateOutbox> boxes(2);
+  CombineScratch scratch;
+  for (uint64_t span :
+       {uint64_t{64}, uint64_t{4096}, uint64_t{60000}, uint64_t{200000}}) {
+    for (uint64_t bytes : {span, span * 2, span * 8}) {
+      std::vector<uint8_t> junk(bytes, 0xA5);
+      asm volatile("" : : "r"(junk.data()) : "memory");
+    }
+    CheckRound<Min, int64_t>(boxes, scratch, n, {span / 3, span / 3}, span,
+                             rng);
+  }
+}
+
+TEST(OutboxTest, HugeBufferGrowsZeroedWhenAskedTo) {
+  HugeBuffer b;
+  for (size_t bytes : {size_t{100}, size_t{5000}, size_t{3} << 20}) {
+    b.ReserveZeroed(bytes);
+    ASSERT_GE(b.bytes(), bytes);
+    for (size_t i = 0; i < b.bytes(); ++i) {
+      ASSERT_EQ(b.data()[i], std::byte{0}) << bytes << " at " << i;
+    }
+    std::memset(b.data(), 0xA5, b.bytes());  // dirty, as a careless user
+  }
+  // Growing with Reserve keeps the first `keep` bytes.
+  HugeBuffer c;
+  c.Reserve(16);
+  std::memset(c.data(), 7, 16);
+  c.Reserve(size_t{2} << 20, 16);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(c.data()[i], std::byte{7});
 }
 
 TEST(OutboxTest, FirstWinsKeepsTheFirstUpdateOfAListWorker) {
