@@ -84,10 +84,6 @@ class UpdateOutbox {
   uint64_t* has() { return reinterpret_cast<uint64_t*>(has_.data()); }
   uint64_t words() const { return (num_vertices_ + 63) / 64; }
   uint64_t num_vertices() const { return num_vertices_; }
-  // Bytes held (list and dense arrays), whatever the mode.
-  uint64_t capacity_bytes() const {
-    return list_.bytes() + values_.bytes() + has_.bytes();
-  }
 
   // Folds `x` into v's value (dense mode).
   template <typename Op, typename T>
