@@ -99,12 +99,11 @@ class UpdateOutbox {
     }
   }
 
+ private:
   // Zeroes the bitmap (dense mode's invariant: all bits clear when unused).
   void ClearBits() {
     if (has_.bytes() > 0) std::memset(has_.data(), 0, words() * 8);
   }
-
- private:
   template <typename T>
   uint64_t DenseBytes() const {
     return num_vertices_ * sizeof(T) + words() * 8;
