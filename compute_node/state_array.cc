@@ -82,6 +82,7 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
     cache_->Attach(this, pages_);
   } else {
     local_ = AlignedBuffer(bytes_);
+    line_flags_.assign(pages_ * 64, 0);
   }
   // The slices: one per compute node's range (pages never straddle two:
   // ranges start on multiples of 4096 vertices).
@@ -282,6 +283,7 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
 
 absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
   if (absl::Status s = error(); !s.ok()) return s;
+  FoldLineFlags();
   const size_t from = pages.size();
   for (uint64_t& word : dirty_) {
     for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
@@ -309,7 +311,27 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
   return status;
 }
 
-void StateArrayBase::DirtyLines(std::vector<uint64_t>& lines) const {
+void StateArrayBase::FoldLineFlags() {
+  if (line_flags_.empty()) return;
+  for (uint64_t p = 0; p < pages_; ++p) {
+    uint8_t* flags = line_flags_.data() + p * 64;
+    uint64_t lines = 0;
+    for (int k = 0; k < 8; ++k) {
+      uint64_t x;
+      std::memcpy(&x, flags + 8 * k, sizeof(x));
+      // Eight 0/1 bytes into eight bits: byte i lands on bit 56 + i of the
+      // product, and no partial product carries into the top byte.
+      if (x != 0) lines |= ((x * 0x0102040810204080ULL) >> 56) << (8 * k);
+    }
+    if (lines == 0) continue;
+    dirty_lines_[p] |= lines;
+    dirty_[p >> 6] |= uint64_t{1} << (p & 63);
+    std::memset(flags, 0, 64);
+  }
+}
+
+void StateArrayBase::DirtyLines(std::vector<uint64_t>& lines) {
+  FoldLineFlags();
   for (size_t word = 0; word < dirty_lines_.size(); ++word) {
     for (uint64_t bits = dirty_lines_[word]; bits != 0; bits &= bits - 1) {
       lines.push_back(word * 64 + std::countr_zero(bits));
@@ -443,6 +465,7 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
                                           uint64_t page_end) {
   const int buffer = superstep % 2;
   if (absl::Status s = error(); !s.ok()) return s;
+  FoldLineFlags();
   UnitScheduler& scheduler = *ctx_.scheduler;
   page_end = std::min(page_end, pages_);
   page_begin = std::min(page_begin, page_end);

@@ -129,7 +129,7 @@ class StateArrayBase : public PageSource {
   // Resident writes merge runs of changed lines separated by at most this
   // many unchanged ones: a WRITE costs more than 192 bytes moved.
   static constexpr uint64_t kGapLines = 3;
-  void DirtyLines(std::vector<uint64_t>& lines) const;
+  void DirtyLines(std::vector<uint64_t>& lines);
   uint64_t lines() const { return (bytes_ + kLineBytes - 1) / kLineBytes; }
   // Lines [first, first + count) another node published: a resident copy
   // READs them (worker w's endpoint, flushed by the caller); a paged one
@@ -211,6 +211,17 @@ class StateArrayBase : public PageSource {
                  size_t elem_size, CacheHint hint, const void* initial);
   void MarkDirty(uint64_t index) {
     const uint64_t at = index * elem_;
+    if (cache_ == nullptr) {
+      // Resident: one plain byte store per line. A bitmap's atomic
+      // fetch_or serialised the hot loops that write every element
+      // (PageRank's VertexMap spent 70% of its time in it); the flags are
+      // folded into the bitmaps between operations (FoldLineFlags).
+      std::atomic_ref<uint8_t> flag(line_flags_[at / kLineBytes]);
+      if (flag.load(std::memory_order_relaxed) == 0) {
+        flag.store(1, std::memory_order_relaxed);
+      }
+      return;
+    }
     SetBit(dirty_, at / kPageBytes);
     // Commits write, and other compute nodes re-read, just the changed
     // lines (an element never straddles one: sizes are powers of two).
@@ -340,6 +351,11 @@ class StateArrayBase : public PageSource {
   // superstep; lines changed in the previous superstep (what the open
   // buffer lacks besides this superstep's).
   std::vector<uint64_t> dirty_lines_, step_lines_, prev_lines_;
+  // Resident mode: a byte per line (64 per page), set by MarkDirty during
+  // an operation; FoldLineFlags moves them into dirty_ / dirty_lines_
+  // (single-threaded, before anything reads those) and clears them.
+  std::vector<uint8_t> line_flags_;
+  void FoldLineFlags();
   // Lazy refresh: lines others published and this copy has not READ, in
   // the open superstep (its buffer) and before (the last finished one's).
   std::vector<uint64_t> pending_now_, pending_old_;

@@ -65,6 +65,8 @@ namespace internal {
 // Vertices per chunk of a VertexMap / Reduce (fixed: the reduction order
 // must not depend on threads).
 inline constexpr uint64_t kVertexGrain = 4096;
+// Gather sums a list of at least this many values in four chains.
+inline constexpr size_t kGatherLanesFrom = 8;
 
 inline Direction Opposite(Direction d) {
   return d == Direction::kOut ? Direction::kIn : Direction::kOut;
@@ -641,7 +643,26 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
               acc = Op::Combine(acc, value_of(in[k], v, weights[k]));
             }
           } else {
-            for (VertexId u : in) acc = Op::Combine(acc, value_of(u, v, 1));
+            // Four independent chains on long lists: one chain is bound by
+            // the latency of Combine (a dependent add per edge), four by
+            // the loads. Which edge goes to which chain depends only on
+            // the block's adjacency, so results stay the same for any
+            // thread count, cache or transport.
+            size_t k = 0;
+            if (in.size() >= internal::kGatherLanesFrom) {
+              T a0 = Op::template Identity<T>(), a1 = a0, a2 = a0, a3 = a0;
+              for (; k + 4 <= in.size(); k += 4) {
+                a0 = Op::Combine(a0, value_of(in[k], v, 1));
+                a1 = Op::Combine(a1, value_of(in[k + 1], v, 1));
+                a2 = Op::Combine(a2, value_of(in[k + 2], v, 1));
+                a3 = Op::Combine(a3, value_of(in[k + 3], v, 1));
+              }
+              acc = Op::Combine(
+                  acc, Op::Combine(Op::Combine(a0, a1), Op::Combine(a2, a3)));
+            }
+            for (; k < in.size(); ++k) {
+              acc = Op::Combine(acc, value_of(in[k], v, 1));
+            }
           }
           if (continues && i + 1 == count) {
             p = {acc, true};
