@@ -24,17 +24,28 @@ std::span<const store::Weight> WeightsOf(const BlockView& b, VertexId v) {
 }
 
 // Delivers the pieces of frontier vertices in a whole block.
+void DeliverFrontier(const BlockView& b, const Frontier& frontier,
+                     const BlockSource::PerPiece& per_piece) {
+  frontier.ForEachIn(
+      b.first_vertex(), uint64_t{b.first_vertex()} + b.vertex_count(),
+      [&](VertexId v) { per_piece(v, b.targets(v), WeightsOf(b, v)); });
+}
+
+// As above for block bytes not yet validated (fetched), or cached ones
+// (`cache`: their view is kept).
 absl::Status DeliverFrontier(std::span<const DirectoryEntry> dir,
                              uint32_t entry, const std::byte* bytes,
                              const Frontier& frontier,
-                             const BlockSource::PerPiece& per_piece) {
+                             const BlockSource::PerPiece& per_piece,
+                             const HotBlockCache* cache = nullptr) {
+  if (const BlockView* view = cache ? cache->View(entry, bytes) : nullptr) {
+    DeliverFrontier(*view, frontier, per_piece);
+    return absl::OkStatus();
+  }
   absl::StatusOr<BlockView> b =
       ParseBlock(dir, entry, bytes, dir[entry].length);
   if (!b.ok()) return b.status();
-  for (uint32_t k = 0; k < b->vertex_count(); ++k) {
-    VertexId v = b->first_vertex() + k;
-    if (frontier.Contains(v)) per_piece(v, b->targets(v), WeightsOf(*b, v));
-  }
+  DeliverFrontier(*b, frontier, per_piece);
   return absl::OkStatus();
 }
 
@@ -376,8 +387,8 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
     if (absl::Status s = ep.Flush(); !s.ok()) return s;
     for (const Item& it : items) {
       if (it.whole) {
-        absl::Status s =
-            DeliverFrontier(dir, it.entry, it.bytes, frontier, per_piece);
+        absl::Status s = DeliverFrontier(dir, it.entry, it.bytes, frontier,
+                                         per_piece, cache);
         if (!s.ok()) return s;
         if (cache != nullptr && it.fetched) {
           cache->Offer(it.entry, it.bytes, /*full_scan=*/keep);
@@ -405,12 +416,13 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       continue;
     }
     const uint32_t* off = headers->offsets(i);
+    const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
     uint64_t need = 0, vertices = 0;
-    for (uint32_t j = 0; j < e.vertex_count; ++j) {
-      if (!frontier.Contains(e.first_vertex + j)) continue;
+    frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
+      const uint32_t j = v - e.first_vertex;
       ++vertices;
       need += Align8(uint64_t{off[j + 1] - off[j]} * edge_bytes);
-    }
+    });
     if (vertices == 0) continue;
     if (const std::byte* cached = cache ? cache->Lookup(i) : nullptr) {
       items.push_back({i, true, false, cached, 0, 0, 0});
@@ -432,9 +444,8 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
     const uint64_t targets_at =
         loc.offset + sizeof(store::BlockHeader) + 4 * (e.vertex_count + 1);
     const uint32_t block_edges = off[e.vertex_count];
-    for (uint32_t j = 0; j < e.vertex_count; ++j) {
-      VertexId v = e.first_vertex + j;
-      if (!frontier.Contains(v)) continue;
+    frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
+      const uint32_t j = v - e.first_vertex;
       const uint32_t edges = off[j + 1] - off[j];
       if (edges > 0) {
         ep.Read(loc.node, loc.region, targets_at + 4 * uint64_t{off[j]},
@@ -447,7 +458,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       }
       items.push_back({i, false, false, nullptr, v, used, edges});
       used += Align8(uint64_t{edges} * edge_bytes);
-    }
+    });
   }
   // Delivered at the end of the unit, so a vertex's pieces stay in order.
   return deliver();

@@ -253,11 +253,17 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     units = wanted;
   }
   auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
+  const HotBlockCache* hot = hot_[k].get();
   DMG_RETURN_IF_ERROR(Fail(
       scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
         return source_->Stream(
             w, d, units, cursor, [](size_t) {},
             [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+              // Cached blocks were validated when admitted.
+              if (const BlockView* v = hot ? hot->View(i, p) : nullptr) {
+                fn(w, i, *v, continues(i));
+                return absl::OkStatus();
+              }
               DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
               fn(w, i, b, continues(i));
               return absl::OkStatus();

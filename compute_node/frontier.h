@@ -151,6 +151,22 @@ class Frontier {
     }
     return (bits_[last] & tail) != 0;
   }
+  // Calls fn(v) for every member in [begin, end), ascending: 64 vertices
+  // per step, so a block of a thousand vertices with a few members costs
+  // a few words, not a thousand membership tests.
+  template <typename Fn>
+  void ForEachIn(uint64_t begin, uint64_t end, Fn&& fn) const {
+    if (begin >= end) return;
+    const uint64_t first = begin >> 6, last = (end - 1) >> 6;
+    for (uint64_t k = first; k <= last; ++k) {
+      uint64_t b = bits_[k];
+      if (k == first) b &= ~uint64_t{0} << (begin & 63);
+      if (k == last) b &= ~uint64_t{0} >> (63 - ((end - 1) & 63));
+      for (; b != 0; b &= b - 1) {
+        fn(static_cast<VertexId>(k * 64 + std::countr_zero(b)));
+      }
+    }
+  }
   // The members in ascending order, from the bitmap (no sort).
   std::vector<VertexId> SortedVertices() const {
     std::vector<VertexId> out;

@@ -1,5 +1,7 @@
 #include "compute_node/hot_block_cache.h"
 
+#include "compute_node/block_source.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -40,6 +42,8 @@ HotBlockCache::HotBlockCache(std::span<const store::DirectoryEntry> directory,
   memory_ = AlignedBuffer(total, AlignedBuffer::Init::kUninitialized);
   // Only the chosen blocks ever get a slot; the rest stay -1.
   slot_.assign(directory.size(), -1);
+  views_.resize(directory.size());
+  valid_.assign(directory.size(), 0);
 }
 
 void HotBlockCache::Offer(uint32_t entry, const std::byte* block,
@@ -64,6 +68,14 @@ void HotBlockCache::Offer(uint32_t entry, const std::byte* block,
   const uint64_t at = used_.fetch_add(len);
   if (at + len > memory_.size()) return;  // cannot happen: sized to fit
   std::memcpy(memory_.data() + at, block, len);
+  // Validated here, once (the bytes came over the wire): a block that
+  // fails has no view, and every reader parses it and reports the error.
+  absl::StatusOr<store::BlockView> view =
+      ParseBlock(dir_, entry, memory_.data() + at, len);
+  if (view.ok()) {
+    views_[entry] = *view;
+    valid_[entry] = 1;
+  }
   std::atomic_ref<int64_t>(slot_[entry])
       .store(static_cast<int64_t>(at), std::memory_order_release);
 }

@@ -64,6 +64,9 @@ absl::Status UnitScheduler::Run(
 
 absl::Status UnitScheduler::ForEach(
     size_t count, const std::function<absl::Status(int, size_t)>& fn) {
+  // One item: the caller runs it as worker 0 and the pool stays asleep (a
+  // hand-off to the workers costs more than a small superstep's work).
+  if (count <= 1) return count == 0 ? absl::OkStatus() : fn(0, 0);
   return Run(count, [&](int w, Cursor& cursor) -> absl::Status {
     for (std::optional<size_t> i = cursor.Next(); i; i = cursor.Next()) {
       if (absl::Status s = fn(w, *i); !s.ok()) return s;

@@ -83,7 +83,9 @@ class UnitScheduler {
   absl::Status Run(size_t count,
                    const std::function<absl::Status(int, Cursor&)>& task);
 
-  // fn(worker, item) for every item in [0, count), each once.
+  // fn(worker, item) for every item in [0, count), each once. A single item
+  // runs on the calling thread as worker 0, without waking the pool: call
+  // from the pool's owner only (as Run).
   absl::Status ForEach(size_t count,
                        const std::function<absl::Status(int, size_t)>& fn);
 

@@ -52,6 +52,27 @@ TEST(FrontierTest, AnyInMatchesAScanOfContains) {
   }
 }
 
+TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrder) {
+  std::mt19937 rng(5);
+  const uint64_t n = 1000;
+  Frontier f(n, 1);
+  std::set<VertexId> in;
+  for (int k = 0; k < 40; ++k) {
+    VertexId v = rng() % n;
+    f.Add(0, v);
+    in.insert(v);
+  }
+  f.Seal();
+  for (int q = 0; q < 3000; ++q) {
+    uint64_t a = rng() % (n + 1), b = rng() % (n + 1);
+    if (a > b) std::swap(a, b);
+    std::vector<VertexId> want(in.lower_bound(a), in.lower_bound(b));
+    std::vector<VertexId> got;
+    f.ForEachIn(a, b, [&](VertexId v) { got.push_back(v); });
+    ASSERT_EQ(got, want) << a << " " << b;
+  }
+}
+
 TEST(FrontierTest, SparesComeBackEmpty) {
   auto spares = std::make_shared<FrontierSpares>();
   const uint64_t n = 5000;

@@ -291,5 +291,58 @@ TEST(HotBlockCacheTest, ConcurrentOffersAdmitOnceWithConsistentBytes) {
   }
 }
 
+// A well-formed block of `vertices` vertices from `first`, vertex i with i
+// edges to vertex 0 (as the store lays it out), for directory checks.
+std::vector<uint64_t> WellFormedBlock(uint32_t first, uint32_t vertices,
+                                      uint64_t first_edge,
+                                      DirectoryEntry* entry) {
+  uint32_t edges = 0;
+  for (uint32_t i = 0; i < vertices; ++i) edges += i;
+  const uint64_t length = store::BlockBytes(vertices, edges, false);
+  std::vector<uint64_t> words(length / 8, 0);
+  auto* p = reinterpret_cast<std::byte*>(words.data());
+  store::BlockHeader h{store::kBlockMagic, 0,     first,     vertices,
+                       edges,              static_cast<uint32_t>(length),
+                       first_edge};
+  std::memcpy(p, &h, sizeof(h));
+  auto* off = reinterpret_cast<uint32_t*>(p + sizeof(h));
+  for (uint32_t i = 0, at = 0; i <= vertices; at += i, ++i) off[i] = at;
+  *entry = {first, vertices, 0, static_cast<uint32_t>(length), 0, 0,
+            first_edge};
+  return words;
+}
+
+TEST(HotBlockCacheTest, AdmittedWellFormedBlocksKeepTheirParsedView) {
+  DirectoryEntry e0, e1;
+  const std::vector<uint64_t> b0 = WellFormedBlock(0, 6, 0, &e0);
+  const std::vector<uint64_t> b1 = WellFormedBlock(6, 5, 15, &e1);
+  e1.offset = e0.length;
+  std::vector<DirectoryEntry> dir = {e0, e1};
+  HotBlockCache cache(dir, 15 + 10, e0.length + e1.length);
+  // Block 1 is offered with bytes that do not match the directory.
+  std::vector<uint64_t> wrong = b1;
+  reinterpret_cast<store::BlockHeader*>(wrong.data())->first_vertex = 7;
+  for (int k = 0; k < 2; ++k) {
+    cache.Offer(0, Bytes(b0));
+    cache.Offer(1, Bytes(wrong));
+  }
+  const std::byte* p0 = cache.Peek(0);
+  const std::byte* p1 = cache.Peek(1);
+  ASSERT_NE(p0, nullptr);
+  ASSERT_NE(p1, nullptr);
+  const store::BlockView* v0 = cache.View(0, p0);
+  ASSERT_NE(v0, nullptr);
+  EXPECT_EQ(v0->first_vertex(), 0u);
+  EXPECT_EQ(v0->targets(4).size(), 4u);
+  EXPECT_EQ(v0->targets(4).data(),
+            reinterpret_cast<const store::VertexId*>(
+                p0 + sizeof(store::BlockHeader) + 4 * 7) +
+                6)
+      << "the view points into the cached copy";
+  EXPECT_EQ(cache.View(0, Bytes(b0)), nullptr) << "only for the cached bytes";
+  EXPECT_EQ(cache.View(1, p1), nullptr)
+      << "a block that failed validation has no view: readers parse it";
+}
+
 }  // namespace
 }  // namespace dmg::compute

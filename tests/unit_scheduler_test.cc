@@ -5,9 +5,11 @@
 #include "compute_node/unit_scheduler.h"
 
 #include <atomic>
+#include <chrono>
 #include <limits>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -255,6 +257,56 @@ TEST(UnitSchedulerTest, ForEachVisitsEveryItemOnce) {
       }
     }
   }
+}
+
+TEST(UnitSchedulerTest, ASingleItemRunsOnTheCallingThread) {
+  std::unique_ptr<WorkerPool> pool = MakePool(3);
+  UnitScheduler scheduler(*pool);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int k = 0; k < 100; ++k) {
+    std::thread::id ran;
+    int worker = -1;
+    ASSERT_TRUE(scheduler
+                    .ForEach(1,
+                             [&](int w, size_t i) {
+                               EXPECT_EQ(i, 0u);
+                               ran = std::this_thread::get_id();
+                               worker = w;
+                               return absl::OkStatus();
+                             })
+                    .ok());
+    EXPECT_EQ(ran, caller);
+    EXPECT_EQ(worker, 0);
+  }
+}
+
+// Workers spin for a while between tasks, then sleep: hand-overs must work
+// from either state, and no task may run twice or be missed.
+TEST(UnitSchedulerTest, PoolHandsOverTasksToSpinningAndSleepingWorkers) {
+  std::unique_ptr<WorkerPool> pool = MakePool(3);
+  std::mt19937 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<std::atomic<int>> ran(3);
+    ASSERT_TRUE(pool->Run([&](int w) {
+                      ran[w].fetch_add(1);
+                      if (w == 2 && round % 7 == 0) {
+                        std::this_thread::sleep_for(
+                            std::chrono::microseconds(400));
+                      }
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    for (int w = 0; w < 3; ++w) ASSERT_EQ(ran[w].load(), 1) << round;
+    // Sometimes long enough between tasks for the workers to fall asleep.
+    if (rng() % 4 == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 1500));
+    }
+  }
+  absl::Status s = pool->Run([](int w) {
+    return w == 1 ? absl::InternalError("worker 1 failed") : absl::OkStatus();
+  });
+  EXPECT_EQ(s.message(), "worker 1 failed");
+  EXPECT_TRUE(pool->failed());
 }
 
 TEST(UnitSchedulerTest, RunSharesOneCursorAmongWorkers) {
