@@ -177,6 +177,19 @@ class GraphAwareBlockSource : public BlockSource {
   HotBlockCache* hot_[2] = {nullptr, nullptr};
   bool keep_[2] = {false, false};  // SetFrontierKeepsBlocks
   std::atomic<uint64_t> max_outstanding_{0};
+  // Per worker: offsets READ for push scans without cached headers. A run
+  // is `count` consecutive offsets of block `entry` from vertex index
+  // `first`, at offsets[at].
+  struct OffsetScratch {
+    struct Run {
+      uint32_t entry, first, count;
+      uint64_t at;
+    };
+    std::vector<Run> runs;
+    std::vector<uint32_t> offsets;
+    std::vector<int64_t> first_run;  // per entry of the unit; -1: whole
+  };
+  std::vector<OffsetScratch> offset_scratch_;
 };
 
 class PageLruBlockSource : public BlockSource {

@@ -424,12 +424,14 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   }
   const Frontier& pushed = cluster_ != nullptr ? own_part : frontier;
   std::span<const VertexId> vs = pushed.vertices();
-  // With headers the graph-aware source reads only the frontier's part of
-  // each block and skips untouched ones, so units are sized by what will be
-  // read (the frontier's edge bytes per block) and may span gaps.
+  // The graph-aware source reads only the frontier's part of each block
+  // and skips untouched ones, so units are sized by what will be read (the
+  // frontier's edge bytes per block: from the headers, or without them
+  // estimated at the block's mean degree plus the offsets READ first) and
+  // may span gaps.
   const HeaderCache* h = headers(d);
-  const bool sparse =
-      h != nullptr && options_.cache_policy == CachePolicy::kGraphAware;
+  const bool sparse = options_.cache_policy == CachePolicy::kGraphAware &&
+                      source_->ReadsRanges();
   const bool keep = sparse && source_->FrontierKeepsBlocks(d);
   const uint64_t edge_bytes = graph_.weighted() ? 8 : 4;
   std::vector<uint64_t>& need = need_[k];
@@ -442,11 +444,21 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
             std::atomic_ref<uint8_t>(touched[i])
                 .store(1, std::memory_order_relaxed);
             if (sparse) {
-              const uint32_t at = vs[j] - dir[i].first_vertex;
-              const uint32_t* off = h->offsets(i);
+              uint64_t bytes;
+              if (h != nullptr) {
+                const uint32_t at = vs[j] - dir[i].first_vertex;
+                const uint32_t* off = h->offsets(i);
+                bytes = (off[at + 1] - off[at]) * edge_bytes;
+              } else {
+                const uint64_t next = i + 1 < dir.size()
+                                          ? dir[i + 1].first_edge
+                                          : num_arcs();
+                bytes = (next - dir[i].first_edge) * edge_bytes /
+                            dir[i].vertex_count +
+                        8;
+              }
               std::atomic_ref<uint64_t>(need[i]).fetch_add(
-                  (off[at + 1] - off[at]) * edge_bytes,
-                  std::memory_order_relaxed);
+                  bytes, std::memory_order_relaxed);
             }
           }
         }

@@ -629,10 +629,11 @@ TEST_P(BlockSourceTest, ReadFrontierDeliversExactlyTheFrontiersAdjacency) {
                                       << ", frontier " << name);
       Frontier f = MakeFrontier(n, members);
       auto in = [&](VertexId v) { return f.Contains(v); };
-      Adjacency whole(n), ranged(n);
-      const uint64_t whole_bytes =
-          ReadFrontierAll(node, source, d, batch, true, f, nullptr, whole);
-      whole.ExpectEquals(csr, in);
+      // Without headers the source READs the members' offsets first.
+      Adjacency by_offsets(n), ranged(n);
+      const uint64_t offsets_bytes = ReadFrontierAll(
+          node, source, d, batch, true, f, nullptr, by_offsets);
+      by_offsets.ExpectEquals(csr, in);
       const uint64_t ranged_bytes =
           ReadFrontierAll(node, source, d, batch, true, f, &headers, ranged);
       ranged.ExpectEquals(csr, in);
@@ -647,14 +648,18 @@ TEST_P(BlockSourceTest, ReadFrontierDeliversExactlyTheFrontiersAdjacency) {
         }
       }
       EXPECT_LE(ranged_bytes, holding);
+      EXPECT_LE(offsets_bytes, holding);
       if (std::string(name) == "sparse") {
         EXPECT_LT(ranged_bytes, holding)
             << "headers did not save bytes on a sparse frontier";
+        EXPECT_LT(offsets_bytes, holding)
+            << "reading offsets first did not save bytes on a sparse "
+               "frontier";
       }
       if (std::string(name) == "none") {
         EXPECT_EQ(ranged_bytes, 0u);
+        EXPECT_EQ(offsets_bytes, 0u);
       }
-      EXPECT_LE(ranged_bytes, whole_bytes);
     }
     // With every block in the hot-block cache, a frontier costs no READ.
     uint64_t all_bytes = 0;
@@ -804,6 +809,61 @@ TEST_P(BlockSourceTest, ReadRangesRejectsTargetsThatAreNotVertices) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("not a vertex"), std::string::npos) << s;
   node.SetPoison(false);
+}
+
+// Push scans that READ edge ranges (with headers, or after READing the
+// members' offsets) reject a target past the last vertex, and offsets that
+// leave their block, before anything is delivered.
+TEST_P(BlockSourceTest, FrontierRangesRejectTargetsAndOffsetsOffTheGraph) {
+  Node node(*store_, 1);
+  const RemoteGraph& g = node.graph();
+  const Direction d = Direction::kOut;
+  std::span<const DirectoryEntry> dir = g.directory(d);
+  GraphAwareBlockSource source(g, node.pool(), 4 * kBlockSize, 2);
+  HeaderCache headers(dir);
+  ASSERT_TRUE(FillHeaders(source, d, 4 * kBlockSize, headers, g));
+  // One vertex with edges: its block is read as a range, not whole.
+  VertexId v = store::kNoVertex;
+  for (uint32_t e = 0; e < dir.size() && v == store::kNoVertex; ++e) {
+    const uint32_t* off = headers.offsets(e);
+    for (uint32_t j = 0; j < dir[e].vertex_count; ++j) {
+      const uint64_t bytes = (off[j + 1] - off[j]) * (g.weighted() ? 8 : 4);
+      if (off[j + 1] > off[j] && 4 * (bytes + 8) < dir[e].length &&
+          !(dir[e].flags & store::kEntryFlagSplitPiece)) {
+        v = dir[e].first_vertex + j;
+        break;
+      }
+    }
+  }
+  ASSERT_NE(v, store::kNoVertex);
+  Frontier f = MakeFrontier(g.num_vertices(), {v});
+  auto no_piece = [](VertexId, std::span<const VertexId>,
+                     std::span<const store::Weight>) {
+    ADD_FAILURE() << "a corrupt piece was delivered";
+  };
+  const Unit unit = {static_cast<uint32_t>(store::FindBlocks(dir, v).first),
+                     static_cast<uint32_t>(store::FindBlocks(dir, v).second)};
+  node.SetPoison(true);  // the first 4 bytes of every READ become 0xff
+  absl::Status s = source.ReadFrontier(0, d, unit, f, &headers, no_piece);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("not a vertex"), std::string::npos) << s;
+  // Without headers the offsets READ first come back as 2^32 - 1.
+  s = source.ReadFrontier(0, d, unit, f, nullptr, no_piece);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("outside its"), std::string::npos) << s;
+  node.SetPoison(false);
+  // And clean, both deliver the vertex's adjacency.
+  for (const HeaderCache* h : {&headers, static_cast<HeaderCache*>(nullptr)}) {
+    Adjacency adj(g.num_vertices());
+    ASSERT_TRUE(source
+                    .ReadFrontier(0, d, unit, f, h,
+                                  [&](VertexId u, std::span<const VertexId> t,
+                                      std::span<const store::Weight> w) {
+                                    adj.Add(u, t, w);
+                                  })
+                    .ok());
+    adj.ExpectEquals(store_->csr(d), [&](VertexId u) { return u == v; });
+  }
 }
 
 TEST_P(BlockSourceTest, PageLruDeliversTheSameThroughPageSizedReads) {
