@@ -82,8 +82,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
     cache_->Attach(this, pages_);
   } else {
     local_ = AlignedBuffer(bytes_);
-    line_flags_.assign(pages_ * 64, 0);
   }
+  line_flags_.assign(pages_ * 64, 0);
   // The slices: one per compute node's range (pages never straddle two:
   // ranges start on multiples of 4096 vertices).
   std::vector<uint64_t> bounds = ctx_.bounds;

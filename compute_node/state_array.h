@@ -211,21 +211,19 @@ class StateArrayBase : public PageSource {
                  size_t elem_size, CacheHint hint, const void* initial);
   void MarkDirty(uint64_t index) {
     const uint64_t at = index * elem_;
-    if (cache_ == nullptr) {
-      // Resident: one plain byte store per line. A bitmap's atomic
-      // fetch_or serialised the hot loops that write every element
-      // (PageRank's VertexMap spent 70% of its time in it); the flags are
-      // folded into the bitmaps between operations (FoldLineFlags).
-      std::atomic_ref<uint8_t> flag(line_flags_[at / kLineBytes]);
-      if (flag.load(std::memory_order_relaxed) == 0) {
-        flag.store(1, std::memory_order_relaxed);
-      }
-      return;
-    }
-    SetBit(dirty_, at / kPageBytes);
+    // Paged: misses read the page bits during an operation (which buffer
+    // holds a page), so they are set at once (one fetch_or per page).
+    if (cache_ != nullptr) SetBit(dirty_, at / kPageBytes);
     // Commits write, and other compute nodes re-read, just the changed
     // lines (an element never straddles one: sizes are powers of two).
-    SetBit(dirty_lines_, at / kLineBytes);
+    // One plain byte store per line: a bitmap's atomic fetch_or serialised
+    // the hot loops that write every element (PageRank's VertexMap spent
+    // 70% of its time in it); the flags are folded into the line bitmaps
+    // between operations (FoldLineFlags), before anything reads them.
+    std::atomic_ref<uint8_t> flag(line_flags_[at / kLineBytes]);
+    if (flag.load(std::memory_order_relaxed) == 0) {
+      flag.store(1, std::memory_order_relaxed);
+    }
   }
   static void SetBit(std::vector<uint64_t>& bits, uint64_t i) {
     std::atomic_ref<uint64_t> word(bits[i >> 6]);
@@ -246,6 +244,15 @@ class StateArrayBase : public PageSource {
   void NoteDirty(int worker) { handles_[worker].dirty = true; }
   // Paged reads: from the worker's pinned page, else an unpinned validated
   // read of a cached page (the page cache's hit path).
+  template <typename T>
+  bool TryPinnedElement(int worker, uint64_t index, T* out) const {
+    const uint64_t at = index * elem_;
+    const Handle& h = handles_[worker];
+    if (h.page != at / kPageBytes) return false;
+    *out = std::atomic_ref<T>(*reinterpret_cast<T*>(h.base + at % kPageBytes))
+               .load(std::memory_order_relaxed);
+    return true;
+  }
   template <typename T>
   bool TryReadElement(int worker, uint64_t index, T* out) {
     uint64_t at = index * elem_;
@@ -351,9 +358,10 @@ class StateArrayBase : public PageSource {
   // superstep; lines changed in the previous superstep (what the open
   // buffer lacks besides this superstep's).
   std::vector<uint64_t> dirty_lines_, step_lines_, prev_lines_;
-  // Resident mode: a byte per line (64 per page), set by MarkDirty during
-  // an operation; FoldLineFlags moves them into dirty_ / dirty_lines_
-  // (single-threaded, before anything reads those) and clears them.
+  // A byte per line (64 per page), set by MarkDirty during an operation;
+  // FoldLineFlags moves them into dirty_lines_ (and dirty_), single-
+  // threaded, before anything reads those, and clears them. Not counted in
+  // the cache bound (like the bitmaps: 1/64 of the array's bytes).
   std::vector<uint8_t> line_flags_;
   void FoldLineFlags();
   // Lazy refresh: lines others published and this copy has not READ, in
@@ -395,7 +403,7 @@ class StateArray : public StateArrayBase {
         FetchIfPending(WorkerPool::current(), v);
       return std::atomic_ref<T>(data()[v]).load(kRelaxed);
     }
-    return GetPaged(WorkerPool::current(), v);
+    return Get(WorkerPool::current(), v);
   }
   void Set(store::VertexId v, T x) {
     if (resident()) {
@@ -417,6 +425,10 @@ class StateArray : public StateArrayBase {
         FetchIfPending(w, v);
       return std::atomic_ref<T>(data()[v]).load(kRelaxed);
     }
+    // Paged: the worker's pinned page inline (sequential scans stay on one
+    // page for 4 KiB of elements), anything else out of line.
+    T x;
+    if (TryPinnedElement(w, v, &x)) return x;
     return GetPaged(w, v);
   }
   void Set(int w, store::VertexId v, T x) {

@@ -28,9 +28,12 @@
 //       EdgeMap changes. w is the arc's weight (1 if unweighted).
 //   Gather<Op>(neighbours, value(u, v, w), finish(v, combined)) -> sum
 //       for every vertex v, value over all its neighbours u in direction
-//       `neighbours` (kIn: in-neighbours), combined with Op in adjacency
-//       order (Op's identity when none), then finish(v, combined); returns
-//       the sum of finish's results, added in a fixed order.
+//       `neighbours` (kIn: in-neighbours), combined with Op in a fixed
+//       order (Op's identity when none): a piece of fewer than 8 values
+//       in adjacency order, a longer one in four interleaved chains then
+//       combined ((c0+c1)+(c2+c3)), which depends only on the store's
+//       blocks; then finish(v, combined); returns the sum of finish's
+//       results, added in a fixed order.
 //   Degrees(d, state)        adds every vertex's degree into state (READs
 //                            block headers only)
 //   ForEachNeighbourhood(d, pick, visit)   adjacency of other vertices
