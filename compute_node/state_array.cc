@@ -33,6 +33,7 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       published_((pages_ + 63) / 64, 0),
       others_((pages_ + 63) / 64, 0),
       current_((pages_ + 63) / 64, 0),
+      written_((pages_ + 63) / 64, 0),
       dirty_lines_(pages_, 0),
       step_lines_(pages_, 0),
       prev_lines_(pages_, 0),
@@ -270,13 +271,76 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
   return ep.Flush();
 }
 
+void StateArrayBase::QueuePageLines(transport::Endpoint& ep, bool write,
+                                    int buffer, uint64_t page,
+                                    std::byte* data, uint64_t lines) {
+  const uint64_t length = PageLength(page);
+  // Runs of set bits, merged across gaps of at most kGapLines.
+  int begin = -1, end = -1;
+  auto emit = [&] {
+    const uint64_t from = uint64_t(begin) * kLineBytes;
+    const uint64_t to = std::min(uint64_t(end) * kLineBytes, length);
+    if (from < to) {
+      Queue(ep, write, buffer, page * kPageBytes + from, data + from,
+            to - from);
+    }
+  };
+  for (uint64_t m = lines; m != 0;) {
+    const int lo = std::countr_zero(m);
+    const int len = std::countr_one(m >> lo);
+    m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
+    if (end >= 0 && lo <= end + static_cast<int>(kGapLines)) {
+      end = lo + len;
+    } else {
+      if (end >= 0) emit();
+      begin = lo;
+      end = lo + len;
+    }
+  }
+  if (end >= 0) emit();
+}
+
+uint64_t StateArrayBase::PageLineFlags(uint64_t page) const {
+  const uint8_t* flags = line_flags_.data() + page * 64;
+  uint64_t lines = 0;
+  for (int k = 0; k < 8; ++k) {
+    uint64_t x = 0;
+    for (int b = 0; b < 8; ++b) {
+      x |= uint64_t{std::atomic_ref<uint8_t>(
+               const_cast<uint8_t&>(flags[8 * k + b]))
+                        .load(std::memory_order_relaxed)}
+           << (8 * b);
+    }
+    if (x != 0) lines |= ((x * 0x0102040810204080ULL) >> 56) << (8 * k);
+  }
+  return lines;
+}
+
 absl::Status StateArrayBase::WriteBackPages(int worker,
                                             std::span<const DirtyPage> pages) {
   const int buffer = (superstep() + 1) % 2;
   transport::Endpoint& ep = endpoint(worker);
   for (const DirtyPage& p : pages) {
-    Queue(ep, /*write=*/true, buffer, p.page * kPageBytes,
-          const_cast<std::byte*>(p.data), PageLength(p.page));
+    // Just the lines the open superstep's buffer lacks: those changed in
+    // this superstep (flags not yet folded, and folded ones) and, the
+    // first time the page goes there in this superstep, those changed in
+    // the previous one. The page is being written back (a victim: misses
+    // on it wait; or a flush between operations), so its flags are still.
+    // Whole pages cost 4 KiB for a few changed elements: road-NY BFS at 5%
+    // wrote 83 MB of depth pages for a 1 MB array.
+    const uint64_t page = p.page;
+    uint64_t lines =
+        PageLineFlags(page) | std::atomic_ref<uint64_t>(dirty_lines_[page])
+                                  .load(std::memory_order_relaxed);
+    const uint64_t mask = uint64_t{1} << (page & 63);
+    const bool first = (std::atomic_ref<uint64_t>(written_[page >> 6])
+                            .fetch_or(mask, std::memory_order_relaxed) &
+                        mask) == 0;
+    if (first && !Bit(published_, page) && !Bit(current_, page)) {
+      lines |= prev_lines_[page];
+    }
+    QueuePageLines(ep, /*write=*/true, buffer, page,
+                   const_cast<std::byte*>(p.data), lines);
   }
   return ep.Flush();
 }
@@ -453,6 +517,7 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   std::fill(published_.begin(), published_.end(), 0);
   std::fill(others_.begin(), others_.end(), 0);
   std::fill(current_.begin(), current_.end(), 0);
+  std::fill(written_.begin(), written_.end(), 0);
   return status;
 }
 
@@ -501,11 +566,14 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
             std::vector<std::byte>& bounce = bounces[w];
             bounce.resize(kCopyBatch * kPageBytes);
             std::vector<DirtyPage> batch;
+            // Only the lines changed last superstep: the rest of the page
+            // is the same in both buffers.
             auto copy = [&]() -> absl::Status {
               if (absl::Status s = ep.Flush(); !s.ok()) return s;  // the READs
               for (const DirtyPage& p : batch) {
-                Queue(ep, /*write=*/true, buffer, p.page * kPageBytes,
-                      const_cast<std::byte*>(p.data), PageLength(p.page));
+                QueuePageLines(ep, /*write=*/true, buffer, p.page,
+                               const_cast<std::byte*>(p.data),
+                               prev_lines_[p.page]);
               }
               batch.clear();
               return ep.Flush();
@@ -518,8 +586,8 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
               const std::byte* cached = cache_->Peek(this, p);
               if (cached == nullptr) {
                 std::byte* slot = bounce.data() + batch.size() * kPageBytes;
-                Queue(ep, /*write=*/false, from, p * kPageBytes, slot,
-                      PageLength(p));
+                QueuePageLines(ep, /*write=*/false, from, p, slot,
+                               prev_lines_[p]);
                 cached = slot;
               }
               batch.push_back({p, cached});

@@ -352,6 +352,17 @@ class StateArrayBase : public PageSource {
   // Pages this node copied unchanged into the open superstep's buffer
   // (MakeCurrent) in this superstep.
   std::vector<uint64_t> current_;
+  // Paged: pages written back into the open superstep's buffer in this
+  // superstep (the first write-back also sends the previous superstep's
+  // lines; later ones only this one's).
+  std::vector<uint64_t> written_;
+  // Queues READs into (or WRITEs from) `data`, a page's bytes, of the lines
+  // of page `page` set in `lines` of version buffer `buffer`, runs merged
+  // across gaps of kGapLines.
+  void QueuePageLines(transport::Endpoint& ep, bool write, int buffer,
+                      uint64_t page, std::byte* data, uint64_t lines);
+  // Page `page`'s line flags as a bitmap (not cleared).
+  uint64_t PageLineFlags(uint64_t page) const;
   // Line bitmaps, one word per page: the lines of dirty_'s pages that
   // changed since the last publish (what the other nodes refresh and
   // resident writes send); lines changed and published earlier in this
