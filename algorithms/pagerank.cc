@@ -7,7 +7,8 @@
 // from the current scores, then every vertex gathers its in-neighbours'
 // contributions, summed in Gather's fixed order (a long list in four
 // chains: bit-identical for any thread count, cache or transport, and
-// within rounding of a CSR loop's sum), and takes its new score. Contributions are read once per edge: the array to keep local.
+// within rounding of a CSR loop's sum), and takes its new score.
+// Contributions are read once per edge: the array to keep local.
 #include <cmath>
 
 #include "algorithms/algorithms.h"

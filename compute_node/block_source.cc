@@ -405,11 +405,10 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       sc.first_run[i - unit.first] = static_cast<int64_t>(sc.runs.size());
       frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
         const uint32_t j = v - e.first_vertex;
-        OffsetScratch::Run* r = sc.runs.size() >
-                                        static_cast<size_t>(
-                                            sc.first_run[i - unit.first])
-                                    ? &sc.runs.back()
-                                    : nullptr;
+        OffsetScratch::Run* r =
+            sc.runs.size() > static_cast<size_t>(sc.first_run[i - unit.first])
+                ? &sc.runs.back()
+                : nullptr;
         if (r != nullptr && r->first + r->count - 1 == j) {
           ++r->count;  // offsets j and j + 1: one more word
           ++total;
@@ -480,8 +479,9 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       items.push_back({i, true, false, cached, 0, 0, 0});
       continue;
     }
-    const uint64_t edges_in_block =
-        headers != nullptr ? headers->offsets(i)[e.vertex_count] : block_edges(i);
+    const uint64_t edges_in_block = headers != nullptr
+                                        ? headers->offsets(i)[e.vertex_count]
+                                        : block_edges(i);
     // The members' edge ranges [lo, hi) within the block, from the headers
     // or the offsets READ above (checked: they came over the wire).
     const int64_t first_run = sc.first_run[i - unit.first];

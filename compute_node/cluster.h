@@ -132,8 +132,8 @@ class Cluster {
   uint64_t wait_us_ = 0;
   uint64_t polls_ = 0;
   bool failed_ = false;
-  bool relayed_ = false;   // the failure came from another node's slot
-  uint64_t missing_ = 0;   // nodes this one gave up waiting for
+  bool relayed_ = false;  // the failure came from another node's slot
+  uint64_t missing_ = 0;  // nodes this one gave up waiting for
   bool left_ = false;
   bool record_freed_ = false;
 };

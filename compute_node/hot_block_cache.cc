@@ -1,9 +1,9 @@
 #include "compute_node/hot_block_cache.h"
 
-#include "compute_node/block_source.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "compute_node/block_source.h"
 
 namespace dmg::compute {
 

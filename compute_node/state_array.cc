@@ -272,8 +272,8 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
 }
 
 void StateArrayBase::QueuePageLines(transport::Endpoint& ep, bool write,
-                                    int buffer, uint64_t page,
-                                    std::byte* data, uint64_t lines) {
+                                    int buffer, uint64_t page, std::byte* data,
+                                    uint64_t lines) {
   const uint64_t length = PageLength(page);
   // Runs of set bits, merged across gaps of at most kGapLines.
   int begin = -1, end = -1;
@@ -307,7 +307,7 @@ uint64_t StateArrayBase::PageLineFlags(uint64_t page) const {
     uint64_t x = 0;
     for (int b = 0; b < 8; ++b) {
       x |= uint64_t{std::atomic_ref<uint8_t>(
-               const_cast<uint8_t&>(flags[8 * k + b]))
+                        const_cast<uint8_t&>(flags[8 * k + b]))
                         .load(std::memory_order_relaxed)}
            << (8 * b);
     }

@@ -16,9 +16,8 @@ WorkerPool::WorkerPool(
 
 WorkerPool::~WorkerPool() {
   stop_.store(true, std::memory_order_release);
-  {
-    MutexLock lock(&mu_);
-  }
+  // A worker that saw no stop under the lock is waiting by now: notified.
+  { MutexLock lock(&mu_); }
   wake_.notify_all();
   for (auto& t : threads_) t.join();
 }
@@ -37,7 +36,9 @@ bool SpinUntil(Done done, int64_t spin_micros, int64_t yield_micros) {
   while (true) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
+#endif
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= yield_end) return done();
@@ -89,9 +90,7 @@ absl::Status WorkerPool::Run(const std::function<absl::Status(int)>& task) {
   }
   absl::Status s = task(0);
   running_.fetch_sub(1, std::memory_order_acq_rel);
-  auto all_done = [&] {
-    return running_.load(std::memory_order_acquire) == 0;
-  };
+  auto all_done = [&] { return running_.load(std::memory_order_acquire) == 0; };
   if (!SpinUntil(all_done, kSpinMicros, kYieldMicros)) {
     MutexLock lock(&mu_);
     caller_waiting_ = true;

@@ -631,8 +631,8 @@ TEST_P(BlockSourceTest, ReadFrontierDeliversExactlyTheFrontiersAdjacency) {
       auto in = [&](VertexId v) { return f.Contains(v); };
       // Without headers the source READs the members' offsets first.
       Adjacency by_offsets(n), ranged(n);
-      const uint64_t offsets_bytes = ReadFrontierAll(
-          node, source, d, batch, true, f, nullptr, by_offsets);
+      const uint64_t offsets_bytes =
+          ReadFrontierAll(node, source, d, batch, true, f, nullptr, by_offsets);
       by_offsets.ExpectEquals(csr, in);
       const uint64_t ranged_bytes =
           ReadFrontierAll(node, source, d, batch, true, f, &headers, ranged);

@@ -325,19 +325,23 @@ TEST(EngineTest, StateVersionsAreConsistentCheckpoints) {
   CheckCheckpoints({200 * 4096, compute::CachePolicy::kPageLru});
 }
 
-// A resident array's commit writes the 64-byte lines changed in this
-// superstep or the one before (what the buffer lacks), not their 4 KiB
-// pages: a superstep that changes 30 scattered vertices writes at most 60
-// lines, each run padded by at most kGapLines merged unchanged ones.
-TEST(EngineTest, ResidentCommitsWriteChangedLinesNotPages) {
+// Commits (and a paged array's write-backs) send the 64-byte lines
+// changed in this superstep or the one before (what the buffer lacks), not
+// their 4 KiB pages: a superstep that changes 30 scattered vertices writes
+// at most `sends` times 60 lines (a paged line may also go out with an
+// eviction), each run padded by at most kGapLines merged unchanged ones,
+// and the other buffer keeps the version before.
+void CheckCommitsWriteChangedLines(CacheConfig cache, bool paged, int sends) {
   TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 16);
-  auto c = Start(t.graph, 2);
+  auto c = Start(t.graph, 2, 4096, false, cache);
   compute::Engine& e = c->engine();
   compute::State<int32_t>& d = e.NewState<int32_t>("test.depth", -1);
   std::vector<int32_t> expect(d.size(), -1);
   constexpr uint64_t kLine = compute::StateArrayBase::kLineBytes;
   for (int step = 1; step <= 8; ++step) {
+    const std::vector<int32_t> before = expect;
     ASSERT_TRUE(e.VertexMap(e.NewFrontier(), [](store::VertexId) {}).ok());
+    ASSERT_EQ(d.resident(), !paged);
     for (uint32_t k = 0; k < 30; ++k) {
       uint32_t v = (k * 7919u * step + step * 131u) % d.size();
       d.Set(0, v, step);
@@ -346,59 +350,31 @@ TEST(EngineTest, ResidentCommitsWriteChangedLinesNotPages) {
     ASSERT_TRUE(e.EndSuperstep().ok());
     const uint64_t written = e.stats().supersteps.back().ops.bytes_written;
     // The barrier's counter is 8 bytes; the rest is lines.
-    EXPECT_LE(written,
-              8 + 2 * 30 * (1 + compute::StateArrayBase::kGapLines) * kLine)
+    EXPECT_LE(written, 8 + sends * 2 * 30 *
+                               (1 + compute::StateArrayBase::kGapLines) * kLine)
         << "step " << step;
     EXPECT_GE(written, 30 * sizeof(int32_t)) << "step " << step;
-    std::vector<int32_t> remote(d.size());
-    ASSERT_TRUE(d.ReadVersion(e.superstep(), 0, d.size(), remote.data()).ok());
-    ASSERT_EQ(remote, expect) << "after step " << step;
-    // The other buffer holds the version before (a consistent checkpoint).
-    if (step > 1) {
-      std::vector<int32_t> older(d.size());
-      ASSERT_TRUE(
-          d.ReadVersion(e.superstep() - 1, 0, d.size(), older.data()).ok());
-      for (uint32_t v = 0; v < d.size(); ++v) {
-        if (expect[v] != step) {
-          ASSERT_EQ(older[v], expect[v]) << v;
-        }
-      }
-    }
-  }
-}
-
-// A paged array's write-backs and commit send the lines changed in this
-// superstep or the one before, not whole pages: 30 scattered changes a
-// superstep through a cache of a few pages write a few KiB, not 30 pages.
-TEST(EngineTest, PagedWriteBacksSendChangedLinesNotPages) {
-  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 16);
-  auto c = Start(t.graph, 2, 4096, false,
-                 {2 * 4096 + 2 * 16 * 4096 + 8 * 4096,
-                  compute::CachePolicy::kGraphAware});
-  compute::Engine& e = c->engine();
-  compute::State<int32_t>& d = e.NewState<int32_t>("test.depth", -1);
-  std::vector<int32_t> expect(d.size(), -1);
-  constexpr uint64_t kLine = compute::StateArrayBase::kLineBytes;
-  for (int step = 1; step <= 8; ++step) {
-    ASSERT_TRUE(e.VertexMap(e.NewFrontier(), [](store::VertexId) {}).ok());
-    ASSERT_FALSE(d.resident());
-    for (uint32_t k = 0; k < 30; ++k) {
-      uint32_t v = (k * 7919u * step + step * 131u) % d.size();
-      d.Set(0, v, step);
-      expect[v] = step;
-    }
-    ASSERT_TRUE(e.EndSuperstep().ok());
-    const uint64_t written = e.stats().supersteps.back().ops.bytes_written;
-    // Each changed line at most twice (an eviction and the commit), plus
-    // last superstep's lines; runs padded by kGapLines.
-    EXPECT_LE(written,
-              8 + 3 * 30 * (1 + compute::StateArrayBase::kGapLines) * kLine)
-        << "step " << step;
     EXPECT_LT(written, 30 * 4096 / 4) << "step " << step;
     std::vector<int32_t> remote(d.size());
     ASSERT_TRUE(d.ReadVersion(e.superstep(), 0, d.size(), remote.data()).ok());
     ASSERT_EQ(remote, expect) << "after step " << step;
+    if (step > 1) {
+      ASSERT_TRUE(
+          d.ReadVersion(e.superstep() - 1, 0, d.size(), remote.data()).ok());
+      ASSERT_EQ(remote, before) << "the version before step " << step;
+    }
   }
+}
+
+TEST(EngineTest, ResidentCommitsWriteChangedLinesNotPages) {
+  CheckCommitsWriteChangedLines({}, /*paged=*/false, /*sends=*/1);
+}
+
+TEST(EngineTest, PagedWriteBacksSendChangedLinesNotPages) {
+  // A few pages of cache for a 64-page array: evictions mid-superstep.
+  CheckCommitsWriteChangedLines(
+      {2 * 4096 + 2 * 16 * 4096 + 8 * 4096, compute::CachePolicy::kGraphAware},
+      /*paged=*/true, /*sends=*/2);
 }
 
 // Answers must not depend on the cache size or policy: from the smallest

@@ -301,14 +301,14 @@ std::vector<uint64_t> WellFormedBlock(uint32_t first, uint32_t vertices,
   const uint64_t length = store::BlockBytes(vertices, edges, false);
   std::vector<uint64_t> words(length / 8, 0);
   auto* p = reinterpret_cast<std::byte*>(words.data());
-  store::BlockHeader h{store::kBlockMagic, 0,     first,     vertices,
-                       edges,              static_cast<uint32_t>(length),
+  store::BlockHeader h{store::kBlockMagic, 0,     first,
+                       vertices,           edges, static_cast<uint32_t>(length),
                        first_edge};
   std::memcpy(p, &h, sizeof(h));
   auto* off = reinterpret_cast<uint32_t*>(p + sizeof(h));
   for (uint32_t i = 0, at = 0; i <= vertices; at += i, ++i) off[i] = at;
-  *entry = {first, vertices, 0, static_cast<uint32_t>(length), 0, 0,
-            first_edge};
+  *entry = {first, vertices, 0,         static_cast<uint32_t>(length),
+            0,     0,        first_edge};
   return words;
 }
 
