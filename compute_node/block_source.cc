@@ -367,11 +367,8 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   const uint64_t n = graph_.num_vertices();
   transport::Endpoint& ep = pool_.endpoint(worker);
   std::byte* base = buffer(worker, 0);
-  // Edges of block i, from the directory (first_edge is a CSR index).
-  auto block_edges = [&](uint32_t i) -> uint64_t {
-    const uint64_t next =
-        i + 1 < dir.size() ? dir[i + 1].first_edge : graph_.num_arcs();
-    return next - dir[i].first_edge;
+  auto block_edges = [&](uint32_t i) {
+    return store::EntryEdges(dir, i, graph_.num_arcs());
   };
   // Whole block when the frontier needs half of it or more, or many
   // small pieces of it; else just the frontier's edge ranges.
@@ -403,19 +400,17 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
           Align8(block_edges(i) * edge_bytes / e.vertex_count + edge_bytes);
       if (read_whole(e, vertices * mean, vertices)) continue;
       sc.first_run[i - unit.first] = static_cast<int64_t>(sc.runs.size());
+      int64_t last = -2;  // the previous member's index in the block
       frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
-        const uint32_t j = v - e.first_vertex;
-        OffsetScratch::Run* r =
-            sc.runs.size() > static_cast<size_t>(sc.first_run[i - unit.first])
-                ? &sc.runs.back()
-                : nullptr;
-        if (r != nullptr && r->first + r->count - 1 == j) {
-          ++r->count;  // offsets j and j + 1: one more word
+        const int64_t j = v - e.first_vertex;
+        if (j == last + 1) {
+          ++sc.runs.back().count;  // offsets j and j + 1: one more word
           ++total;
         } else {
-          sc.runs.push_back({i, j, 2, total});
+          sc.runs.push_back({i, static_cast<uint32_t>(j), 2, total});
           total += 2;
         }
+        last = j;
       });
     }
     if (!sc.runs.empty()) {

@@ -450,9 +450,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                 const uint32_t* off = h->offsets(i);
                 bytes = (off[at + 1] - off[at]) * edge_bytes;
               } else {
-                const uint64_t next =
-                    i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs();
-                bytes = (next - dir[i].first_edge) * edge_bytes /
+                bytes = store::EntryEdges(dir, i, num_arcs()) * edge_bytes /
                             dir[i].vertex_count +
                         8;
               }

@@ -16,10 +16,7 @@ uint64_t ChooseBlocks(std::span<const store::DirectoryEntry> dir,
   // keep directory order.
   std::vector<uint32_t> order(dir.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto edges = [&](uint32_t i) {
-    uint64_t next = i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs;
-    return next - dir[i].first_edge;
-  };
+  auto edges = [&](uint32_t i) { return store::EntryEdges(dir, i, num_arcs); };
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return edges(a) * dir[b].vertex_count > edges(b) * dir[a].vertex_count;
   });

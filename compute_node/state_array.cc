@@ -180,37 +180,71 @@ void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
   }
 }
 
+namespace {
+
+// Runs of lines, each run's set bits added in ascending order; runs closer
+// than kGapLines merge into one, handed to emit(begin, end) (in lines).
+template <typename Emit>
+class LineRuns {
+ public:
+  explicit LineRuns(Emit emit) : emit_(emit) {}
+  // Adds the set bits of `bits`, the lines [base, base + 64).
+  void Add(uint64_t base, uint64_t bits) {
+    for (uint64_t m = bits; m != 0;) {
+      const int lo = std::countr_zero(m);
+      const int len = std::countr_one(m >> lo);
+      m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
+      const uint64_t first = base + lo;
+      if (end_ != 0 && first <= end_ + StateArrayBase::kGapLines) {
+        end_ = first + len;
+      } else {
+        if (end_ != 0) emit_(begin_, end_);
+        begin_ = first;
+        end_ = first + len;
+      }
+    }
+  }
+  void Finish() {
+    if (end_ != 0) emit_(begin_, end_);
+  }
+
+ private:
+  Emit emit_;
+  uint64_t begin_ = 0, end_ = 0;  // the open run; end_ 0: none
+};
+
+// A page's 64 line flags (0/1 bytes) as a line bitmap: byte i lands on
+// bit 56 + i of the product, and no partial product carries into the top
+// byte.
+uint64_t PackLineFlags(const uint8_t* flags) {
+  uint64_t lines = 0;
+  for (int k = 0; k < 8; ++k) {
+    uint64_t x;
+    std::memcpy(&x, flags + 8 * k, sizeof(x));
+    if (x != 0) lines |= ((x * 0x0102040810204080ULL) >> 56) << (8 * k);
+  }
+  return lines;
+}
+
+}  // namespace
+
 template <typename PageAt>
 void StateArrayBase::QueueLines(int w, int buffer, uint64_t count,
                                 PageAt page_at) {
   transport::Endpoint& ep = endpoint(w);
-  // The open run of lines [run_begin, run_end), in array lines.
-  uint64_t run_begin = 0, run_end = 0;
-  auto emit = [&] {
-    const uint64_t begin = run_begin * kLineBytes;
-    const uint64_t end = std::min(run_end * kLineBytes, bytes_);
+  LineRuns runs([&](uint64_t first, uint64_t last) {
+    const uint64_t begin = first * kLineBytes;
+    const uint64_t end = std::min(last * kLineBytes, bytes_);
     if (begin < end) {
       Queue(ep, /*write=*/true, buffer, begin, local_.data() + begin,
             end - begin);
     }
-  };
+  });
   for (uint64_t k = 0; k < count; ++k) {
     const uint64_t p = page_at(k);
-    for (uint64_t m = LinesNeeded(p); m != 0;) {
-      const int lo = std::countr_zero(m);
-      const int len = std::countr_one(m >> lo);
-      m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
-      const uint64_t first = p * 64 + lo;
-      if (run_end != 0 && first <= run_end + kGapLines) {
-        run_end = first + len;
-      } else {
-        if (run_end != 0) emit();
-        run_begin = first;
-        run_end = first + len;
-      }
-    }
+    runs.Add(p * 64, LinesNeeded(p));
   }
-  if (run_end != 0) emit();
+  runs.Finish();
 }
 
 void StateArrayBase::MarkPublished() {
@@ -275,45 +309,16 @@ void StateArrayBase::QueuePageLines(transport::Endpoint& ep, bool write,
                                     int buffer, uint64_t page, std::byte* data,
                                     uint64_t lines) {
   const uint64_t length = PageLength(page);
-  // Runs of set bits, merged across gaps of at most kGapLines.
-  int begin = -1, end = -1;
-  auto emit = [&] {
-    const uint64_t from = uint64_t(begin) * kLineBytes;
-    const uint64_t to = std::min(uint64_t(end) * kLineBytes, length);
+  LineRuns runs([&](uint64_t first, uint64_t last) {
+    const uint64_t from = first * kLineBytes;
+    const uint64_t to = std::min(last * kLineBytes, length);
     if (from < to) {
       Queue(ep, write, buffer, page * kPageBytes + from, data + from,
             to - from);
     }
-  };
-  for (uint64_t m = lines; m != 0;) {
-    const int lo = std::countr_zero(m);
-    const int len = std::countr_one(m >> lo);
-    m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
-    if (end >= 0 && lo <= end + static_cast<int>(kGapLines)) {
-      end = lo + len;
-    } else {
-      if (end >= 0) emit();
-      begin = lo;
-      end = lo + len;
-    }
-  }
-  if (end >= 0) emit();
-}
-
-uint64_t StateArrayBase::PageLineFlags(uint64_t page) const {
-  const uint8_t* flags = line_flags_.data() + page * 64;
-  uint64_t lines = 0;
-  for (int k = 0; k < 8; ++k) {
-    uint64_t x = 0;
-    for (int b = 0; b < 8; ++b) {
-      x |= uint64_t{std::atomic_ref<uint8_t>(
-                        const_cast<uint8_t&>(flags[8 * k + b]))
-                        .load(std::memory_order_relaxed)}
-           << (8 * b);
-    }
-    if (x != 0) lines |= ((x * 0x0102040810204080ULL) >> 56) << (8 * k);
-  }
-  return lines;
+  });
+  runs.Add(0, lines);
+  runs.Finish();
 }
 
 absl::Status StateArrayBase::WriteBackPages(int worker,
@@ -329,9 +334,9 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
     // Whole pages cost 4 KiB for a few changed elements: road-NY BFS at 5%
     // wrote 83 MB of depth pages for a 1 MB array.
     const uint64_t page = p.page;
-    uint64_t lines =
-        PageLineFlags(page) | std::atomic_ref<uint64_t>(dirty_lines_[page])
-                                  .load(std::memory_order_relaxed);
+    uint64_t lines = PackLineFlags(line_flags_.data() + page * 64) |
+                     std::atomic_ref<uint64_t>(dirty_lines_[page])
+                         .load(std::memory_order_relaxed);
     const uint64_t mask = uint64_t{1} << (page & 63);
     const bool first = (std::atomic_ref<uint64_t>(written_[page >> 6])
                             .fetch_or(mask, std::memory_order_relaxed) &
@@ -379,14 +384,7 @@ void StateArrayBase::FoldLineFlags() {
   if (line_flags_.empty()) return;
   for (uint64_t p = 0; p < pages_; ++p) {
     uint8_t* flags = line_flags_.data() + p * 64;
-    uint64_t lines = 0;
-    for (int k = 0; k < 8; ++k) {
-      uint64_t x;
-      std::memcpy(&x, flags + 8 * k, sizeof(x));
-      // Eight 0/1 bytes into eight bits: byte i lands on bit 56 + i of the
-      // product, and no partial product carries into the top byte.
-      if (x != 0) lines |= ((x * 0x0102040810204080ULL) >> 56) << (8 * k);
-    }
+    const uint64_t lines = PackLineFlags(flags);
     if (lines == 0) continue;
     dirty_lines_[p] |= lines;
     dirty_[p >> 6] |= uint64_t{1} << (p & 63);

@@ -361,8 +361,7 @@ class StateArrayBase : public PageSource {
   // across gaps of kGapLines.
   void QueuePageLines(transport::Endpoint& ep, bool write, int buffer,
                       uint64_t page, std::byte* data, uint64_t lines);
-  // Page `page`'s line flags as a bitmap (not cleared).
-  uint64_t PageLineFlags(uint64_t page) const;
+
   // Line bitmaps, one word per page: the lines of dirty_'s pages that
   // changed since the last publish (what the other nodes refresh and
   // resident writes send); lines changed and published earlier in this

@@ -188,6 +188,15 @@ class BlockView {
   const Weight* weights_ = nullptr;
 };
 
+// Edges of directory entry i's block (first_edge is a CSR index; the last
+// entry ends at num_arcs).
+inline uint64_t EntryEdges(std::span<const DirectoryEntry> directory, size_t i,
+                           uint64_t num_arcs) {
+  const uint64_t next =
+      i + 1 < directory.size() ? directory[i + 1].first_edge : num_arcs;
+  return next - directory[i].first_edge;
+}
+
 // The directory entries [first, last) that hold vertex v's adjacency: one
 // entry, or a run of split pieces. Directory must be sorted by first_vertex
 // and cover v. O(log blocks).
