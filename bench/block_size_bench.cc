@@ -9,6 +9,11 @@
 //     latency and bandwidth given by flags (defaults: a 100 Gb/s RDMA NIC,
 //     ~2 us per READ round trip). Re-run with figures from the transport
 //     micro-benchmark once real fabrics are measured.
+// Then, per block size, the two block encodings (store/block_codec.h): the
+// out-blocks' bytes per arc, plain and compressed, and what reading a block
+// costs the compute node per edge on one thread (best of 5 passes over
+// every out-block): parsing a plain block, decoding a compressed one into
+// the plain layout (what every scan of compressed blocks pays).
 // Usage: block_size_bench [--graph=kron:18] [--sources=8]
 #include <algorithm>
 #include <chrono>
@@ -19,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "store/block_codec.h"
 #include "store/graph_source.h"
 #include "store/layout.h"
 
@@ -95,6 +101,43 @@ Result Measure(const Graph& g, uint32_t block_size,
   return r;
 }
 
+struct Encoding {
+  double bytes_per_arc;
+  double ns_per_edge;  // parse (plain) or decode (compressed)
+};
+
+Encoding MeasureEncoding(const Graph& g, uint32_t block_size, bool compress) {
+  LayoutOptions layout;
+  layout.block_size = block_size;
+  layout.compress = compress;
+  absl::StatusOr<StoreImage> image = BuildStoreImage(g, layout);
+  CHECK(image.ok()) << image.status();
+  const Direction d = Direction::kOut;
+  auto dir = image->directory(d);
+  const RegionEntry* region = image->FindRegion(BlocksKind(d), 0);
+  uint64_t block_bytes = 0;
+  for (const DirectoryEntry& e : dir) block_bytes += e.length;
+  DecodeBuffer buffer;
+  double best = 1e300;
+  uint64_t sink = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const DirectoryEntry& e : dir) {
+      absl::StatusOr<BlockView> b = ParseAnyBlock(
+          image->RegionBytes(*region).subspan(e.offset, e.length), buffer);
+      CHECK(b.ok()) << b.status();
+      // Touch the edges, as a scan would.
+      for (VertexId t : b->all_targets()) sink += t;
+    }
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
+  }
+  CHECK_NE(sink, 1u);  // keeps the loop
+  return {static_cast<double>(block_bytes) / g.num_arcs(),
+          best * 1e9 / g.num_arcs()};
+}
+
 int Main() {
   GraphSourceOptions options;
   absl::StatusOr<Graph> g = LoadGraph(FLAGS_graph, options);
@@ -143,6 +186,19 @@ int Main() {
                  r.bfs_reads, r.bfs_fetched,
                  static_cast<double>(r.bfs_fetched) / r.bfs_needed,
                  r.model_seconds, r.model_batched_seconds, regret);
+  }
+  absl::PrintF(
+      "\nencodings (out-blocks; ns per edge of one thread reading "
+      "every block)\n%8s %12s %12s %12s %12s %8s\n",
+      "block", "plain_B/arc", "parse_ns/e", "packed_B/arc", "decode_ns/e",
+      "ratio");
+  for (uint32_t bs : {4096u, 8192u, 16384u, 32768u, 65536u}) {
+    const Encoding plain = MeasureEncoding(*g, bs, false);
+    const Encoding packed = MeasureEncoding(*g, bs, true);
+    absl::PrintF("%8d %12.3f %12.3f %12.3f %12.3f %7.2fx\n", bs,
+                 plain.bytes_per_arc, plain.ns_per_edge, packed.bytes_per_arc,
+                 packed.ns_per_edge,
+                 plain.bytes_per_arc / packed.bytes_per_arc);
   }
   return 0;
 }

@@ -28,6 +28,10 @@ Method
   --stats_json (setup + supersteps + finish; graph loading excluded, as
   GAPBS's trial time excludes it). Best of --reps repetitions each; BFS
   and SSSP sum the best time of every source.
+  --compressed adds `local-z` and `tcp-z`: the same runs on an image of
+  compressed blocks (`dmg load --compress`), with the same cache bytes as
+  the plain image's fraction (--cache_mb), so that only the encoding
+  differs; the table then also gives each image's block bytes per arc.
   OMP_NUM_THREADS = --threads for GAPBS.
 
 Output: one table (GAPBS seconds, DMG seconds and ratio per transport, and
@@ -113,6 +117,12 @@ def prepare_graph(name, a, gapbs, work):
             run([a.dmg, "load", "--graph=" + edges, "--symmetrize",
                  "--image=" + img])
         files[kind] = (sg, img)
+        if a.compressed:
+            zimg = os.path.join(d, name + "." + kind + ".z.img")
+            if not os.path.exists(zimg):
+                run([a.dmg, "load", "--graph=" + img, "--compress",
+                     "--image=" + zimg])
+            files[kind + "z"] = (sg, zimg)
     # Sources: seeded picks of vertices that have edges (first column of
     # random lines of the edge list), the same for both systems.
     rng = random.Random(a.seed)
@@ -127,7 +137,16 @@ def prepare_graph(name, a, gapbs, work):
                 sources.append(int(p[0]))
     files["sources"] = sources
     files["edge_bytes"] = edge_bytes(a.dmg, files["u"][1])
+    files["per_arc"] = {k: bytes_per_arc(a.dmg, files[k][1])
+                        for k in ("u", "uz") if k in files}
     return files
+
+
+def bytes_per_arc(dmg, image):
+    """Out-blocks' bytes per arc, from `dmg info`."""
+    out = run([dmg, "info", "--graph=" + image])
+    m = re.search(r"^out-blocks:.* ([0-9.]+) bytes per arc", out, re.M)
+    return float(m.group(1)) if m else float("nan")
 
 
 def edge_bytes(dmg, image):
@@ -186,16 +205,18 @@ class Daemon:
             self.proc.kill()
 
 
-def dmg_time(a, workload, image, source, transport, daemon, stats):
+def dmg_time(a, workload, image, source, transport, daemon, stats,
+             cache_bytes=None):
     algo = {"pr": "pagerank", "bfs": "bfs", "cc": "cc", "sssp": "sssp"}
+    cache = (f"--cache_mb={cache_bytes / 2**20:.6f}" if cache_bytes
+             else f"--cache_fraction={a.cache_fraction}")
     cmd = [a.dmg, "run", "--algo=" + algo[workload],
-           f"--threads={a.threads}", f"--cache_fraction={a.cache_fraction}",
-           "--stats_json=" + stats]
+           f"--threads={a.threads}", cache, "--stats_json=" + stats]
     if workload == "pr":
         cmd += ["--max_iters=20", "--tolerance=0"]
     if source is not None:
         cmd += [f"--source={source}"]
-    if transport == "local":
+    if transport.startswith("local"):
         cmd += ["--graph=" + image]
     else:
         cmd += ["--transport=tcp", f"--memory_nodes=127.0.0.1:{daemon.port}"]
@@ -223,6 +244,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache_fraction", type=float, default=0.05)
     ap.add_argument("--work", default="build/vs_gapbs")
+    ap.add_argument("--compressed", action="store_true",
+                    help="also run on compressed blocks (local-z, tcp-z)")
     a = ap.parse_args()
     if not os.path.isdir(a.gapbs_src):
         print(f"vs_gapbs: GAPBS not found at {a.gapbs_src}; skipping")
@@ -233,6 +256,8 @@ def main():
     gapbs = build_gapbs(a.gapbs_src, a.work)
     workloads = [w for w in a.workloads.split(",") if w]
     transports = [t for t in a.transports.split(",") if t]
+    if a.compressed:
+        transports += [t + "-z" for t in list(transports)]
     stats = os.path.join(a.work, "stats.json")
     rows = []
     for name in [g for g in a.graphs.split(",") if g]:
@@ -241,6 +266,9 @@ def main():
         try:
             if "tcp" in transports:
                 for kind in ("u", "w"):
+                    daemons[kind] = Daemon(a.dmg, files[kind][1])
+            if "tcp-z" in transports:
+                for kind in ("uz", "wz"):
                     daemons[kind] = Daemon(a.dmg, files[kind][1])
             for w in workloads:
                 kind = "w" if w == "sssp" else "u"
@@ -253,13 +281,21 @@ def main():
                         k = ("gapbs", s)
                         best[k] = min(best.get(k, (g, 0)), (g, 0))
                         for t in transports:
-                            r = dmg_time(a, w, img, s, t, daemons.get(kind),
-                                         stats)
+                            z = t.endswith("-z")
+                            r = dmg_time(
+                                a, w, files[kind + "z"][1] if z else img, s,
+                                t, daemons.get(kind + "z" if z else kind),
+                                stats,
+                                a.cache_fraction * os.path.getsize(img)
+                                if z else None)
                             k = (t, s)
                             if k not in best or r[0] < best[k][0]:
                                 best[k] = r
                     log(f"{name} {w} rep {rep + 1}/{a.reps} done")
-                row = {"graph": name, "workload": w, "sources": len(srcs)}
+                row = {"graph": name, "workload": w, "sources": len(srcs),
+                       "plain_bytes_per_arc": files["per_arc"].get("u"),
+                       "compressed_bytes_per_arc":
+                           files["per_arc"].get("uz")}
                 row["gapbs_s"] = sum(best[("gapbs", s)][0] for s in srcs)
                 for t in transports:
                     row[t + "_s"] = sum(best[(t, s)][0] for s in srcs)
@@ -278,16 +314,25 @@ def main():
     head = f"{'graph':<9} {'workload':<8} {'GAPBS s':>9}"
     for t in transports:
         head += f" {t + ' s':>9} {'ratio':>6}"
-        if t != "local":
+        if not t.startswith("local"):
             head += f" {'bytes/edge bytes':>17}"
     print(head)
     for r in rows:
         line = f"{r['graph']:<9} {r['workload']:<8} {r['gapbs_s']:9.4f}"
         for t in transports:
             line += f" {r[t + '_s']:9.4f} {r[t + '_ratio']:5.2f}x"
-            if t != "local":
+            if not t.startswith("local"):
                 line += f" {r[t + '_vs_edge_bytes']:17.2f}"
         print(line)
+    if a.compressed:
+        seen = set()
+        for r in rows:
+            if r["graph"] in seen:
+                continue
+            seen.add(r["graph"])
+            print(f"{r['graph']}: block bytes per arc (out-blocks, unweighted "
+                  f"image): plain {r['plain_bytes_per_arc']:.2f}, compressed "
+                  f"{r['compressed_bytes_per_arc']:.2f}")
     if rows:
         with open(os.path.join(a.work, "vs_gapbs.csv"), "w", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=list(rows[0].keys()))

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "store/block_codec.h"
 
 namespace dmg::compute {
 
@@ -81,7 +83,12 @@ class StorePageSource : public PageSource {
 absl::StatusOr<BlockView> ParseBlock(std::span<const DirectoryEntry> dir,
                                      uint32_t entry, const std::byte* bytes,
                                      uint32_t length) {
-  absl::StatusOr<BlockView> block = BlockView::Parse({bytes, length});
+  // A compressed block is decoded into this thread's buffer: its view lasts
+  // until the thread's next ParseBlock (each caller uses one view at a
+  // time, inside its callback).
+  thread_local store::DecodeBuffer decoded;
+  absl::StatusOr<BlockView> block =
+      store::ParseAnyBlock({bytes, length}, decoded);
   if (!block.ok()) return block.status();
   // first_edge tells the pieces of one split vertex apart.
   if (block->first_vertex() != dir[entry].first_vertex ||
@@ -364,6 +371,14 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   const bool keep = FrontierKeepsBlocks(d);
   const bool weighted = graph_.weighted();
   const uint32_t edge_bytes = weighted ? 8 : 4;
+  // Compressed blocks: a member's piece is its segment of the stream, found
+  // by the block's byte offsets (not in the header cache, which holds edge
+  // offsets: it sizes nothing here), and decoded on arrival.
+  const bool packed = graph_.compressed();
+  if (packed) headers = nullptr;
+  auto stream_bytes = [&](const DirectoryEntry& e) {
+    return e.length - store::StreamAt(e.vertex_count);
+  };
   const uint64_t n = graph_.num_vertices();
   transport::Endpoint& ep = pool_.endpoint(worker);
   std::byte* base = buffer(worker, 0);
@@ -397,7 +412,9 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
                          [&](VertexId) { ++vertices; });
       // Estimated at the block's mean degree.
       const uint64_t mean =
-          Align8(block_edges(i) * edge_bytes / e.vertex_count + edge_bytes);
+          packed ? Align8(stream_bytes(e) / e.vertex_count + 1)
+                 : Align8(block_edges(i) * edge_bytes / e.vertex_count +
+                          edge_bytes);
       if (read_whole(e, vertices * mean, vertices)) continue;
       sc.first_run[i - unit.first] = static_cast<int64_t>(sc.runs.size());
       int64_t last = -2;  // the previous member's index in the block
@@ -416,9 +433,11 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
     if (!sc.runs.empty()) {
       sc.offsets.resize(total);
       for (const OffsetScratch::Run& r : sc.runs) {
-        const RemoteGraph::Location loc = graph_.Locate(d, dir[r.entry]);
-        ep.Read(loc.node, loc.region,
-                loc.offset + sizeof(store::BlockHeader) + 4 * uint64_t{r.first},
+        const DirectoryEntry& e = dir[r.entry];
+        const RemoteGraph::Location loc = graph_.Locate(d, e);
+        const uint64_t index_at = packed ? store::ByteOffsetsAt(e.vertex_count)
+                                         : sizeof(store::BlockHeader);
+        ep.Read(loc.node, loc.region, loc.offset + index_at + 4 * r.first,
                 sc.offsets.data() + r.at, 4 * r.count);
       }
       if (absl::Status s = ep.Flush(); !s.ok()) return s;
@@ -450,6 +469,14 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
         }
         continue;
       }
+      if (packed) {
+        // A segment: `edges` is its bytes; decoding checks it.
+        DMG_RETURN_IF_ERROR(store::DecodeSegment(
+            {base + it.at, it.edges}, it.v, weighted, sc.targets, sc.weights));
+        DMG_RETURN_IF_ERROR(CheckTargets(sc.targets, n));
+        per_piece(it.v, sc.targets, sc.weights);
+        continue;
+      }
       const auto* t = reinterpret_cast<const VertexId*>(base + it.at);
       // Ranges came over the wire without their block: check the ids.
       if (absl::Status s = CheckTargets({t, it.edges}, n); !s.ok()) return s;
@@ -474,7 +501,10 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       items.push_back({i, true, false, cached, 0, 0, 0});
       continue;
     }
-    const uint64_t edges_in_block = headers != nullptr
+    // What a member's offsets may not pass: the block's edges, or for a
+    // compressed block the bytes of its stream.
+    const uint64_t edges_in_block = packed ? stream_bytes(e)
+                                    : headers != nullptr
                                         ? headers->offsets(i)[e.vertex_count]
                                         : block_edges(i);
     // The members' edge ranges [lo, hi) within the block, from the headers
@@ -531,6 +561,19 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       if (!status.ok()) return;
       uint32_t lo, hi;
       range_of(v - e.first_vertex, &lo, &hi);
+      if (packed) {  // the segment's bytes [lo, hi) of the stream
+        const uint32_t bytes = hi - lo;
+        if (used + Align8(bytes) > batch_bytes_) status = deliver();
+        if (!status.ok()) return;
+        if (bytes > 0) {
+          ep.Read(loc.node, loc.region,
+                  loc.offset + store::StreamAt(e.vertex_count) + lo,
+                  base + used, bytes);
+        }
+        items.push_back({i, false, false, nullptr, v, used, bytes});
+        used += Align8(bytes);
+        return;
+      }
       const uint32_t edges = hi - lo;
       const uint64_t bytes = Align8(uint64_t{edges} * edge_bytes);
       if (used + bytes > batch_bytes_) status = deliver();
@@ -612,6 +655,10 @@ constexpr uint32_t kMergeGapEdges = 16;
 absl::Status GraphAwareBlockSource::ReadRanges(
     int worker, Direction d, std::span<const EdgeRange> ranges,
     const HeaderCache& headers, const PerRange& per_range) {
+  // Edge ranges have no fixed place in a compressed block: whole blocks.
+  if (graph_.compressed()) {
+    return BlockSource::ReadRanges(worker, d, ranges, headers, per_range);
+  }
   std::span<const DirectoryEntry> dir = directory(d);
   HotBlockCache* cache = hot(d);
   const uint64_t n = graph_.num_vertices();

@@ -34,7 +34,9 @@
 namespace dmg::compute {
 
 // Parses bytes said to be directory entry `entry`'s block and checks them
-// against the directory (they came over the wire: never trusted).
+// against the directory (they came over the wire: never trusted). A
+// compressed block is decoded into a buffer of the calling thread's, valid
+// until its next call: use one view at a time.
 absl::StatusOr<store::BlockView> ParseBlock(
     std::span<const store::DirectoryEntry> directory, uint32_t entry,
     const std::byte* bytes, uint32_t length);
@@ -188,6 +190,9 @@ class GraphAwareBlockSource : public BlockSource {
     std::vector<Run> runs;
     std::vector<uint32_t> offsets;
     std::vector<int64_t> first_run;  // per entry of the unit; -1: whole
+    // A compressed segment, decoded.
+    std::vector<VertexId> targets;
+    std::vector<store::Weight> weights;
   };
   std::vector<OffsetScratch> offset_scratch_;
 };

@@ -84,7 +84,9 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
                                           const CandidatesFn& candidates,
                                           const PrefixFn& visit) {
   d = Stored(d);
-  if (!source_->ReadsRanges()) return false;
+  // Prefixes are edge ranges located by the header cache's edge offsets:
+  // compressed blocks have no fixed place per edge.
+  if (!source_->ReadsRanges() || graph_.compressed()) return false;
   PlanDirection(d, /*push=*/true);  // headers first, as for a push scan
   const HeaderCache* h = headers(d);
   if (h == nullptr) return false;
@@ -445,7 +447,10 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                 .store(1, std::memory_order_relaxed);
             if (sparse) {
               uint64_t bytes;
-              if (h != nullptr) {
+              if (graph_.compressed()) {
+                // The block's mean segment (its stream over its vertices).
+                bytes = dir[i].length / dir[i].vertex_count + 8;
+              } else if (h != nullptr) {
                 const uint32_t at = vs[j] - dir[i].first_vertex;
                 const uint32_t* off = h->offsets(i);
                 bytes = (off[at + 1] - off[at]) * edge_bytes;

@@ -67,11 +67,17 @@ void HotBlockCache::Offer(uint32_t entry, const std::byte* block,
   std::memcpy(memory_.data() + at, block, len);
   // Validated here, once (the bytes came over the wire): a block that
   // fails has no view, and every reader parses it and reports the error.
-  absl::StatusOr<store::BlockView> view =
-      ParseBlock(dir_, entry, memory_.data() + at, len);
-  if (view.ok()) {
-    views_[entry] = *view;
-    valid_[entry] = 1;
+  // A compressed block is kept compressed (more of them fit) and has no
+  // view either: it is decoded (and so checked) at every use.
+  store::BlockHeader h{};
+  if (len >= sizeof(h)) std::memcpy(&h, memory_.data() + at, sizeof(h));
+  if (!(h.flags & store::kBlockFlagCompressed)) {
+    absl::StatusOr<store::BlockView> view =
+        ParseBlock(dir_, entry, memory_.data() + at, len);
+    if (view.ok()) {
+      views_[entry] = *view;
+      valid_[entry] = 1;
+    }
   }
   std::atomic_ref<int64_t>(slot_[entry])
       .store(static_cast<int64_t>(at), std::memory_order_release);

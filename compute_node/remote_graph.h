@@ -29,6 +29,10 @@ class RemoteGraph {
   uint64_t num_arcs() const { return sb_.num_arcs; }
   bool weighted() const { return sb_.flags & store::kSuperblockFlagWeighted; }
   bool symmetric() const { return sb_.flags & store::kSuperblockFlagSymmetric; }
+  // Blocks are delta + varint encoded (store/block_codec.h).
+  bool compressed() const {
+    return sb_.flags & store::kSuperblockFlagCompressed;
+  }
   uint32_t block_size() const { return sb_.block_size; }
   uint32_t num_memory_nodes() const { return sb_.num_memory_nodes; }
   int32_t min_weight() const { return sb_.min_weight; }

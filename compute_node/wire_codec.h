@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/varint.h"
 #include "store/graph.h"
 
 namespace dmg::compute::wire {
@@ -31,28 +32,18 @@ namespace dmg::compute::wire {
 using store::VertexId;
 
 inline void PutVarint(std::string& out, uint64_t x) {
-  while (x >= 0x80) {
-    out.push_back(static_cast<char>((x & 0x7f) | 0x80));
-    x >>= 7;
-  }
-  out.push_back(static_cast<char>(x));
+  uint8_t bytes[10];
+  out.append(reinterpret_cast<const char*>(bytes),
+             dmg::PutVarint(bytes, x) - bytes);
 }
 
 // False on truncation or more than 64 bits.
 inline bool GetVarint(std::string_view& in, uint64_t* x) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (in.empty()) return false;
-    const uint8_t b = static_cast<uint8_t>(in.front());
-    in.remove_prefix(1);
-    if (shift == 63 && b > 1) return false;
-    v |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) {
-      *x = v;
-      return true;
-    }
-  }
-  return false;
+  const auto* p = reinterpret_cast<const uint8_t*>(in.data());
+  const auto* begin = p;
+  if (!dmg::GetVarint(p, p + in.size(), x)) return false;
+  in.remove_prefix(p - begin);
+  return true;
 }
 
 // A set of vertices given by its bitmap (bit v of word v / 64), appended
@@ -76,12 +67,8 @@ bool GetUpdates(std::string_view in, std::vector<U>& out);
 
 // --- Implementation -------------------------------------------------------
 
-inline uint64_t ZigZag(int64_t x) {
-  return (static_cast<uint64_t>(x) << 1) ^ static_cast<uint64_t>(x >> 63);
-}
-inline int64_t UnZigZag(uint64_t x) {
-  return static_cast<int64_t>(x >> 1) ^ -static_cast<int64_t>(x & 1);
-}
+using dmg::UnZigZag;
+using dmg::ZigZag;
 
 enum : uint8_t { kEmptySet = 0, kBitmapSet = 1, kGapSet = 2 };
 

@@ -68,6 +68,10 @@ absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
     return absl::DataLossError(
         absl::StrFormat("bad block magic 0x%08x", h.magic));
   }
+  if (h.flags & kBlockFlagCompressed) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "block at vertex %d is compressed: decode it first", h.first_vertex));
+  }
   const bool weighted = h.flags & kBlockFlagWeighted;
   if (h.vertex_count == 0 ||
       h.length != BlockBytes(h.vertex_count, h.edge_count, weighted) ||

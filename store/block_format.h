@@ -31,7 +31,11 @@
 namespace dmg::store {
 
 inline constexpr char kImageMagic[8] = {'D', 'M', 'G', 'S', 'T', 'O', 'R', 'E'};
-inline constexpr uint32_t kFormatVersion = 1;
+// The newest version this build reads. Images of plain blocks are written
+// as version 1 (what every reader so far takes); images of compressed
+// blocks as 2, so that an older reader refuses them as "newer".
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kPlainFormatVersion = 1;
 inline constexpr uint32_t kSuperblockSize = 4096;
 inline constexpr uint32_t kRegionAlignment = 4096;
 inline constexpr uint32_t kMaxRegions = 64;
@@ -72,6 +76,8 @@ inline constexpr uint32_t kSuperblockFlagWeighted = 1;
 // Every arc u->v has its reverse v->u (out- and in-CSR are equal): the
 // graph is undirected, as triangle counting needs.
 inline constexpr uint32_t kSuperblockFlagSymmetric = 2;
+// Every block is compressed (store/block_codec.h); version 2 and later.
+inline constexpr uint32_t kSuperblockFlagCompressed = 4;
 
 struct Superblock {
   char magic[8];
@@ -118,6 +124,8 @@ static_assert(sizeof(DirectoryEntry) == 32);
 inline constexpr uint32_t kBlockMagic = 0x42474d44;  // "DMGB"
 inline constexpr uint32_t kBlockFlagWeighted = 1;
 inline constexpr uint32_t kBlockFlagSplitPiece = 2;
+// Delta + bit-packed neighbour ids (store/block_codec.h).
+inline constexpr uint32_t kBlockFlagCompressed = 4;
 
 struct BlockHeader {
   uint32_t magic;  // kBlockMagic
@@ -153,8 +161,9 @@ std::pair<uint64_t, uint64_t> NodeSlice(const Superblock& sb, uint32_t node);
 // and combined.
 uint32_t Crc32(std::span<const std::byte> bytes);
 
-// A parsed, validated view of one block's bytes (which may have come over the
-// network: Parse checks every length before use).
+// A parsed, validated view of one plain block's bytes (which may have come
+// over the network: Parse checks every length before use). A compressed
+// block is decoded into a plain one first (ParseAnyBlock, block_codec.h).
 class BlockView {
  public:
   static absl::StatusOr<BlockView> Parse(std::span<const std::byte> bytes);

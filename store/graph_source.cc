@@ -39,6 +39,16 @@ Csr CsrFromImage(const StoreImage& image, Direction direction) {
   return csr;
 }
 
+Graph GraphFromImage(const StoreImage& image) {
+  Graph g;
+  g.out = CsrFromImage(image, Direction::kOut);
+  g.in = CsrFromImage(image, Direction::kIn);
+  const Superblock& sb = image.superblock();
+  g.report = {sb.input_arcs, sb.self_loops_removed, sb.parallel_arcs_removed,
+              sb.arcs_added_by_symmetrize, 0};
+  return g;
+}
+
 absl::StatusOr<Graph> LoadGraph(const std::string& spec,
                                 const GraphSourceOptions& options) {
   if (spec.empty()) return absl::InvalidArgumentError("--graph is empty");
@@ -52,13 +62,7 @@ absl::StatusOr<Graph> LoadGraph(const std::string& spec,
   if (IsStoreImageFile(spec)) {
     absl::StatusOr<StoreImage> image = ReadImageFile(spec);
     if (!image.ok()) return image.status();
-    Graph g;
-    g.out = CsrFromImage(*image, Direction::kOut);
-    g.in = CsrFromImage(*image, Direction::kIn);
-    const Superblock& sb = image->superblock();
-    g.report = {sb.input_arcs, sb.self_loops_removed, sb.parallel_arcs_removed,
-                sb.arcs_added_by_symmetrize, 0};
-    return g;
+    return GraphFromImage(*image);
   }
   absl::StatusOr<EdgeList> edges = ReadGraphFile(spec);
   if (!edges.ok()) return edges.status();
@@ -68,7 +72,15 @@ absl::StatusOr<Graph> LoadGraph(const std::string& spec,
 absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
                                      const GraphSourceOptions& options) {
   if (!IsGeneratorSpec(spec) && IsStoreImageFile(spec)) {
-    return ReadImageFile(spec);
+    absl::StatusOr<StoreImage> image = ReadImageFile(spec);
+    // An image is served as it is, but compressed on request: its blocks
+    // are laid out again (the graph read back from them).
+    if (!image.ok() || !options.layout.compress || image->compressed()) {
+      return image;
+    }
+    LayoutOptions layout = options.layout;
+    if (layout.threads <= 0) layout.threads = options.threads;
+    return BuildStoreImage(GraphFromImage(*image), layout);
   }
   absl::StatusOr<Graph> graph = LoadGraph(spec, options);
   if (!graph.ok()) return graph.status();

@@ -26,13 +26,16 @@ struct GraphSourceOptions {
 absl::StatusOr<Graph> LoadGraph(const std::string& spec,
                                 const GraphSourceOptions& options);
 
-// The store image: read (and validated) for an image file, else built from
-// LoadGraph's result with options.layout.
+// The store image: read (and validated) for an image file (laid out again,
+// compressed, when options.layout.compress asks and its blocks are plain),
+// else built from LoadGraph's result with options.layout.
 absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
                                      const GraphSourceOptions& options);
 
 // Decodes one direction of an image back into a CSR.
 Csr CsrFromImage(const StoreImage& image, Direction direction);
+// Both directions and the cleaning report, read back from an image.
+Graph GraphFromImage(const StoreImage& image);
 
 }  // namespace dmg::store
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/parallel.h"
 #include "glog/logging.h"
+#include "store/block_codec.h"
 
 namespace dmg::store {
 namespace {
@@ -22,14 +23,13 @@ struct DirectionLayout {
 
 DirectionLayout PlaceBlocks(const Csr& csr, const LayoutOptions& options) {
   DirectionLayout out;
-  out.plan = PlanBlocks(csr, options.block_size);
+  out.plan = PlanBlocks(csr, options.block_size, options.compress);
   out.region_bytes.assign(options.num_memory_nodes, 0);
   out.entries.resize(out.plan.size());
-  const bool weighted = csr.weighted();
   for (size_t i = 0; i < out.plan.size(); ++i) {
     const BlockPlan& p = out.plan[i];
     uint32_t node = i % options.num_memory_nodes;
-    uint64_t length = BlockBytes(p.vertex_count, p.edge_count, weighted);
+    const uint64_t length = p.length;
     out.entries[i] = DirectoryEntry{
         .first_vertex = p.first_vertex,
         .vertex_count = p.vertex_count,
@@ -44,7 +44,13 @@ DirectionLayout PlaceBlocks(const Csr& csr, const LayoutOptions& options) {
   return out;
 }
 
-void WriteBlock(const Csr& csr, const BlockPlan& p, std::byte* dst) {
+void WriteBlock(const Csr& csr, const BlockPlan& p, bool compress,
+                std::byte* dst) {
+  if (compress) {
+    EncodeBlock(csr, p.first_vertex, p.vertex_count, p.first_edge, p.edge_count,
+                p.split_piece, dst);
+    return;
+  }
   const bool weighted = csr.weighted();
   BlockHeader h{
       .magic = kBlockMagic,
@@ -79,20 +85,26 @@ void WriteBlock(const Csr& csr, const BlockPlan& p, std::byte* dst) {
 
 }  // namespace
 
-std::vector<BlockPlan> PlanBlocks(const Csr& csr, uint32_t block_size) {
+namespace {
+
+std::vector<BlockPlan> PlanPlainBlocks(const Csr& csr, uint32_t block_size) {
   const bool weighted = csr.weighted();
   const uint64_t per_piece = EdgesPerSplitPiece(block_size, weighted);
   std::vector<BlockPlan> plan;
   uint64_t n = csr.num_vertices;
   uint64_t v = 0;
+  auto add = [&](uint64_t first, uint64_t count, uint64_t first_edge,
+                 uint64_t edges, bool split) {
+    plan.push_back({static_cast<VertexId>(first), static_cast<uint32_t>(count),
+                    first_edge, static_cast<uint32_t>(edges), split,
+                    static_cast<uint32_t>(BlockBytes(count, edges, weighted))});
+  };
   while (v < n) {
     uint64_t degree = csr.offsets[v + 1] - csr.offsets[v];
     if (BlockBytes(1, degree, weighted) > block_size) {
       // A vertex too big for any block: a run of split pieces.
       for (uint64_t e = 0; e < degree; e += per_piece) {
-        plan.push_back({static_cast<VertexId>(v), 1, csr.offsets[v] + e,
-                        static_cast<uint32_t>(std::min(per_piece, degree - e)),
-                        true});
+        add(v, 1, csr.offsets[v] + e, std::min(per_piece, degree - e), true);
       }
       ++v;
       continue;
@@ -106,11 +118,66 @@ std::vector<BlockPlan> PlanBlocks(const Csr& csr, uint32_t block_size) {
       edges += d;
       ++v;
     }
-    plan.push_back({static_cast<VertexId>(first),
-                    static_cast<uint32_t>(v - first), csr.offsets[first],
-                    static_cast<uint32_t>(edges), false});
+    add(first, v - first, csr.offsets[first], edges, false);
   }
   return plan;
+}
+
+// As above with compressed sizes: each vertex's segment measured first.
+std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
+                                            uint32_t block_size) {
+  const uint64_t n = csr.num_vertices;
+  std::vector<uint64_t> segment(n);
+  ParallelRanges(n, DefaultThreads(), [&](int, size_t b, size_t e) {
+    for (size_t v = b; v < e; ++v) {
+      segment[v] = SegmentBytes(csr, static_cast<VertexId>(v), csr.offsets[v],
+                                csr.offsets[v + 1]);
+    }
+  });
+  std::vector<BlockPlan> plan;
+  auto add = [&](uint64_t first, uint64_t count, uint64_t first_edge,
+                 uint64_t edges, bool split, uint64_t data) {
+    plan.push_back({static_cast<VertexId>(first), static_cast<uint32_t>(count),
+                    first_edge, static_cast<uint32_t>(edges), split,
+                    static_cast<uint32_t>(CompressedBlockBytes(count, data))});
+  };
+  uint64_t v = 0;
+  while (v < n) {
+    if (CompressedBlockBytes(1, segment[v]) > block_size) {
+      // Split pieces, each as many edges as fit (a piece's first edge is
+      // relative to v again). Any block size holds one edge.
+      const VertexId u = static_cast<VertexId>(v);
+      for (uint64_t k = csr.offsets[v], end = csr.offsets[v + 1]; k < end;) {
+        const uint64_t from = k;
+        SegmentSizer piece(csr, u);
+        while (k < end &&
+               CompressedBlockBytes(1, piece.BytesWith(k)) <= block_size) {
+          piece.Add(k++);
+        }
+        add(v, 1, from, k - from, true, piece.bytes());
+      }
+      ++v;
+      continue;
+    }
+    uint64_t first = v, data = segment[v];
+    ++v;
+    while (v < n && CompressedBlockBytes(v - first + 1, data + segment[v]) <=
+                        block_size) {
+      data += segment[v];
+      ++v;
+    }
+    add(first, v - first, csr.offsets[first],
+        csr.offsets[v] - csr.offsets[first], false, data);
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::vector<BlockPlan> PlanBlocks(const Csr& csr, uint32_t block_size,
+                                  bool compress) {
+  return compress ? PlanCompressedBlocks(csr, block_size)
+                  : PlanPlainBlocks(csr, block_size);
 }
 
 absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
@@ -178,7 +245,7 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
     ParallelRanges(dl[d].plan.size(), threads, [&](int, size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         const DirectoryEntry& entry = dl[d].entries[i];
-        WriteBlock(*csr[d], dl[d].plan[i],
+        WriteBlock(*csr[d], dl[d].plan[i], options.compress,
                    base + region_offset[entry.memory_node] + entry.offset);
       }
     });
@@ -189,13 +256,14 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
 
   Superblock sb{};
   std::memcpy(sb.magic, kImageMagic, sizeof(kImageMagic));
-  sb.format_version = kFormatVersion;
+  sb.format_version = options.compress ? 2 : kPlainFormatVersion;
   sb.superblock_size = kSuperblockSize;
   sb.num_vertices = graph.num_vertices();
   sb.num_arcs = graph.num_arcs();
   sb.image_size = image_size;
   sb.block_size = options.block_size;
   sb.flags = graph.weighted() ? kSuperblockFlagWeighted : 0;
+  if (options.compress) sb.flags |= kSuperblockFlagCompressed;
   if (graph.out.offsets == graph.in.offsets &&
       graph.out.targets == graph.in.targets) {
     sb.flags |= kSuperblockFlagSymmetric;

@@ -18,6 +18,9 @@ struct LayoutOptions {
   // draws bandwidth from all of them; the directory records the placement.
   uint32_t num_memory_nodes = 1;
   int threads = 0;  // <= 0: all cores
+  // Delta + bit-packed blocks (store/block_codec.h): fewer bytes per edge to
+  // hold and to move, a decode on the compute node.
+  bool compress = false;
 };
 
 // One planned block of one direction (before bytes are written).
@@ -27,11 +30,14 @@ struct BlockPlan {
   uint64_t first_edge;
   uint32_t edge_count;
   bool split_piece;
+  uint32_t length;  // bytes of the block
 };
 
 // Greedy packing: consecutive vertices go into a block while it fits in
-// block_size; a vertex too large for one block gets a run of split pieces.
-std::vector<BlockPlan> PlanBlocks(const Csr& csr, uint32_t block_size);
+// block_size (plain or compressed, as the blocks will be written); a vertex
+// too large for one block gets a run of split pieces.
+std::vector<BlockPlan> PlanBlocks(const Csr& csr, uint32_t block_size,
+                                  bool compress = false);
 
 absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
                                            const LayoutOptions& options);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/parallel.h"
 #include "glog/logging.h"
+#include "store/block_codec.h"
 
 namespace dmg::store {
 absl::StatusOr<StoreImage> StoreImage::FromBuffer(AlignedBuffer buffer,
@@ -59,6 +60,12 @@ absl::Status StoreImage::ValidateSuperblock(std::string_view source) const {
       sb.num_vertices == 0 || sb.num_vertices - 1 > kMaxVertexId) {
     return absl::DataLossError(
         absl::StrFormat("%s: superblock fields out of range", source));
+  }
+  if ((sb.flags & kSuperblockFlagCompressed) && sb.format_version < 2) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: superblock says compressed blocks in a version %d image (they "
+        "need version 2)",
+        source, sb.format_version));
   }
   if (sb.image_size != buffer_.size()) {
     return absl::DataLossError(absl::StrFormat(
@@ -116,6 +123,7 @@ absl::Status StoreImage::ValidateDirection(std::string_view source,
         "%s: %s-direction block %d is invalid: %s", source, what, i, why));
   };
   uint64_t next_vertex = 0, next_edge = 0;
+  DecodeBuffer decoded;
   for (size_t i = 0; i < dir.size(); ++i) {
     const DirectoryEntry& e = dir[i];
     const bool split = e.flags & kEntryFlagSplitPiece;
@@ -133,8 +141,15 @@ absl::Status StoreImage::ValidateDirection(std::string_view source,
         e.length > region->length - e.offset || e.length > sb.block_size) {
       return bad(i, "block lies outside its region");
     }
-    absl::StatusOr<BlockView> view =
-        BlockView::Parse(RegionBytes(*region).subspan(e.offset, e.length));
+    const std::span<const std::byte> bytes =
+        RegionBytes(*region).subspan(e.offset, e.length);
+    if (bytes.size() >= sizeof(BlockHeader) &&
+        ((reinterpret_cast<const BlockHeader*>(bytes.data())->flags &
+          kBlockFlagCompressed) != 0) != compressed()) {
+      return bad(i, compressed() ? "a plain block in a compressed image"
+                                 : "a compressed block in a plain image");
+    }
+    absl::StatusOr<BlockView> view = ParseAnyBlock(bytes, decoded);
     if (!view.ok()) return bad(i, std::string(view.status().message()));
     if (view->first_vertex() != e.first_vertex ||
         view->vertex_count() != e.vertex_count ||
@@ -178,8 +193,9 @@ BlockView StoreImage::block(Direction d, const DirectoryEntry& entry) const {
   const RegionEntry* r = FindRegion(BlocksKind(d), entry.memory_node);
   CHECK(r != nullptr) << "no blocks region for memory node "
                       << entry.memory_node;
-  absl::StatusOr<BlockView> view =
-      BlockView::Parse(RegionBytes(*r).subspan(entry.offset, entry.length));
+  thread_local DecodeBuffer decoded;
+  absl::StatusOr<BlockView> view = ParseAnyBlock(
+      RegionBytes(*r).subspan(entry.offset, entry.length), decoded);
   CHECK(view.ok()) << view.status();  // validated when the image was loaded
   return *view;
 }

@@ -39,6 +39,9 @@ class StoreImage {
   uint64_t num_arcs() const { return superblock().num_arcs; }
   bool weighted() const { return superblock().flags & kSuperblockFlagWeighted; }
   uint32_t block_size() const { return superblock().block_size; }
+  bool compressed() const {
+    return superblock().flags & kSuperblockFlagCompressed;
+  }
   std::span<const RegionEntry> regions() const {
     return {superblock().regions, superblock().num_regions};
   }
@@ -50,7 +53,8 @@ class StoreImage {
   }
   std::span<const DirectoryEntry> directory(Direction d) const;
   // The block a directory entry of direction d points at (validated when the
-  // image was).
+  // image was). A compressed block is decoded into a buffer of the calling
+  // thread's: its view stays valid until this thread's next block() call.
   BlockView block(Direction d, const DirectoryEntry& entry) const;
 
  private:

@@ -75,11 +75,16 @@ std::string FormatSummary(const StoreImage& image, std::string_view name) {
                          s.degree.min, s.degree.max, s.degree.mean,
                          s.degree.median, s.degree.p99, s.degree.zero));
     line(absl::StrCat(dir, "-blocks"),
-         absl::StrFormat("%d (split pieces %d), %d bytes, directory %d bytes",
-                         s.blocks, s.split_pieces, s.block_bytes,
-                         s.directory_bytes));
+         absl::StrFormat(
+             "%d (split pieces %d), %d bytes, directory %d "
+             "bytes, %.2f bytes per arc",
+             s.blocks, s.split_pieces, s.block_bytes, s.directory_bytes,
+             sb.num_arcs ? double(s.block_bytes) / sb.num_arcs : 0.0));
   }
   line("block size", absl::StrCat(sb.block_size));
+  line("block encoding", image.compressed()
+                             ? "compressed (delta + bit-packed ids), format 2"
+                             : "plain (u32 ids), format 1");
   line("memory nodes", absl::StrCat(sb.num_memory_nodes));
   line("region superblock", absl::StrCat(kSuperblockSize, " bytes"));
   for (const RegionEntry& r : image.regions()) {

@@ -54,7 +54,7 @@ kron:SCALE[:DEGREE] / urand:SCALE[:DEGREE].
 
 graph flags (every command taking --graph):
   --threads=N --seed=N --symmetrize --nodrop_self_loops --nodrop_parallel_arcs
-  --relabel --block_size=BYTES --layout_memory_nodes=N
+  --relabel --block_size=BYTES --layout_memory_nodes=N --compress
 
 exit codes: 0 ok, 1 internal failure, 2 bad input (one line on stderr).
 )";

@@ -18,6 +18,9 @@ DEFINE_bool(relabel, false,
             "compact vertex ids: the i-th smallest id that occurs becomes i");
 DEFINE_uint32(block_size, dmg::store::kDefaultBlockSize,
               "store block size in bytes (multiple of 8, 256..1048576)");
+DEFINE_bool(compress, false,
+            "compressed blocks: delta + bit-packed neighbour ids (fewer bytes to "
+            "hold and move; decoded on the compute node)");
 DEFINE_uint32(layout_memory_nodes, 1,
               "number of memory nodes the layout stripes blocks over");
 
@@ -26,7 +29,8 @@ namespace dmg::cli {
 std::vector<std::string> GraphFlagNames() {
   return {"graph",      "threads",         "seed",
           "symmetrize", "drop_self_loops", "drop_parallel_arcs",
-          "relabel",    "block_size",      "layout_memory_nodes"};
+          "relabel",    "block_size",      "layout_memory_nodes",
+          "compress"};
 }
 
 absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
@@ -47,6 +51,7 @@ absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
   o.layout.block_size = FLAGS_block_size;
   o.layout.num_memory_nodes = FLAGS_layout_memory_nodes;
   o.layout.threads = FLAGS_threads;
+  o.layout.compress = FLAGS_compress;
   return o;
 }
 
