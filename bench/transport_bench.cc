@@ -1,15 +1,19 @@
 // READ latency and bandwidth per transport backend, in the manner of
-// perftest's ib_read_lat / ib_read_bw: for each size (64 B .. 1 MiB) and
-// batch depth (1 .. 64 READs posted as one batch), repeatedly post a batch
-// and wait for it, for --seconds per point; report the mean batch latency,
-// bandwidth and operation rate, as a table and (--json) as JSON.
+// perftest's ib_read_lat / ib_read_bw: for each size (64 B .. 1 MiB), batch
+// depth (1 .. 64 READs posted as one batch) and window (batches kept in
+// flight: Post without waiting, Wait for the oldest once `window` are out),
+// repeatedly post batches for --seconds per point; report the mean time per
+// batch, bandwidth, operation rate and the most batches the endpoint saw in
+// flight at once (Endpoint::TakeMaxInFlight), as a table and (--json) JSON.
 //
 //   transport_bench --transport=local
 //   transport_bench --transport=tcp              (in-process server, loopback)
 //   transport_bench --transport=tcp --memory_nodes=HOST:PORT
 //   transport_bench --transport=rdma [--host=$RXE_IP]  (needs an RDMA device)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <vector>
 
@@ -33,6 +37,7 @@ DEFINE_double(seconds, 0.2, "measuring time per point");
 DEFINE_string(json, "", "also write the results here");
 DEFINE_string(sizes, "64,512,4096,16384,65536,262144,1048576", "bytes");
 DEFINE_string(depths, "1,4,16,64", "READs per batch");
+DEFINE_string(windows, "1", "batches kept in flight (1 = post, wait, repeat)");
 
 namespace dmg {
 namespace {
@@ -103,37 +108,54 @@ int Main() {
 
   absl::PrintF("transport %s%s; %.2f s per point\n", t->name(),
                address.empty() ? "" : " (" + address + ")", FLAGS_seconds);
-  absl::PrintF("%9s %6s %12s %12s %12s\n", "bytes", "depth", "batch_us", "MB/s",
-               "kops/s");
+  absl::PrintF("%9s %6s %6s %12s %12s %12s %9s\n", "bytes", "depth", "window",
+               "batch_us", "MB/s", "kops/s", "in_flight");
   std::string json = "[";
   for (uint64_t size : ParseList(FLAGS_sizes)) {
     for (uint64_t depth : ParseList(FLAGS_depths)) {
-      if (size * depth > buffer.size()) continue;
-      uint64_t batches = 0, offset = 0;
-      auto start = std::chrono::steady_clock::now();
-      double elapsed = 0;
-      while (elapsed < FLAGS_seconds || batches < 3) {
-        for (uint64_t i = 0; i < depth; ++i) {
-          (*ep)->Read(0, region->id, offset, buffer.data() + i * size, size);
-          offset = (offset + size) % (region_bytes - size);
+      for (uint64_t window : ParseList(FLAGS_windows)) {
+        window = std::max<uint64_t>(window, 1);
+        // Each batch in flight READs into its own part of the buffer.
+        if (size * depth * window > buffer.size()) continue;
+        uint64_t batches = 0, offset = 0;
+        std::deque<uint64_t> tickets;
+        (void)(*ep)->TakeMaxInFlight();
+        auto start = std::chrono::steady_clock::now();
+        double elapsed = 0;
+        while (elapsed < FLAGS_seconds || batches < 3 * window) {
+          char* dst = buffer.data() + (batches % window) * size * depth;
+          for (uint64_t i = 0; i < depth; ++i) {
+            (*ep)->Read(0, region->id, offset, dst + i * size, size);
+            offset = (offset + size) % (region_bytes - size);
+          }
+          tickets.push_back((*ep)->Post());
+          if (tickets.size() >= window) {
+            CHECK((*ep)->Wait(tickets.front()).ok());
+            tickets.pop_front();
+          }
+          ++batches;
+          elapsed = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
         }
-        CHECK((*ep)->Flush().ok());
-        ++batches;
+        if (!tickets.empty()) CHECK((*ep)->Wait(tickets.back()).ok());
         elapsed = std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - start)
                       .count();
+        const uint64_t in_flight = (*ep)->TakeMaxInFlight();
+        double batch_us = elapsed / batches * 1e6;
+        double mbs = size * depth * batches / elapsed / 1e6;
+        double kops = depth * batches / elapsed / 1e3;
+        absl::PrintF("%9d %6d %6d %12.2f %12.1f %12.1f %9d\n", size, depth,
+                     window, batch_us, mbs, kops, in_flight);
+        absl::StrAppendFormat(
+            &json,
+            "%s\n  {\"transport\": \"%s\", \"bytes\": %d, "
+            "\"depth\": %d, \"window\": %d, \"batch_us\": %.3f, "
+            "\"MBps\": %.3f, \"kops\": %.3f, \"max_in_flight\": %d}",
+            json.size() > 1 ? "," : "", t->name(), size, depth, window,
+            batch_us, mbs, kops, in_flight);
       }
-      double batch_us = elapsed / batches * 1e6;
-      double mbs = size * depth * batches / elapsed / 1e6;
-      double kops = depth * batches / elapsed / 1e3;
-      absl::PrintF("%9d %6d %12.2f %12.1f %12.1f\n", size, depth, batch_us, mbs,
-                   kops);
-      absl::StrAppendFormat(&json,
-                            "%s\n  {\"transport\": \"%s\", \"bytes\": %d, "
-                            "\"depth\": %d, \"batch_us\": %.3f, \"MBps\": "
-                            "%.3f, \"kops\": %.3f}",
-                            json.size() > 1 ? "," : "", t->name(), size, depth,
-                            batch_us, mbs, kops);
     }
   }
   json += "\n]\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio.hpp>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -126,6 +127,12 @@ absl::Status TcpConnection::Send(uint16_t type,
                       done = true;
                     });
   return impl_->RunUntil(done, ec, node_, "send");
+}
+
+size_t TcpConnection::BytesArrived() {
+  boost::system::error_code ec;
+  const size_t n = impl_->socket.available(ec);
+  return ec ? 0 : n;
 }
 
 absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
@@ -269,6 +276,12 @@ class TcpEndpoint : public Endpoint {
   TcpEndpoint(std::vector<HostPort> nodes, TcpOptions options)
       : nodes_(std::move(nodes)), options_(options), conns_(nodes_.size()) {}
 
+  // Counts what was really outstanding: a batch whose replies have all
+  // arrived (though not yet read) is no longer in flight.
+  uint64_t TakeMaxInFlight() override {
+    return std::exchange(max_in_flight_, InFlight(/*newest_counts=*/false));
+  }
+
  protected:
   // A batch is asynchronous: Begin sends one frame per memory node (all
   // nodes before any reply is awaited), End reads the replies. Several
@@ -280,7 +293,12 @@ class TcpEndpoint : public Endpoint {
 
   absl::Status Begin(std::span<const Op> ops) override {
     absl::Status s = SendFrames(ops);
-    if (!s.ok()) Reset();
+    if (!s.ok()) {
+      Reset();
+      return s;
+    }
+    // The batch just sent counts however fast its reply came.
+    max_in_flight_ = std::max(max_in_flight_, InFlight(/*newest_counts=*/true));
     return s;
   }
 
@@ -303,11 +321,41 @@ class TcpEndpoint : public Endpoint {
   struct Frame {
     uint32_t node;
     std::vector<const Op*> ops;
+    uint64_t reply_bytes = 0;  // a successful reply, header included
   };
   struct Pending {
     const Op* key;  // the batch's ops (unique while it is in flight)
     std::vector<Frame> frames;
   };
+
+  // Batches sent whose replies have not all arrived. Replies come back in
+  // order per connection, so a batch's are in once the bytes that have
+  // arrived on each of its connections cover every reply up to its own.
+  // (An error reply's size differs; errors end the stream anyway.)
+  uint64_t InFlight(bool newest_counts) {
+    if (pending_.empty()) return 0;
+    // Per connection: bytes arrived and not yet accounted to a reply (asked
+    // once); below zero once a reply is short, so later ones are too.
+    std::vector<int64_t> left(conns_.size(), 0);
+    std::vector<bool> asked(conns_.size(), false);
+    uint64_t count = 0;
+    for (const Pending& p : pending_) {
+      bool arrived = true;
+      for (const Frame& f : p.frames) {
+        int64_t& l = left[f.node];
+        if (!asked[f.node]) {
+          asked[f.node] = true;
+          l = conns_[f.node]
+                  ? static_cast<int64_t>(conns_[f.node]->BytesArrived())
+                  : 0;
+        }
+        l -= static_cast<int64_t>(f.reply_bytes);
+        if (l < 0) arrived = false;
+      }
+      if (!arrived || (newest_counts && &p == &pending_.back())) ++count;
+    }
+    return count;
+  }
 
   // After any failure the request/reply streams may be out of step: drop
   // every connection (they reconnect on next use) and every batch in flight.
@@ -335,6 +383,14 @@ class TcpEndpoint : public Endpoint {
         open_bytes[op.node] = 0;
       }
       frames[f].ops.push_back(&op);
+      if (frames[f].reply_bytes == 0) {
+        frames[f].reply_bytes = sizeof(wire::FrameHeader);
+      }
+      if (op.kind == OpKind::kRead) {
+        frames[f].reply_bytes += op.length;
+      } else if (op.kind != OpKind::kWrite) {
+        frames[f].reply_bytes += 8;
+      }
       open_bytes[op.node] += bytes;
     }
     for (const Frame& f : frames) {
@@ -410,6 +466,7 @@ class TcpEndpoint : public Endpoint {
   TcpOptions options_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
   std::vector<Pending> pending_;  // batches begun, oldest first
+  uint64_t max_in_flight_ = 0;    // since the last TakeMaxInFlight
 };
 
 }  // namespace

@@ -62,6 +62,8 @@ class TcpConnection {
     return Receive(type);
   }
   const HostPort& node() const { return node_; }
+  // Bytes that have arrived and not been received yet (0 on error).
+  size_t BytesArrived();
 
  private:
   struct Impl;

@@ -51,6 +51,7 @@ uint64_t Endpoint::Post() {
     }
   }
   ++stats_.round_trips;
+  ran_since_take_ = 1;
   inflight_.push_back({ticket, std::move(ops_), absl::OkStatus()});
   ops_.clear();
   Batch& b = inflight_.back();
@@ -64,7 +65,7 @@ absl::Status Endpoint::Wait(uint64_t ticket) {
     Batch& b = inflight_.front();
     absl::Status s = b.status.ok() ? End(b.ops) : b.status;
     if (first.ok()) first = s;
-    inflight_.erase(inflight_.begin());
+    inflight_.pop_front();
   }
   return first;
 }

@@ -7,15 +7,20 @@
 //
 // Operations are queued on a per-thread Endpoint and move only when Flush()
 // posts them as one batch and waits for all to complete — the shape of an
-// RDMA doorbell-batched chain with one signalled completion. Every operation
-// is counted here, in the base class, identically for every backend.
+// RDMA doorbell-batched chain with one signalled completion. Post() and
+// Wait() split that in two, so that asynchronous backends (tcp, rdma) can
+// have several batches in flight at once; synchronous ones (local) run the
+// batch inside Post(). Every operation is counted here, in the base class,
+// identically for every backend.
 #ifndef DMG_TRANSPORT_TRANSPORT_H_
 #define DMG_TRANSPORT_TRANSPORT_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -103,8 +108,24 @@ class Endpoint {
   // Waits for batch `ticket` and every batch posted before it; returns the
   // first error among them. Batches complete in the order they were posted.
   absl::Status Wait(uint64_t ticket);
-  // Batches posted and not yet waited for.
+  // Batches posted and not yet waited for. For a synchronous backend these
+  // have already run (inside Post), so this is not a measure of overlap; see
+  // TakeMaxInFlight.
   size_t outstanding() const { return inflight_.size(); }
+
+  // The most batches that were in flight at the same time — handed to the
+  // memory nodes and not yet seen to complete — since the previous call (or
+  // since the endpoint was made); the count then starts again from the
+  // batches in flight now. Synchronous backends (those that run a batch in
+  // Execute, like local) return 1 if a batch ran since the previous call,
+  // else 0. Asynchronous ones report what they saw: rdma counts batches with
+  // work requests posted whose completions it had not yet polled; tcp counts
+  // batches whose request frames were sent and whose replies had not fully
+  // arrived. The peak can only grow when a batch is posted, so calling this
+  // after every Post() loses nothing.
+  virtual uint64_t TakeMaxInFlight() {
+    return std::exchange(ran_since_take_, 0);
+  }
 
   size_t queued() const { return ops_.size(); }
   const OpStats& stats() const { return stats_; }
@@ -113,7 +134,11 @@ class Endpoint {
   // Synchronous backends implement Execute: the whole batch, then return.
   virtual absl::Status Execute(std::span<const Op> ops) = 0;
   // Asynchronous backends override Begin (send the batch) and End (collect
-  // its completions); End is called in the order Begin was. The default
+  // its completions), and TakeMaxInFlight. End is called in the order Begin
+  // was, with the same span, which stays valid and unchanged from Begin to
+  // End; End is not called for a batch whose Begin failed. Batches Begun
+  // and not yet Ended when the endpoint is destroyed are the backend's to
+  // drain or abandon (their local buffers may be gone by then). The default
   // Begin runs Execute and End does nothing.
   virtual absl::Status Begin(std::span<const Op> ops) { return Execute(ops); }
   virtual absl::Status End(std::span<const Op> ops) { return absl::OkStatus(); }
@@ -125,7 +150,9 @@ class Endpoint {
     absl::Status status;  // from Begin
   };
   std::vector<Op> ops_;
-  std::vector<Batch> inflight_;  // oldest first
+  // Oldest first. A deque, so a batch's ops never move while it is in flight.
+  std::deque<Batch> inflight_;
+  uint64_t ran_since_take_ = 0;  // for the default TakeMaxInFlight
   uint64_t next_ticket_ = 1;
   OpStats stats_;
 };

@@ -6,8 +6,10 @@
 #   A: memory node 0 on A:7400, and a lone memory node on A:7401
 #   B: memory node 1 on B:7400
 #   B: `dmg load` onto A:7401 alone, then PageRank and BFS --verify on one
-#      compute node in B against it, plus (BENCH=1, the default) a short
-#      transport_bench from B against it
+#      compute node in B against it, then rdma_test's RdmaRemoteTest from
+#      B against it (several batches in flight across the wire, every byte
+#      checked), plus (BENCH=1, the default) a short transport_bench from B
+#      against it, windows 1 and 4
 #   A: `dmg load` onto A:7400,B:7400, then PageRank and BFS --verify on two
 #      compute nodes: compute node 0 in A, compute node 1 in B
 #   every output byte-identical to the embedded run (no transport flags)
@@ -198,11 +200,18 @@ else
         --stats_json=$algo.1x1.json --verify || bad "$algo against $SOLO failed"
       same_as_embedded $algo $algo.1x1 "from B on A's memory node"
     done
+    say "== rdma_test RdmaRemoteTest from B against A's memory node $SOLO"
+    DMG_RDMA_REMOTE_NODE=$SOLO timeout 240 ./bin/rdma_test --gtest_brief=1 \
+      --gtest_filter='RdmaRemoteTest.*' > remote-test.log 2>&1 \
+      || bad "rdma_test RdmaRemoteTest against $SOLO failed"
+    grep -a -v '^I2' remote-test.log
+    grep -a 'batches in flight' remote-test.log | sed 's/^.*\] /  /'
+    if grep -a -q SKIPPED remote-test.log; then bad "RdmaRemoteTest skipped"; fi
     if [ "${BENCH:-1}" = 1 ]; then
       say "== transport_bench from B against A's memory node (TCG: ratios, not speeds)"
       timeout 120 ./bin/transport_bench --transport=rdma --memory_nodes="$SOLO" \
-        --sizes=64,65536 --depths=1,16 --seconds=0.2 --json=bench-2host.json \
-        || bad "transport_bench against $SOLO failed"
+        --sizes=64,65536 --depths=1,16 --windows=1,4 --seconds=0.3 \
+        --json=bench-2host.json || bad "transport_bench against $SOLO failed"
     fi
   fi
   mark ready

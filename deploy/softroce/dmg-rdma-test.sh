@@ -50,6 +50,9 @@ if [ "\${BENCH:-0}" = 1 ]; then
   echo "== READ micro-benchmark, rdma (soft-RoCE under TCG: emulated, not a NIC)"
   ./bin/transport_bench --transport=rdma --host=\$RXE_IP --seconds=0.3 \
     --json=bench-rdma.json
+  echo "== READ batches in flight: window 1, 2, 4 (rdma, soft-RoCE under TCG)"
+  ./bin/transport_bench --transport=rdma --host=\$RXE_IP --seconds=0.5 \
+    --sizes=4096,65536 --depths=16 --windows=1,2,4 --json=bench-rdma-window.json
 fi
 
 echo "== end-to-end: memory node over rdma, \$G"

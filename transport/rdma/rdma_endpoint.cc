@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
@@ -13,8 +14,6 @@
 
 namespace dmg::transport::rdma {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 bool IsAtomic(OpKind k) {
   return k == OpKind::kCompareAndSwap || k == OpKind::kFetchAndAdd;
@@ -34,7 +33,53 @@ const char* KindName(OpKind k) {
   return "?";
 }
 
+// Work-request ids: the batch's sequence number (low 32 bits) and the
+// piece's index in the batch, so completions of different batches are told
+// apart.
+uint64_t WrId(uint64_t seq, size_t piece) {
+  return (seq << 32) | static_cast<uint32_t>(piece);
+}
+uint32_t WrBatch(uint64_t wr_id) { return static_cast<uint32_t>(wr_id >> 32); }
+uint32_t WrPiece(uint64_t wr_id) { return static_cast<uint32_t>(wr_id); }
+
+uint64_t Align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+
 }  // namespace
+
+// A batch between Begin and End: its operations (the base class keeps them
+// in place until End), their keys, its pieces, and its rounds.
+struct RdmaEndpoint::Batch {
+  // Pieces [first, end), through `bytes` of staging at `staging`, posted as
+  // one chain per node; per_node holds (node, requests).
+  struct Round {
+    size_t first = 0;
+    size_t end = 0;
+    uint64_t bytes = 0;
+    std::vector<std::pair<uint32_t, int>> per_node;
+    uint64_t staging = 0;
+    int chains = 0;  // posted and not yet finished
+  };
+
+  void Reset() {
+    seq = 0;
+    ops = {};
+    keys.clear();
+    pieces.clear();
+    rounds.clear();
+    chains = 0;
+    status = absl::OkStatus();
+    abandoned = false;
+  }
+
+  uint64_t seq = 0;
+  std::span<const Op> ops;
+  std::vector<RegionKey> keys;  // per op
+  std::vector<Piece> pieces;
+  std::vector<Round> rounds;
+  int chains = 0;          // of all rounds, posted and not yet finished
+  absl::Status status;     // the first error
+  bool abandoned = false;  // the endpoint is going away: copy nothing out
+};
 
 // The staging buffer's registration on one device (connections to nodes
 // reached through the same device share it). MR before PD on destruction.
@@ -64,18 +109,42 @@ struct RdmaEndpoint::Connection {
   CmIdPtr id;
   CqPtr cq;
   QueuePair qp;
-  // Per-chain scratch; reserved to max_wr so pointers into it stay valid.
+
+  // One chain posted on this QP and not yet finished. An RC send queue
+  // completes in order, so chains finish oldest first.
+  struct Chain {
+    Batch* batch;
+    size_t round;
+    int wrs;        // send-queue slots it holds
+    int signalled;  // signalled completions still expected
+    size_t reads;   // its entries at the front of `reads`
+    size_t last_piece;
+    Clock::time_point posted;
+  };
+  std::deque<Chain> chains;
+  int outstanding = 0;  // work requests of `chains`: never above max_wr
+  // Remote bytes (address, length) read or atomically updated by `chains`,
+  // oldest first: a WRITE or atomic overlapping one of them is fenced.
+  std::deque<std::pair<uint64_t, uint32_t>> reads;
+  // Scratch for the chain being built; reserved to max_wr so pointers into
+  // it stay valid.
   std::vector<ibv_send_wr> wrs;
   std::vector<ibv_sge> sges;
-  std::vector<std::pair<uint64_t, uint32_t>> reads;  // READ/atomic targets
-  int queued = 0;   // pieces of the chain being built
-  int pending = 0;  // signalled completions still expected
+  size_t new_reads = 0;  // entries the chain being built added to `reads`
+  int queued = 0;        // pieces of the round being cut
 };
 
 RdmaEndpoint::RdmaEndpoint(const RdmaOptions& options, RegionResolver resolver)
     : options_(options), resolver_(std::move(resolver)) {}
 
-RdmaEndpoint::~RdmaEndpoint() = default;
+RdmaEndpoint::~RdmaEndpoint() {
+  // Batches begun and never ended: their local buffers may be gone, so
+  // nothing is copied out, but what is on the wire finishes (bounded by the
+  // timeout) so the memory nodes get their WRITEs; then the QPs go before
+  // the staging buffer.
+  for (auto& b : batches_) b->abandoned = true;
+  PollUntil([this] { return batches_on_wire_ == 0; });
+}
 
 absl::StatusOr<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Connect(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
@@ -230,7 +299,11 @@ absl::Status RdmaEndpoint::ConnectNode(uint32_t node,
                         sq, ErrnoText(errno)));
   }
   c.qp = QueuePair(id);
-  c.max_wr = std::max(1, std::min<int>(sq, attr.cap.max_send_wr));
+  // Outstanding requests (counted across every batch in flight) never
+  // exceed max_wr, so the CQ cannot overflow even when a failure flushes
+  // them all.
+  c.max_wr = std::max(
+      1, std::min({sq, static_cast<int>(attr.cap.max_send_wr), c.cq->cqe}));
   c.wrs.reserve(c.max_wr);
   c.sges.reserve(c.max_wr);
 
@@ -280,26 +353,75 @@ std::string RdmaEndpoint::Describe(const Op& op) const {
                          op.offset);
 }
 
-void RdmaEndpoint::Kill(Connection& c, const std::string& reason) {
-  if (!c.dead.empty()) return;
-  c.dead = reason;
-  c.pending = 0;
-  LOG(WARNING) << "rdma: connection to " << c.name << " is dead: " << reason;
-  if (!c.qp) return;
-  // Moves the QP to the error state (no further DMA into the staging buffer)
-  // and tells the memory node to drop its side.
-  if (!c.disconnected && rdma_disconnect(c.id.get()) == 0) {
-    c.disconnected = true;
-    return;
-  }
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(c.qp.get(), &attr, IBV_QP_STATE);
+uint64_t RdmaEndpoint::TakeMaxInFlight() {
+  return std::exchange(max_on_wire_, batches_on_wire_);
 }
 
 absl::Status RdmaEndpoint::Execute(std::span<const Op> ops) {
-  // Check everything before posting anything.
-  op_keys_.resize(ops.size());
+  if (absl::Status s = Begin(ops); !s.ok()) return s;
+  return End(ops);
+}
+
+absl::Status RdmaEndpoint::Begin(std::span<const Op> ops) {
+  std::unique_ptr<Batch> owned;
+  if (spare_.empty()) {
+    owned = std::make_unique<Batch>();
+  } else {
+    owned = std::move(spare_.back());
+    spare_.pop_back();
+    owned->Reset();
+  }
+  Batch& b = *owned;
+  if (absl::Status s = Validate(ops, b.keys); !s.ok()) {
+    spare_.push_back(std::move(owned));
+    return s;  // nothing posted; batches in flight are untouched
+  }
+  b.seq = next_seq_++;
+  b.ops = ops;
+  Cut(b);
+  batches_.push_back(std::move(owned));
+  // Retire batches whose completions have already arrived, so that the
+  // in-flight count taken after posting is what is really on the wire.
+  if (batches_on_wire_ > 0) PollOnce();
+  for (size_t r = 0; r < b.rounds.size() && b.status.ok(); ++r) {
+    // Room for the round frees up as earlier rounds complete; every chain
+    // in flight completes, fails or times out, so this wait is bounded.
+    if (!PollUntil([&] { return !b.status.ok() || Fits(b, r); })) {
+      Fail(b, absl::InternalError(absl::StrFormat(
+                  "rdma: a round of %d B and %d requests does not fit the "
+                  "staging buffer (%d B) and send queues with nothing in "
+                  "flight",
+                  b.rounds[r].bytes, b.rounds[r].end - b.rounds[r].first,
+                  staging_.size())));
+    }
+    if (!b.status.ok()) break;
+    PostRound(b, r);
+  }
+  // Errors after validation are the batch's, reported by End.
+  return absl::OkStatus();
+}
+
+absl::Status RdmaEndpoint::End(std::span<const Op> ops) {
+  if (batches_.empty() || batches_.front()->ops.data() != ops.data() ||
+      batches_.front()->ops.size() != ops.size()) {
+    return absl::InternalError(
+        "rdma: End for a batch that is not the oldest one begun");
+  }
+  Batch& b = *batches_.front();
+  // Ends only when b has nothing in flight: chains complete, fail or time
+  // out.
+  PollUntil([&] { return b.chains == 0; });
+  absl::Status s = std::move(b.status);
+  if (spare_.size() < 8) spare_.push_back(std::move(batches_.front()));
+  batches_.pop_front();
+  return s;
+}
+
+// --- Building. ---------------------------------------------------------------
+
+absl::Status RdmaEndpoint::Validate(std::span<const Op> ops,
+                                    std::vector<RegionKey>& keys) {
+  keys.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.node >= conns_.size()) {
@@ -339,51 +461,133 @@ absl::Status RdmaEndpoint::Execute(std::span<const Op> ops) {
       return absl::InvalidArgumentError(
           absl::StrFormat("rdma: %s: null local buffer", Describe(op)));
     }
-    op_keys_[i] = *key;
+    keys[i] = *key;
   }
+  return absl::OkStatus();
+}
 
-  // Cut the batch into chains that fit the staging buffer and send queues.
-  const uint64_t cap = staging_.size();
-  uint64_t used = 0;
-  pieces_.clear();
+uint64_t RdmaEndpoint::round_bytes() const {
+  // A quarter of the buffer, so that several batches (or rounds of one big
+  // batch) fit at once.
+  return std::max<uint64_t>(8, (staging_.size() / 4) & ~uint64_t{7});
+}
+
+void RdmaEndpoint::Cut(Batch& b) {
+  const uint64_t cap = round_bytes();
   for (auto& c : conns_) c->queued = 0;
-  for (uint32_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
+  Batch::Round cur;
+  auto close = [&] {
+    cur.end = b.pieces.size();
+    for (auto& c : conns_) {
+      if (c->queued > 0) cur.per_node.emplace_back(c->node, c->queued);
+      c->queued = 0;
+    }
+    b.rounds.push_back(std::move(cur));
+    cur = Batch::Round();
+    cur.first = b.pieces.size();
+  };
+  for (uint32_t i = 0; i < b.ops.size(); ++i) {
+    const Op& op = b.ops[i];
     Connection& c = *conns_[op.node];
     const uint64_t total = IsAtomic(op.kind) ? 8 : op.length;
     const uint64_t max_piece = std::min(cap, c.max_msg);
     for (uint64_t skip = 0; skip < total;) {
       const uint32_t len =
           static_cast<uint32_t>(std::min(total - skip, max_piece));
-      const uint64_t need = (static_cast<uint64_t>(len) + 7) & ~uint64_t{7};
-      if (used + need > cap || c.queued == c.max_wr) {
-        if (absl::Status s = RunChain(ops); !s.ok()) return s;
-        pieces_.clear();
-        used = 0;
-        for (auto& d : conns_) d->queued = 0;
+      const uint64_t need = Align8(len);
+      if ((cur.bytes + need > cap || c.queued == c.max_wr) &&
+          b.pieces.size() > cur.first) {
+        close();
       }
-      pieces_.push_back({i, len, skip, used});
-      used += need;
+      b.pieces.push_back({i, len, skip, cur.bytes});
+      cur.bytes += need;
       ++c.queued;
       skip += len;
     }
   }
-  if (pieces_.empty()) return absl::OkStatus();
-  return RunChain(ops);
+  if (b.pieces.size() > cur.first) close();
 }
 
-absl::Status RdmaEndpoint::RunChain(std::span<const Op> ops) {
-  std::byte* const base = staging_.data();
-  for (auto& c : conns_) {
-    c->wrs.clear();
-    c->sges.clear();
-    c->reads.clear();
-    c->pending = 0;
+// --- Posting. ----------------------------------------------------------------
+
+std::optional<uint64_t> RdmaEndpoint::AllocateStaging(uint64_t bytes) const {
+  const uint64_t cap = staging_.size();
+  if (staging_use_.empty()) {
+    if (bytes <= cap) return 0;
+    return std::nullopt;
   }
-  for (size_t p = 0; p < pieces_.size(); ++p) {
-    const Piece& pc = pieces_[p];
-    const Op& op = ops[pc.op];
-    const RegionKey& key = op_keys_[pc.op];
+  const uint64_t head = staging_use_.front().offset;
+  const uint64_t tail = staging_use_.back().offset + staging_use_.back().bytes;
+  if (tail > head) {  // in use: [head, tail)
+    if (tail + bytes <= cap) return tail;
+    if (bytes <= head) return 0;
+    return std::nullopt;
+  }
+  // Wrapped: in use [head, cap) and [0, tail).
+  if (tail + bytes <= head) return tail;
+  return std::nullopt;
+}
+
+void RdmaEndpoint::TakeStaging(uint64_t offset, uint64_t bytes) {
+  staging_use_.push_back({offset, bytes, false});
+}
+
+void RdmaEndpoint::ReleaseStaging(uint64_t offset) {
+  for (StagingUse& u : staging_use_) {
+    if (u.offset == offset && !u.released) {
+      u.released = true;
+      break;
+    }
+  }
+  while (!staging_use_.empty() && staging_use_.front().released) {
+    staging_use_.pop_front();
+  }
+}
+
+bool RdmaEndpoint::Fits(const Batch& b, size_t r) const {
+  const Batch::Round& rd = b.rounds[r];
+  for (const auto& [node, n] : rd.per_node) {
+    const Connection& c = *conns_[node];
+    if (!c.dead.empty()) return true;  // PostRound fails the batch at once
+    if (c.outstanding + n > c.max_wr) return false;  // send queue (and CQ)
+  }
+  return AllocateStaging(rd.bytes).has_value();
+}
+
+void RdmaEndpoint::PostRound(Batch& b, size_t r) {
+  Batch::Round& rd = b.rounds[r];
+  // A node that failed since the batch was checked (e.g. under an earlier
+  // batch) fails this batch before anything more of it is posted.
+  for (const auto& pn : rd.per_node) {
+    const uint32_t node = pn.first;
+    const Connection& c = *conns_[node];
+    if (c.dead.empty()) continue;
+    size_t p = rd.first;
+    while (b.ops[b.pieces[p].op].node != node) ++p;
+    Fail(b, absl::UnavailableError(absl::StrFormat(
+                "rdma: %s: the connection to %s failed earlier: %s",
+                Describe(b.ops[b.pieces[p].op]), c.name, c.dead)));
+    return;
+  }
+  const std::optional<uint64_t> at = AllocateStaging(rd.bytes);
+  if (!at.has_value()) {  // Fits() said there was room
+    Fail(b, absl::InternalError("rdma: no staging space for a round"));
+    return;
+  }
+  rd.staging = *at;
+  TakeStaging(rd.staging, rd.bytes);
+  std::byte* const base = staging_.data() + rd.staging;
+
+  for (const auto& pn : rd.per_node) {
+    Connection& c = *conns_[pn.first];
+    c.wrs.clear();
+    c.sges.clear();
+    c.new_reads = 0;
+  }
+  for (size_t p = rd.first; p < rd.end; ++p) {
+    const Piece& pc = b.pieces[p];
+    const Op& op = b.ops[pc.op];
+    const RegionKey& key = b.keys[pc.op];
     Connection& c = *conns_[op.node];
     ibv_sge sge{};
     sge.addr = reinterpret_cast<uint64_t>(base + pc.staging);
@@ -391,13 +595,14 @@ absl::Status RdmaEndpoint::RunChain(std::span<const Op> ops) {
     sge.lkey = c.device->staging_mr->lkey;
     c.sges.push_back(sge);
     ibv_send_wr wr{};
-    wr.wr_id = p;
+    wr.wr_id = WrId(b.seq, p);
     wr.sg_list = &c.sges.back();
     wr.num_sge = 1;
     const uint64_t raddr = key.addr + op.offset + pc.skip;
     // The responder may let a WRITE or atomic overtake an earlier READ or
-    // atomic; fence it when their bytes overlap, so a batch keeps program
-    // order. (Everything else on one QP is executed in order.)
+    // atomic; fence it when their bytes overlap one still in flight on this
+    // QP (this batch's or an earlier one's), so program order holds.
+    // (Everything else on one QP is executed in order.)
     if (op.kind != OpKind::kRead) {
       for (const auto& [addr, len] : c.reads) {
         if (raddr < addr + len && addr < raddr + pc.len) {
@@ -406,7 +611,10 @@ absl::Status RdmaEndpoint::RunChain(std::span<const Op> ops) {
         }
       }
     }
-    if (op.kind != OpKind::kWrite) c.reads.emplace_back(raddr, pc.len);
+    if (op.kind != OpKind::kWrite) {
+      c.reads.emplace_back(raddr, pc.len);
+      ++c.new_reads;
+    }
     switch (op.kind) {
       case OpKind::kRead:
         wr.opcode = IBV_WR_RDMA_READ;
@@ -439,148 +647,233 @@ absl::Status RdmaEndpoint::RunChain(std::span<const Op> ops) {
 
   // One doorbell per node. (Soft-RoCE may do much of the work inside
   // ibv_post_send, so the clock starts before it.)
-  const Clock::time_point start = Clock::now();
-  absl::Status error;
-  int outstanding = 0;
+  const Clock::time_point now = Clock::now();
   const int every = options_.signal_every;
-  for (auto& cp : conns_) {
-    Connection& c = *cp;
-    const size_t n = c.wrs.size();
-    if (n == 0) continue;
-    for (size_t k = 0; k < n; ++k) {
-      c.wrs[k].next = k + 1 < n ? &c.wrs[k + 1] : nullptr;
-      if ((k + 1) % every == 0 || k + 1 == n) {
+  for (const auto& pn : rd.per_node) {
+    Connection& c = *conns_[pn.first];
+    const size_t count = c.wrs.size();
+    int signalled = 0;
+    for (size_t k = 0; k < count; ++k) {
+      c.wrs[k].next = k + 1 < count ? &c.wrs[k + 1] : nullptr;
+      if ((k + 1) % every == 0 || k + 1 == count) {
         c.wrs[k].send_flags |= IBV_SEND_SIGNALED;
-        ++c.pending;
+        ++signalled;
       }
     }
     ibv_send_wr* bad = nullptr;
     if (int rc = ibv_post_send(c.qp.get(), c.wrs.data(), &bad); rc != 0) {
-      const Op& op = ops[pieces_[bad != nullptr ? bad->wr_id : 0].op];
-      std::string why =
-          absl::StrFormat("ibv_post_send of %d requests: %s", n, ErrnoText(rc));
-      if (error.ok()) {
-        error = absl::UnavailableError(
-            absl::StrFormat("rdma: %s failed: %s", Describe(op), why));
-      }
-      Kill(c, why);
+      const size_t p = bad != nullptr ? WrPiece(bad->wr_id) : rd.first;
+      std::string why = absl::StrFormat("ibv_post_send of %d requests: %s",
+                                        count, ErrnoText(rc));
+      Fail(b,
+           absl::UnavailableError(absl::StrFormat(
+               "rdma: %s failed: %s", Describe(b.ops[b.pieces[p].op]), why)));
+      Kill(c, why);  // also drops this chain's entries in c.reads
       continue;
     }
-    ++outstanding;
+    c.chains.push_back({&b, r, static_cast<int>(count), signalled, c.new_reads,
+                        WrPiece(c.wrs.back().wr_id), now});
+    c.outstanding += static_cast<int>(count);
+    ++rd.chains;
+    if (b.chains++ == 0) ++batches_on_wire_;
+  }
+  max_on_wire_ = std::max(max_on_wire_, batches_on_wire_);
+  if (rd.chains == 0) ReleaseStaging(rd.staging);  // nothing went out
+}
+
+// --- Polling and completing. -------------------------------------------------
+
+void RdmaEndpoint::Fail(Batch& b, absl::Status s) {
+  if (b.status.ok()) b.status = std::move(s);
+}
+
+void RdmaEndpoint::ChainDone(Batch& b, size_t r) {
+  Batch::Round& rd = b.rounds[r];
+  --rd.chains;
+  if (--b.chains == 0) --batches_on_wire_;
+  if (rd.chains > 0) return;
+  // The round's last chain: its READ and atomic results are in staging.
+  if (b.status.ok() && !b.abandoned) {
+    const std::byte* const base = staging_.data() + rd.staging;
+    for (size_t p = rd.first; p < rd.end; ++p) {
+      const Piece& pc = b.pieces[p];
+      const Op& op = b.ops[pc.op];
+      if (op.kind == OpKind::kWrite) continue;
+      std::memcpy(static_cast<std::byte*>(op.local) + pc.skip,
+                  base + pc.staging, pc.len);
+    }
+  }
+  ReleaseStaging(rd.staging);
+}
+
+void RdmaEndpoint::Kill(Connection& c, const std::string& reason) {
+  if (!c.dead.empty()) return;
+  c.dead = reason;
+  LOG(WARNING) << "rdma: connection to " << c.name << " is dead: " << reason;
+  if (c.qp) {
+    // Moves the QP to the error state (no further DMA into the staging
+    // buffer) and tells the memory node to drop its side.
+    if (!c.disconnected && rdma_disconnect(c.id.get()) == 0) {
+      c.disconnected = true;
+    } else {
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      ibv_modify_qp(c.qp.get(), &attr, IBV_QP_STATE);
+    }
+  }
+  // Every chain still on it is flushed: its batch fails (naming its own
+  // operation, unless it already has an error) and its staging is free.
+  std::deque<Connection::Chain> chains = std::move(c.chains);
+  c.chains.clear();
+  c.reads.clear();
+  c.outstanding = 0;
+  for (const Connection::Chain& ch : chains) {
+    Batch& b = *ch.batch;
+    Fail(b, absl::UnavailableError(absl::StrFormat(
+                "rdma: %s failed: the connection to %s failed: %s",
+                Describe(b.ops[b.pieces[ch.last_piece].op]), c.name, reason)));
+    ChainDone(b, ch.round);
+  }
+}
+
+void RdmaEndpoint::PollOnce() {
+  ibv_wc wc[32];
+  for (auto& cp : conns_) {
+    Connection& c = *cp;
+    if (c.chains.empty()) continue;
+    const int n = ibv_poll_cq(c.cq.get(), 32, wc);
+    if (n < 0) {
+      const Connection::Chain& ch = c.chains.front();
+      Fail(*ch.batch,
+           absl::UnavailableError(absl::StrFormat(
+               "rdma: %s failed: polling the CQ of %s failed",
+               Describe(ch.batch->ops[ch.batch->pieces[ch.last_piece].op]),
+               c.name)));
+      Kill(c, "ibv_poll_cq failed");
+      continue;
+    }
+    for (int j = 0; j < n && !c.chains.empty(); ++j) {
+      if (wc[j].status != IBV_WC_SUCCESS) {
+        // The batch and piece the failed request belongs to.
+        Batch* b = c.chains.front().batch;
+        for (const Connection::Chain& ch : c.chains) {
+          if (static_cast<uint32_t>(ch.batch->seq) == WrBatch(wc[j].wr_id)) {
+            b = ch.batch;
+            break;
+          }
+        }
+        const size_t p =
+            std::min<size_t>(WrPiece(wc[j].wr_id), b->pieces.size() - 1);
+        const Op& op = b->ops[b->pieces[p].op];
+        std::string why =
+            absl::StrFormat("%s (status %d, vendor error 0x%x)",
+                            ibv_wc_status_str(wc[j].status),
+                            static_cast<int>(wc[j].status), wc[j].vendor_err);
+        if (wc[j].status == IBV_WC_REM_ACCESS_ERR) {
+          why += " (outside the registered region, or its key was revoked)";
+        }
+        // A flushed or retried-out request usually means the memory node
+        // went away; its CM event says so.
+        if (absl::StatusOr<CmEvent> e = NextCmEvent(c.channel.get(), 0);
+            e.ok() && (e->type == RDMA_CM_EVENT_DISCONNECTED ||
+                       e->type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
+          c.disconnected = e->type == RDMA_CM_EVENT_DISCONNECTED;
+          why += absl::StrFormat(" after %s from the memory node",
+                                 rdma_event_str(e->type));
+        } else if (wc[j].status == IBV_WC_WR_FLUSH_ERR) {
+          why +=
+              " (the QP was already in the error state; the memory node "
+              "has probably closed the connection)";
+        }
+        Fail(*b, absl::UnavailableError(absl::StrFormat(
+                     "rdma: %s failed: %s; the connection is now closed",
+                     Describe(op), why)));
+        Kill(c, absl::StrFormat("%s failed: %s", Describe(op), why));
+        break;  // the rest are flushed requests
+      }
+      Connection::Chain& ch = c.chains.front();
+      if (WrBatch(wc[j].wr_id) != static_cast<uint32_t>(ch.batch->seq)) {
+        // Bookkeeping gone wrong: stop this QP rather than guess.
+        const std::string why = absl::StrFormat(
+            "a completion for batch %d while batch %d's chain was oldest",
+            WrBatch(wc[j].wr_id), static_cast<uint32_t>(ch.batch->seq));
+        Fail(*ch.batch, absl::InternalError("rdma: " + c.name + ": " + why));
+        Kill(c, why);
+        break;
+      }
+      if (--ch.signalled > 0) continue;
+      Batch& b = *ch.batch;
+      const size_t r = ch.round;
+      c.outstanding -= ch.wrs;
+      c.reads.erase(c.reads.begin(),
+                    c.reads.begin() + static_cast<std::ptrdiff_t>(ch.reads));
+      c.chains.pop_front();
+      ChainDone(b, r);
+    }
   }
 
-  // Wait for each chain's signalled completions.
-  const Clock::time_point deadline =
-      start + std::chrono::milliseconds(options_.timeout_ms);
-  Clock::time_point next_cm_check = start + std::chrono::milliseconds(1);
-  ibv_wc wc[32];
-  while (outstanding > 0) {
+  const Clock::time_point now = Clock::now();
+  if (now >= next_cm_check_) {
+    // A memory node that went away says so on the CM channel long before
+    // the transport's retries give up.
+    next_cm_check_ = now + std::chrono::milliseconds(1);
     for (auto& cp : conns_) {
       Connection& c = *cp;
-      if (c.pending == 0) continue;
-      const int n = ibv_poll_cq(c.cq.get(), 32, wc);
-      if (n < 0) {
-        if (error.ok()) {
-          error = absl::UnavailableError(
-              absl::StrFormat("rdma: polling the CQ of %s failed", c.name));
-        }
-        Kill(c, "ibv_poll_cq failed");
-        --outstanding;
+      if (c.chains.empty()) continue;
+      absl::StatusOr<CmEvent> e = NextCmEvent(c.channel.get(), 0);
+      if (!e.ok() && e.status().code() == absl::StatusCode::kDeadlineExceeded) {
         continue;
       }
-      for (int j = 0; j < n; ++j) {
-        if (wc[j].status != IBV_WC_SUCCESS) {
-          const Op& op = ops[pieces_[wc[j].wr_id].op];
-          std::string why =
-              absl::StrFormat("%s (status %d, vendor error 0x%x)",
-                              ibv_wc_status_str(wc[j].status),
-                              static_cast<int>(wc[j].status), wc[j].vendor_err);
-          if (wc[j].status == IBV_WC_REM_ACCESS_ERR) {
-            why += " (outside the registered region, or its key was revoked)";
-          }
-          // A flushed or retried-out request usually means the memory node
-          // went away; its CM event says so.
-          if (absl::StatusOr<CmEvent> e = NextCmEvent(c.channel.get(), 0);
-              e.ok() && (e->type == RDMA_CM_EVENT_DISCONNECTED ||
-                         e->type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
-            c.disconnected = e->type == RDMA_CM_EVENT_DISCONNECTED;
-            why += absl::StrFormat(" after %s from the memory node",
-                                   rdma_event_str(e->type));
-          } else if (wc[j].status == IBV_WC_WR_FLUSH_ERR) {
-            why +=
-                " (the QP was already in the error state; the memory node "
-                "has probably closed the connection)";
-          }
-          if (error.ok()) {
-            error = absl::UnavailableError(
-                absl::StrFormat("rdma: %s failed: %s; the connection is now "
-                                "closed",
-                                Describe(op), why));
-          }
-          Kill(c, absl::StrFormat("%s failed: %s", Describe(op), why));
-          --outstanding;
-          break;  // the rest are flushed requests
-        }
-        if (--c.pending == 0) {
-          --outstanding;
-          break;
-        }
+      if (e.ok() && e->type != RDMA_CM_EVENT_DISCONNECTED &&
+          e->type != RDMA_CM_EVENT_DEVICE_REMOVAL) {
+        continue;  // e.g. an address change: not fatal by itself
       }
+      std::string why = e.ok() ? absl::StrFormat("%s from the memory node",
+                                                 rdma_event_str(e->type))
+                               : std::string(e.status().message());
+      if (e.ok() && e->type == RDMA_CM_EVENT_DISCONNECTED) {
+        c.disconnected = true;
+      }
+      const Connection::Chain& ch = c.chains.front();
+      Fail(*ch.batch,
+           absl::UnavailableError(absl::StrFormat(
+               "rdma: %s failed: %s",
+               Describe(ch.batch->ops[ch.batch->pieces[ch.last_piece].op]),
+               why)));
+      Kill(c, why);
     }
-    if (outstanding == 0) break;
+  }
+  // Each chain gets timeout_ms from its posting; the oldest on a QP is the
+  // first that must complete.
+  const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
+  for (auto& cp : conns_) {
+    Connection& c = *cp;
+    if (c.chains.empty() || now < c.chains.front().posted + timeout) continue;
+    int pending = 0;
+    for (const Connection::Chain& ch : c.chains) pending += ch.signalled;
+    const Connection::Chain& ch = c.chains.front();
+    std::string why = absl::StrFormat(
+        "no completion within %d ms (%d signalled requests outstanding)",
+        options_.timeout_ms, pending);
+    Fail(
+        *ch.batch,
+        absl::DeadlineExceededError(absl::StrFormat(
+            "rdma: %s (last of its chain) failed: %s",
+            Describe(ch.batch->ops[ch.batch->pieces[ch.last_piece].op]), why)));
+    Kill(c, why);
+  }
+}
 
-    const Clock::time_point now = Clock::now();
-    if (now >= next_cm_check) {
-      // A memory node that went away says so on the CM channel long before
-      // the transport's retries give up.
-      next_cm_check = now + std::chrono::milliseconds(1);
-      for (auto& cp : conns_) {
-        Connection& c = *cp;
-        if (c.pending == 0) continue;
-        absl::StatusOr<CmEvent> e = NextCmEvent(c.channel.get(), 0);
-        if (!e.ok() &&
-            e.status().code() == absl::StatusCode::kDeadlineExceeded) {
-          continue;
-        }
-        if (e.ok() && e->type != RDMA_CM_EVENT_DISCONNECTED &&
-            e->type != RDMA_CM_EVENT_DEVICE_REMOVAL) {
-          continue;  // e.g. an address change: not fatal by itself
-        }
-        std::string why = e.ok() ? absl::StrFormat("%s from the memory node",
-                                                   rdma_event_str(e->type))
-                                 : std::string(e.status().message());
-        if (e.ok() && e->type == RDMA_CM_EVENT_DISCONNECTED) {
-          c.disconnected = true;
-        }
-        const Op& op = ops[pieces_[c.wrs.back().wr_id].op];
-        if (error.ok()) {
-          error = absl::UnavailableError(
-              absl::StrFormat("rdma: %s failed: %s", Describe(op), why));
-        }
-        Kill(c, why);
-        --outstanding;
-      }
-    }
-    if (now >= deadline) {
-      for (auto& cp : conns_) {
-        Connection& c = *cp;
-        if (c.pending == 0) continue;
-        const Op& op = ops[pieces_[c.wrs.back().wr_id].op];
-        std::string why = absl::StrFormat(
-            "no completion within %d ms (%d signalled requests outstanding)",
-            options_.timeout_ms, c.pending);
-        if (error.ok()) {
-          error = absl::DeadlineExceededError(absl::StrFormat(
-              "rdma: %s (last of its chain) failed: %s", Describe(op), why));
-        }
-        Kill(c, why);
-        --outstanding;
-      }
-      break;
-    }
+template <typename Done>
+bool RdmaEndpoint::PollUntil(Done done) {
+  const Clock::time_point start = Clock::now();
+  while (!done()) {
+    if (batches_on_wire_ == 0) return false;  // nothing can change
+    PollOnce();
+    if (done()) break;
     // Spin first (completions on real NICs take microseconds), then yield,
     // then sleep briefly so a slow or stuck peer does not burn a core.
-    const auto waited = now - start;
+    const auto waited = Clock::now() - start;
     if (waited < std::chrono::microseconds(200)) continue;
     if (waited < std::chrono::milliseconds(2)) {
       sched_yield();
@@ -588,15 +881,7 @@ absl::Status RdmaEndpoint::RunChain(std::span<const Op> ops) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-  if (!error.ok()) return error;
-
-  for (const Piece& pc : pieces_) {
-    const Op& op = ops[pc.op];
-    if (op.kind == OpKind::kWrite) continue;
-    std::memcpy(static_cast<std::byte*>(op.local) + pc.skip, base + pc.staging,
-                pc.len);
-  }
-  return absl::OkStatus();
+  return true;
 }
 
 }  // namespace dmg::transport::rdma

@@ -1,29 +1,46 @@
 // The compute side of the RDMA backend: an Endpoint that owns one reliable-
-// connected QP per memory node and executes each Flush() as doorbell-batched
-// chains of one-sided work requests.
+// connected QP per memory node and sends each batch as doorbell-batched
+// chains of one-sided work requests, with several batches in flight at once.
 //
-// Per batch: every operation is checked first (node, region key, bounds,
-// atomic alignment), so an invalid one fails the batch before anything is
-// posted. Then the operations become one chain of work requests per memory
-// node (one ibv_post_send each), with every `signal_every`-th and the last
-// signalled; the endpoint polls the nodes' CQs until each chain's last
-// signalled request completes. READ/WRITE payloads and atomic results pass
-// through a registered staging buffer; a batch that does not fit it (or a
-// node's send queue) runs as several chains in turn, and an operation bigger
-// than the buffer is split. A batch keeps program order per node (one QP
-// executes in order; a WRITE or atomic whose bytes overlap an earlier READ
-// or atomic of the same chain is fenced); different nodes are not ordered.
+// Post() (Begin) checks every operation first (node, region key, bounds,
+// atomic alignment), so an invalid one fails the batch before anything of it
+// is posted, and batches already in flight are untouched. Then the batch is
+// cut into rounds: each round is at most a quarter of the registered staging
+// buffer (READ/WRITE payloads and atomic results pass through it) and at
+// most a send queue's worth of requests per node, and becomes one chain per
+// memory node (one ibv_post_send each), with every `signal_every`-th request
+// and the last signalled. A round is posted as soon as it has room: staging
+// space from a ring shared by all batches in flight, and free slots in each
+// node's send queue (outstanding requests are counted per connection across
+// batches, so neither the send queue nor the CQ can overflow). Post returns
+// once every round is posted; a batch bigger than the free room waits, inside
+// Post, for earlier rounds (its own or earlier batches') to complete. Wait
+// (End) polls until the batch's chains have completed and copies its READ
+// and atomic results out of its staging; completions of other batches seen
+// on the way are retired too (work-request ids name batch and piece).
 //
-// Every wait is bounded by RdmaOptions::timeout_ms. A failed completion, a
-// timeout or a disconnect returns an error naming the node and the operation
-// and marks that node's connection dead: later operations on it fail at once
-// (the endpoint never reconnects; make a new one). Other nodes are unaffected.
+// Program order holds per node, within and across batches: one QP executes
+// in order, and a WRITE or atomic whose bytes overlap a READ or atomic still
+// in flight on that QP (of any batch) is fenced. Different nodes are not
+// ordered.
+//
+// Every wait is bounded by RdmaOptions::timeout_ms per chain. A failed
+// completion, a timeout or a disconnect fails the batch with an error naming
+// the node and the operation and marks that node's connection dead: every
+// other batch with requests in flight on it fails too (naming its own
+// operation), and later operations on it fail at once (the endpoint never
+// reconnects; make a new one). Other nodes are unaffected. The destructor
+// lets batches still in flight finish (bounded by the same timeout) without
+// copying their results out.
 #ifndef DMG_TRANSPORT_RDMA_RDMA_ENDPOINT_H_
 #define DMG_TRANSPORT_RDMA_RDMA_ENDPOINT_H_
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -64,15 +81,28 @@ class RdmaEndpoint : public Endpoint {
   bool alive(uint32_t node) const;
   // Whether the staging buffer got hugepages.
   bool staging_on_hugepages() const { return staging_.hugepages(); }
+  // Batches with work requests on the wire now (posted, completions not yet
+  // polled).
+  uint64_t batches_in_flight() const { return batches_on_wire_; }
+  // The most batches on the wire at once since the previous call, counted
+  // right after each round is posted (and after polling, without waiting,
+  // for completions that had already arrived); then starts again from
+  // batches_in_flight().
+  uint64_t TakeMaxInFlight() override;
 
  protected:
+  // Execute is Begin then End.
   absl::Status Execute(std::span<const Op> ops) override;
+  absl::Status Begin(std::span<const Op> ops) override;
+  absl::Status End(std::span<const Op> ops) override;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Device;
   struct Connection;
+  struct Batch;
   // One work request: bytes [skip, skip+len) of operation `op`, through
-  // staging bytes [staging, staging+len).
+  // staging bytes [staging, staging+len) of its round's staging space.
   struct Piece {
     uint32_t op;
     uint32_t len;
@@ -84,11 +114,35 @@ class RdmaEndpoint : public Endpoint {
   absl::Status ConnectNode(uint32_t node, const NodeAddress& address);
   absl::StatusOr<Device*> DeviceFor(ibv_context* ctx);
   absl::StatusOr<RegionKey> Key(uint32_t node, uint32_t region);
-  // Posts pieces_ (one chain per node) and waits for all of them.
-  absl::Status RunChain(std::span<const Op> ops);
-  // Marks a connection dead and stops its QP.
+
+  // Building: checks every op of a batch and looks up its region's key.
+  absl::Status Validate(std::span<const Op> ops, std::vector<RegionKey>& keys);
+  // Cuts a validated batch into pieces and rounds.
+  void Cut(Batch& b);
+  // Posting: whether round r of b can be posted now (staging space and send
+  // queue slots; a round that will fail at once also "fits"), and posting it.
+  bool Fits(const Batch& b, size_t r) const;
+  void PostRound(Batch& b, size_t r);
+  // Polling: one pass over every connection with chains in flight (CQ, CM
+  // events, deadlines), then polls until done() holds or nothing is in
+  // flight; returns done().
+  void PollOnce();
+  template <typename Done>
+  bool PollUntil(Done done);
+  // Completing: one chain of round r of b is finished (completed or failed);
+  // the last one retires the round (results copied out, staging freed).
+  void ChainDone(Batch& b, size_t r);
+  void Fail(Batch& b, absl::Status s);
+  // Marks a connection dead, stops its QP and fails every chain on it.
   void Kill(Connection& c, const std::string& reason);
   std::string Describe(const Op& op) const;
+
+  // The staging ring: allocations are released in any order, reused once
+  // every older one is released.
+  std::optional<uint64_t> AllocateStaging(uint64_t bytes) const;
+  void TakeStaging(uint64_t offset, uint64_t bytes);
+  void ReleaseStaging(uint64_t offset);
+  uint64_t round_bytes() const;
 
   const RdmaOptions options_;
   RegionResolver resolver_;
@@ -98,9 +152,19 @@ class RdmaEndpoint : public Endpoint {
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Connection>> conns_;
   std::unordered_map<uint64_t, RegionKey> keys_;  // (node << 32 | region)
-  // Per-batch scratch, kept to avoid reallocating.
-  std::vector<RegionKey> op_keys_;
-  std::vector<Piece> pieces_;
+  // Batches begun and not yet ended, oldest first; spare ones for reuse.
+  std::deque<std::unique_ptr<Batch>> batches_;
+  std::vector<std::unique_ptr<Batch>> spare_;
+  uint64_t next_seq_ = 1;
+  uint64_t batches_on_wire_ = 0;  // batches with chains in flight
+  uint64_t max_on_wire_ = 0;      // since the last TakeMaxInFlight
+  struct StagingUse {
+    uint64_t offset;
+    uint64_t bytes;
+    bool released;
+  };
+  std::deque<StagingUse> staging_use_;  // oldest first
+  Clock::time_point next_cm_check_{};
 };
 
 // The same, as a plain Endpoint.
