@@ -316,7 +316,10 @@ absl::Status GraphAwareBlockSource::Stream(
               dir[i].length);
     }
     f.ticket = ep.Post();
-    uint64_t depth = ep.outstanding();
+    // Batches really in flight on the wire (1 on synchronous backends,
+    // which run a batch inside Post), not merely posted and not waited for.
+    // The only caller of TakeMaxInFlight on this endpoint.
+    uint64_t depth = ep.TakeMaxInFlight();
     uint64_t seen = max_outstanding_.load(std::memory_order_relaxed);
     while (depth > seen &&
            !max_outstanding_.compare_exchange_weak(seen, depth)) {

@@ -114,7 +114,8 @@ class BlockSource {
   // came back). BFS's Claim visits each vertex once: ranges stay cheaper.
   virtual void SetFrontierKeepsBlocks(Direction, bool) {}
   virtual bool FrontierKeepsBlocks(Direction) const { return false; }
-  // Most READ batches one worker had posted at once, since the last call.
+  // Most READ batches one worker's endpoint had in flight at once (as the
+  // transport counts them: Endpoint::TakeMaxInFlight), since the last call.
   virtual uint64_t TakeMaxOutstanding() { return 1; }
 
  protected:

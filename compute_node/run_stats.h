@@ -47,7 +47,8 @@ struct SuperstepStats {
   double seconds = 0;
   transport::OpStats ops;
   CacheCounters cache;
-  uint64_t max_outstanding = 0;  // most READ batches one worker had posted
+  // Most READ batches one worker's endpoint had in flight at once.
+  uint64_t max_outstanding = 0;
 };
 
 // One compute node's figures in a job of several (compute node 0 gathers

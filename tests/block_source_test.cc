@@ -17,6 +17,7 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -90,7 +91,10 @@ struct ReadRecord {
 };
 
 // Serves READs from the store regions; records every READ, by batch. Can
-// fail every batch, or corrupt the first byte of every READ.
+// fail every batch, or corrupt the first byte of every READ. Asynchronous,
+// as a network is: a batch's bytes land only when it is waited for (so a
+// source that used a buffer before its Wait would see stale bytes), and the
+// batches posted and not yet waited for are the ones in flight.
 class StoreEndpoint : public transport::Endpoint {
  public:
   explicit StoreEndpoint(const Store& s) : store_(s) {}
@@ -100,7 +104,20 @@ class StoreEndpoint : public transport::Endpoint {
   bool corrupt = false;
   bool poison = false;  // the first 4 bytes of every READ become 0xff
 
+  uint64_t TakeMaxInFlight() override {
+    return std::exchange(peak_, in_flight_);
+  }
+
  protected:
+  absl::Status Begin(std::span<const transport::Op>) override {
+    if (fail) return absl::UnavailableError("injected failure");
+    peak_ = std::max(peak_, ++in_flight_);
+    return absl::OkStatus();
+  }
+  absl::Status End(std::span<const transport::Op> ops) override {
+    --in_flight_;
+    return Execute(ops);
+  }
   absl::Status Execute(std::span<const transport::Op> ops) override {
     if (fail) return absl::UnavailableError("injected failure");
     batches.emplace_back();
@@ -126,6 +143,7 @@ class StoreEndpoint : public transport::Endpoint {
 
  private:
   const Store& store_;
+  uint64_t in_flight_ = 0, peak_ = 0;
 };
 
 // A compute node's side: the remote graph (opened through its own fake)
