@@ -266,7 +266,9 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
   }
   // The plain block: header, the same offsets, targets, weights.
   const uint64_t plain = BlockBytes(k, h.edge_count, weighted);
-  buffer.words.resize(plain / 8);
+  // Grown, never shrunk: resizing down and up again would zero the
+  // difference for every block.
+  if (buffer.words.size() < plain / 8) buffer.words.resize(plain / 8);
   auto* out = reinterpret_cast<std::byte*>(buffer.words.data());
   BlockHeader ph = h;
   ph.flags &= ~kBlockFlagCompressed;

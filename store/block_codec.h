@@ -83,7 +83,7 @@ uint32_t EncodeBlock(const Csr& csr, VertexId first, uint32_t count,
                      uint64_t first_edge, uint32_t edges, bool split_piece,
                      std::byte* dst);
 
-// Where a decoded block goes: reused from block to block.
+// Where a decoded block goes: reused from block to block (it only grows).
 struct DecodeBuffer {
   std::vector<uint64_t> words;
 };

@@ -150,6 +150,17 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
   return out;
 }
 
+// The same answers (PageRank to 1e-12 in L1, BC relative 1e-12).
+void ExpectSameResults(const Results& a, const Results& b) {
+  EXPECT_LE(reference::L1Distance(a.pr, b.pr), 1e-12);
+  EXPECT_EQ(a.bfs, b.bfs);
+  EXPECT_EQ(a.cc, b.cc);
+  EXPECT_EQ(a.sssp, b.sssp);
+  EXPECT_EQ(a.tc, b.tc);
+  EXPECT_EQ(a.kcore, b.kcore);
+  EXPECT_FALSE(reference::CompareRelative(a.bc, b.bc, 1e-12).any);
+}
+
 class GeneratedGraphs : public ::testing::TestWithParam<
                             std::tuple<store::GeneratorParams::Kind, int>> {};
 
@@ -170,14 +181,7 @@ TEST(EngineTest, ResultsDoNotDependOnThreads) {
   TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 13);
   Results one = RunAllAndCheck(t.graph, 1);
   for (int threads : {2, 4}) {
-    Results r = RunAllAndCheck(t.graph, threads);
-    EXPECT_LE(reference::L1Distance(one.pr, r.pr), 1e-12);
-    EXPECT_EQ(one.bfs, r.bfs);
-    EXPECT_EQ(one.cc, r.cc);
-    EXPECT_EQ(one.sssp, r.sssp);
-    EXPECT_EQ(one.tc, r.tc);
-    EXPECT_EQ(one.kcore, r.kcore);
-    EXPECT_EQ(reference::CompareRelative(one.bc, r.bc, 1e-12).any, false);
+    ExpectSameResults(one, RunAllAndCheck(t.graph, threads));
   }
 }
 
@@ -400,12 +404,7 @@ TEST(EngineTest, EveryCacheSizeAndPolicyGivesTheSameAnswers) {
                                                                 : "graph_aware")
                    << " cache " << bytes);
       Results r = RunAllAndCheck(t.graph, 2, 4096, false, {bytes, policy});
-      EXPECT_LE(reference::L1Distance(reference.pr, r.pr), 1e-12);
-      EXPECT_EQ(reference.bfs, r.bfs);
-      EXPECT_EQ(reference.cc, r.cc);
-      EXPECT_EQ(reference.sssp, r.sssp);
-      EXPECT_EQ(reference.tc, r.tc);
-      EXPECT_EQ(reference.kcore, r.kcore);
+      ExpectSameResults(reference, r);
     }
   }
 }
@@ -436,12 +435,7 @@ TEST(EngineTest, CompressedBlocksGiveTheSameAnswers) {
       if (bytes == minimum) {
         ASSERT_GT(store_bytes, 4 * bytes);
       }
-      EXPECT_LE(reference::L1Distance(reference.pr, r.pr), 1e-12);
-      EXPECT_EQ(reference.bfs, r.bfs);
-      EXPECT_EQ(reference.cc, r.cc);
-      EXPECT_EQ(reference.sssp, r.sssp);
-      EXPECT_EQ(reference.tc, r.tc);
-      EXPECT_EQ(reference.kcore, r.kcore);
+      ExpectSameResults(reference, r);
     }
   }
 }

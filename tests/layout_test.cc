@@ -55,20 +55,10 @@ StoreImage Build(const EdgeList& edges, uint32_t block_size,
                  uint32_t memory_nodes = 1, bool symmetrize = false) {
   CleanOptions clean;
   clean.symmetrize = symmetrize;
-  absl::StatusOr<Graph> g = BuildGraph(edges, clean);
-  EXPECT_TRUE(g.ok()) << g.status();
   LayoutOptions layout;
   layout.block_size = block_size;
   layout.num_memory_nodes = memory_nodes;
-  absl::StatusOr<StoreImage> image = BuildStoreImage(*g, layout);
-  EXPECT_TRUE(image.ok()) << image.status();
-  // Whatever was built must also pass full validation.
-  AlignedBuffer copy(image->bytes().size());
-  std::copy(image->bytes().begin(), image->bytes().end(), copy.data());
-  absl::StatusOr<StoreImage> checked =
-      StoreImage::FromBuffer(std::move(copy), "test");
-  EXPECT_TRUE(checked.ok()) << checked.status();
-  return *std::move(image);
+  return dmg::testing::BuildValidatedImage(edges, clean, layout);
 }
 
 TEST(LayoutTest, SmallGraphWithEmptyVerticesAndTrailingIsolated) {

@@ -361,42 +361,52 @@ TEST_F(RdmaTest, BatchBiggerThanStagingAndSendQueueAcrossTwoNodes) {
 
 // --- Several batches in flight. ----------------------------------------------
 
+// Posts 4 batches of 8 READs of `len` random bytes of `image` (region
+// `region` of node 0) one after another, then waits for the last; checks
+// every byte; up to `attempts` times until more than one batch was in
+// flight. Returns the most TakeMaxInFlight saw.
+uint64_t MostInFlightOfPostedReads(Endpoint& ep, uint32_t region,
+                                   std::span<const std::byte> image,
+                                   uint32_t len, int attempts, uint32_t seed) {
+  constexpr int kBatches = 4, kReads = 8;
+  std::mt19937 rng(seed);
+  uint64_t most = 0;
+  // A batch may finish before the next is posted now and then: a few
+  // attempts.
+  for (int attempt = 0; attempt < attempts && most < 2; ++attempt) {
+    std::vector<std::vector<std::byte>> got(kBatches * kReads,
+                                            std::vector<std::byte>(len));
+    std::vector<uint64_t> offsets(got.size()), tickets;
+    (void)ep.TakeMaxInFlight();
+    for (int b = 0; b < kBatches; ++b) {
+      for (int k = 0; k < kReads; ++k) {
+        const size_t i = b * kReads + k;
+        offsets[i] = rng() % (image.size() - len);
+        ep.Read(0, region, offsets[i], got[i].data(), len);
+      }
+      tickets.push_back(ep.Post());  // Post, Post, Post, Post ...
+    }
+    EXPECT_TRUE(ep.Wait(tickets.back()).ok());  // ... then Wait
+    const uint64_t max = ep.TakeMaxInFlight();
+    LOG(INFO) << "attempt " << attempt << ": at most " << max
+              << " batches in flight at once";
+    EXPECT_LE(max, static_cast<uint64_t>(kBatches));
+    most = std::max(most, max);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(std::memcmp(image.data() + offsets[i], got[i].data(), len), 0)
+          << "read " << i << " at " << offsets[i];
+    }
+  }
+  return most;
+}
+
 TEST_F(RdmaTest, ReadBatchesPostedTogetherAreInFlightTogether) {
   auto ep = Connect(options_);
   ASSERT_NE(ep, nullptr);
   std::vector<std::byte> image = Random(kRegionBytes, 11);
   std::memcpy(mem(0), image.data(), kRegionBytes);
-  constexpr int kBatches = 4, kReads = 8;
-  constexpr uint32_t kLen = 64 << 10;
-  std::mt19937 rng(3);
-  uint64_t most = 0;
-  // Soft-RoCE may finish a batch before the next is posted now and then, so
-  // a few attempts; every byte is checked every time.
-  for (int attempt = 0; attempt < 10 && most < 2; ++attempt) {
-    std::vector<std::vector<std::byte>> got(kBatches * kReads,
-                                            std::vector<std::byte>(kLen));
-    std::vector<uint64_t> offsets(got.size()), tickets;
-    (void)ep->TakeMaxInFlight();
-    for (int b = 0; b < kBatches; ++b) {
-      for (int k = 0; k < kReads; ++k) {
-        const size_t i = b * kReads + k;
-        offsets[i] = rng() % (kRegionBytes - kLen);
-        ep->Read(0, kRegion, offsets[i], got[i].data(), kLen);
-      }
-      tickets.push_back(ep->Post());  // Post, Post, Post, Post ...
-    }
-    const uint64_t on_wire = ep->batches_in_flight();
-    ASSERT_TRUE(ep->Wait(tickets.back()).ok());  // ... then Wait
-    const uint64_t max = ep->TakeMaxInFlight();
-    LOG(INFO) << "attempt " << attempt << ": " << on_wire
-              << " batches on the wire after posting, at most " << max;
-    EXPECT_LE(max, static_cast<uint64_t>(kBatches));
-    most = std::max(most, max);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(std::memcmp(image.data() + offsets[i], got[i].data(), kLen), 0)
-          << "read " << i << " at " << offsets[i];
-    }
-  }
+  const uint64_t most =
+      MostInFlightOfPostedReads(*ep, kRegion, image, 64 << 10, 10, 3);
   // rxe's loopback (both ends on one device) does all of a request's work
   // inside ibv_post_send, so there an honest count is 1: the batches never
   // overlap. Across a wire they do (RdmaRemoteTest; the two-VM script).
@@ -1076,35 +1086,8 @@ class RdmaRemoteTest : public ::testing::Test {
 
 TEST_F(RdmaRemoteTest, ReadBatchesPostedTogetherAreInFlightTogether) {
   auto ep = *transport_->NewEndpoint();
-  constexpr int kBatches = 4, kReads = 8;
-  constexpr uint32_t kLen = 16 << 10;
-  std::mt19937 rng(5);
-  uint64_t most = 0;
-  for (int attempt = 0; attempt < 5 && most < 2; ++attempt) {
-    std::vector<std::vector<std::byte>> got(kBatches * kReads,
-                                            std::vector<std::byte>(kLen));
-    std::vector<uint64_t> offsets(got.size()), tickets;
-    (void)ep->TakeMaxInFlight();
-    for (int b = 0; b < kBatches; ++b) {
-      for (int k = 0; k < kReads; ++k) {
-        const size_t i = b * kReads + k;
-        offsets[i] = rng() % (kBytes - kLen);
-        ep->Read(0, region_, offsets[i], got[i].data(), kLen);
-      }
-      tickets.push_back(ep->Post());  // Post, Post, Post, Post ...
-    }
-    ASSERT_TRUE(ep->Wait(tickets.back()).ok());  // ... then Wait
-    const uint64_t max = ep->TakeMaxInFlight();
-    LOG(INFO) << "attempt " << attempt << ": at most " << max
-              << " batches in flight at once";
-    EXPECT_LE(max, static_cast<uint64_t>(kBatches));
-    most = std::max(most, max);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(std::memcmp(image_.data() + offsets[i], got[i].data(), kLen), 0)
-          << "read " << i << " at " << offsets[i];
-    }
-  }
-  EXPECT_GT(most, 1u) << "the batches never overlapped";
+  EXPECT_GT(MostInFlightOfPostedReads(*ep, region_, image_, 16 << 10, 5, 5), 1u)
+      << "the batches never overlapped";
 }
 
 TEST_F(RdmaRemoteTest, MixedBatchesInFlightMatchOneAtATime) {

@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "store/build_graph.h"
 #include "store/graph.h"
+#include "store/layout.h"
+#include "store/store_image.h"
 
 namespace dmg::testing {
 
@@ -106,6 +109,23 @@ inline RefAdjacency ReferenceAdjacency(const store::EdgeList& edges,
                list.end());
   }
   return adj;
+}
+
+// An image of `edges` cleaned and laid out as asked, which must also pass
+// full validation (as a memory node would load it).
+inline store::StoreImage BuildValidatedImage(
+    const store::EdgeList& edges, const store::CleanOptions& clean,
+    const store::LayoutOptions& layout) {
+  absl::StatusOr<store::Graph> g = store::BuildGraph(edges, clean);
+  EXPECT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<store::StoreImage> image = store::BuildStoreImage(*g, layout);
+  EXPECT_TRUE(image.ok()) << image.status();
+  AlignedBuffer copy(image->bytes().size());
+  std::copy(image->bytes().begin(), image->bytes().end(), copy.data());
+  absl::StatusOr<store::StoreImage> checked =
+      store::StoreImage::FromBuffer(std::move(copy), "test");
+  EXPECT_TRUE(checked.ok()) << checked.status();
+  return *std::move(image);
 }
 
 }  // namespace dmg::testing
