@@ -40,6 +40,10 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t x) {
 // not fit 64 bits.
 inline bool GetVarint(const uint8_t*& p, const uint8_t* end, uint64_t* x,
                       int max_bytes = 10) {
+  if (p < end && *p < 0x80 && max_bytes > 0) {  // most values: one byte
+    *x = *p++;
+    return true;
+  }
   uint64_t v = 0;
   for (int i = 0; i < max_bytes && i < 10 && p < end; ++i) {
     const uint64_t b = *p++;
