@@ -379,8 +379,15 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   // offsets: it sizes nothing here), and decoded on arrival.
   const bool packed = graph_.compressed();
   if (packed) headers = nullptr;
+  // The layout's width of byte offsets (the memory node checked every
+  // block has it; a block that lied decodes to an error).
+  const bool narrow = store::NarrowOffsets(graph_.block_size());
+  const uint32_t index_width = packed ? store::OffsetWidth(narrow) : 4;
+  auto stream_at = [&](const DirectoryEntry& e) {
+    return store::StreamAt(e.vertex_count, narrow);
+  };
   auto stream_bytes = [&](const DirectoryEntry& e) {
-    return e.length - store::StreamAt(e.vertex_count);
+    return e.length - stream_at(e);
   };
   const uint64_t n = graph_.num_vertices();
   transport::Endpoint& ep = pool_.endpoint(worker);
@@ -434,14 +441,17 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       });
     }
     if (!sc.runs.empty()) {
-      sc.offsets.resize(total);
+      // Offsets land as `index_width`-byte words, at word r.at of a run.
+      sc.offsets.resize((total * index_width + 3) / 4);
+      auto* words = reinterpret_cast<std::byte*>(sc.offsets.data());
       for (const OffsetScratch::Run& r : sc.runs) {
         const DirectoryEntry& e = dir[r.entry];
         const RemoteGraph::Location loc = graph_.Locate(d, e);
         const uint64_t index_at = packed ? store::ByteOffsetsAt(e.vertex_count)
                                          : sizeof(store::BlockHeader);
-        ep.Read(loc.node, loc.region, loc.offset + index_at + 4 * r.first,
-                sc.offsets.data() + r.at, 4 * r.count);
+        ep.Read(loc.node, loc.region,
+                loc.offset + index_at + uint64_t{index_width} * r.first,
+                words + index_width * r.at, index_width * r.count);
       }
       if (absl::Status s = ep.Flush(); !s.ok()) return s;
     }
@@ -523,9 +533,15 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
         return;
       }
       while (sc.runs[run].first + sc.runs[run].count - 1 <= j) ++run;
-      const uint32_t* off = sc.offsets.data() + sc.runs[run].at;
-      *lo = off[j - sc.runs[run].first];
-      *hi = off[j - sc.runs[run].first + 1];
+      const uint64_t at = sc.runs[run].at + (j - sc.runs[run].first);
+      if (index_width == 2) {
+        const auto* off = reinterpret_cast<const uint16_t*>(sc.offsets.data());
+        *lo = off[at];
+        *hi = off[at + 1];
+      } else {
+        *lo = sc.offsets[at];
+        *hi = sc.offsets[at + 1];
+      }
       if (*lo > *hi || *hi > edges_in_block) {
         *lo = *hi = 0;
         if (bad.ok()) {
@@ -570,7 +586,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
         if (!status.ok()) return;
         if (bytes > 0) {
           ep.Read(loc.node, loc.region,
-                  loc.offset + store::StreamAt(e.vertex_count) + lo,
+                  loc.offset + stream_at(e) + lo,
                   base + used, bytes);
         }
         items.push_back({i, false, false, nullptr, v, used, bytes});

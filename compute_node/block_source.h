@@ -189,7 +189,7 @@ class GraphAwareBlockSource : public BlockSource {
       uint64_t at;
     };
     std::vector<Run> runs;
-    std::vector<uint32_t> offsets;
+    std::vector<uint32_t> offsets;  // u32 words, or u16 (narrow blocks)
     std::vector<int64_t> first_run;  // per entry of the unit; -1: whole
     // A compressed segment, decoded.
     std::vector<VertexId> targets;

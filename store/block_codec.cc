@@ -163,14 +163,23 @@ uint64_t SegmentBytes(const Csr& csr, VertexId v, uint64_t from, uint64_t to) {
 
 uint32_t EncodeBlock(const Csr& csr, VertexId first, uint32_t count,
                      uint64_t first_edge, uint32_t edges, bool split_piece,
-                     std::byte* dst) {
+                     bool narrow, std::byte* dst) {
   const bool weighted = csr.weighted();
   auto* offsets = reinterpret_cast<uint32_t*>(dst + sizeof(BlockHeader));
-  auto* byte_offsets = reinterpret_cast<uint32_t*>(dst + ByteOffsetsAt(count));
-  auto* const stream = reinterpret_cast<uint8_t*>(dst + StreamAt(count));
+  std::byte* const byte_offsets = dst + ByteOffsetsAt(count);
+  auto put_byte_offset = [&](uint32_t i, uint64_t at) {
+    if (narrow) {
+      const auto v = static_cast<uint16_t>(at);
+      std::memcpy(byte_offsets + 2 * i, &v, 2);
+    } else {
+      const auto v = static_cast<uint32_t>(at);
+      std::memcpy(byte_offsets + 4 * uint64_t{i}, &v, 4);
+    }
+  };
+  auto* const stream = reinterpret_cast<uint8_t*>(dst + StreamAt(count, narrow));
   uint8_t* p = stream;
   offsets[0] = 0;
-  byte_offsets[0] = 0;
+  put_byte_offset(0, 0);
   for (uint32_t i = 0; i < count; ++i) {
     const VertexId v = first + i;
     const uint64_t from = split_piece ? first_edge : csr.offsets[v];
@@ -198,14 +207,15 @@ uint32_t EncodeBlock(const Csr& csr, VertexId first, uint32_t count,
       p = bits.Finish();
     }
     offsets[i + 1] = static_cast<uint32_t>(to - first_edge);
-    byte_offsets[i + 1] = static_cast<uint32_t>(p - stream);
+    put_byte_offset(i + 1, p - stream);
   }
-  const uint64_t length = CompressedBlockBytes(count, p - stream);
+  const uint64_t length = CompressedBlockBytes(count, p - stream, narrow);
   std::memset(p, 0, dst + length - reinterpret_cast<std::byte*>(p));
   BlockHeader h{
       .magic = kBlockMagic,
       .flags = kBlockFlagCompressed | (weighted ? kBlockFlagWeighted : 0u) |
-               (split_piece ? kBlockFlagSplitPiece : 0u),
+               (split_piece ? kBlockFlagSplitPiece : 0u) |
+               (narrow ? kBlockFlagNarrowOffsets : 0u),
       .first_vertex = first,
       .vertex_count = count,
       .edge_count = edges,
@@ -225,6 +235,7 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
     return BlockView::Parse(bytes);
   }
   const bool weighted = h.flags & kBlockFlagWeighted;
+  const bool narrow = h.flags & kBlockFlagNarrowOffsets;
   auto bad = [&](std::string_view what) {
     return absl::DataLossError(absl::StrFormat(
         "compressed block at vertex %d: %s", h.first_vertex, what));
@@ -233,7 +244,7 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
     return absl::InvalidArgumentError("block bytes are not 8-byte aligned");
   }
   if (h.vertex_count == 0 || h.length > bytes.size() ||
-      StreamAt(h.vertex_count) > h.length) {
+      StreamAt(h.vertex_count, narrow) > h.length) {
     return bad(absl::StrFormat("length %d does not hold %d vertices' offsets",
                                h.length, h.vertex_count));
   }
@@ -243,18 +254,27 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
   const uint32_t k = h.vertex_count;
   const auto* offsets =
       reinterpret_cast<const uint32_t*>(bytes.data() + sizeof(BlockHeader));
-  const auto* byte_offsets =
-      reinterpret_cast<const uint32_t*>(bytes.data() + ByteOffsetsAt(k));
-  if (offsets[0] != 0 || offsets[k] != h.edge_count || byte_offsets[0] != 0) {
+  const std::byte* const byte_offsets_at = bytes.data() + ByteOffsetsAt(k);
+  auto byte_offsets = [&](uint32_t i) -> uint32_t {
+    if (narrow) {
+      uint16_t v;
+      std::memcpy(&v, byte_offsets_at + 2 * i, 2);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, byte_offsets_at + 4 * uint64_t{i}, 4);
+    return v;
+  };
+  if (offsets[0] != 0 || offsets[k] != h.edge_count || byte_offsets(0) != 0) {
     return bad("offsets do not span its edges");
   }
-  const uint64_t stream_bytes = byte_offsets[k];
-  if (h.length != CompressedBlockBytes(k, stream_bytes)) {
+  const uint64_t stream_bytes = byte_offsets(k);
+  if (h.length != CompressedBlockBytes(k, stream_bytes, narrow)) {
     return bad(absl::StrFormat("length %d disagrees with its %d stream bytes",
                                h.length, stream_bytes));
   }
   for (uint32_t i = 0; i < k; ++i) {
-    if (offsets[i] > offsets[i + 1] || byte_offsets[i] > byte_offsets[i + 1]) {
+    if (offsets[i] > offsets[i + 1] || byte_offsets(i) > byte_offsets(i + 1)) {
       return bad(
           absl::StrFormat("offsets decrease at vertex %d", h.first_vertex + i));
     }
@@ -271,7 +291,7 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
   if (buffer.words.size() < plain / 8) buffer.words.resize(plain / 8);
   auto* out = reinterpret_cast<std::byte*>(buffer.words.data());
   BlockHeader ph = h;
-  ph.flags &= ~kBlockFlagCompressed;
+  ph.flags &= ~(kBlockFlagCompressed | kBlockFlagNarrowOffsets);
   ph.length = static_cast<uint32_t>(plain);
   std::memcpy(out, &ph, sizeof(ph));
   std::memcpy(out + sizeof(BlockHeader), offsets, 4 * (uint64_t{k} + 1));
@@ -280,13 +300,13 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
   Weight* weights =
       weighted ? reinterpret_cast<Weight*>(targets + h.edge_count) : nullptr;
   const auto* stream =
-      reinterpret_cast<const uint8_t*>(bytes.data() + StreamAt(k));
+      reinterpret_cast<const uint8_t*>(bytes.data() + StreamAt(k, narrow));
   const auto* limit = reinterpret_cast<const uint8_t*>(bytes.data()) + h.length;
   for (uint32_t i = 0; i < k; ++i) {
     const uint32_t lo = offsets[i];
     const int64_t d = offsets[i + 1] - lo;
-    if (DecodeVertex(weighted, stream + byte_offsets[i],
-                     stream + byte_offsets[i + 1], limit, h.first_vertex + i, d,
+    if (DecodeVertex(weighted, stream + byte_offsets(i),
+                     stream + byte_offsets(i + 1), limit, h.first_vertex + i, d,
                      d, targets + lo, weighted ? weights + lo : nullptr) != d) {
       return bad(absl::StrFormat("the edges of vertex %d do not decode",
                                  h.first_vertex + i));

@@ -5,8 +5,11 @@
 // headers-only read (degrees, the header cache) works on either encoding,
 // then adds a byte offset per vertex into a stream of segments:
 //
-//   header (32)  u32 offsets[k+1]  u32 byte_offsets[k+1]  u8 stream[]  pad
+//   header (32)  u32 offsets[k+1]  u16|u32 byte_offsets[k+1]  u8 stream[]
 //
+// (byte offsets u16 when the layout's block size is at most 64 KiB, as a
+// stream is then shorter than 2^16 bytes: road graphs, with ~3 arcs a
+// vertex, save 2 bytes a vertex).
 // Vertex i's segment is stream[byte_offsets[i], byte_offsets[i+1]), empty
 // when it has no edges here, else
 //   varint d            its edges in this block
@@ -40,16 +43,24 @@
 
 namespace dmg::store {
 
+// Whether a layout of `block_size` gives its compressed blocks u16 byte
+// offsets (kBlockFlagNarrowOffsets), and their width.
+inline bool NarrowOffsets(uint32_t block_size) { return block_size <= 65536; }
+inline uint32_t OffsetWidth(bool narrow) { return narrow ? 2 : 4; }
 // Bytes of a compressed block with k vertices and `data` stream bytes.
-inline uint64_t CompressedBlockBytes(uint64_t vertices, uint64_t data) {
-  return (sizeof(BlockHeader) + 8 * (vertices + 1) + data + 7) & ~uint64_t{7};
+inline uint64_t CompressedBlockBytes(uint64_t vertices, uint64_t data,
+                                     bool narrow) {
+  return (sizeof(BlockHeader) + (4 + OffsetWidth(narrow)) * (vertices + 1) +
+          data + 7) &
+         ~uint64_t{7};
 }
 // Where the byte offsets and the stream start in a compressed block.
 inline uint64_t ByteOffsetsAt(uint32_t vertices) {
   return sizeof(BlockHeader) + 4 * (uint64_t{vertices} + 1);
 }
-inline uint64_t StreamAt(uint32_t vertices) {
-  return sizeof(BlockHeader) + 8 * (uint64_t{vertices} + 1);
+inline uint64_t StreamAt(uint32_t vertices, bool narrow) {
+  return sizeof(BlockHeader) +
+         (4 + OffsetWidth(narrow)) * (uint64_t{vertices} + 1);
 }
 
 // Sizes a segment edge by edge (for split pieces: as many edges as fit).
@@ -77,11 +88,12 @@ uint64_t SegmentBytes(const Csr& csr, VertexId v, uint64_t from, uint64_t to);
 // Writes the compressed block of edges [first_edge, first_edge + edges) of
 // vertices [first, first + count) of `csr` into dst (a split piece: count
 // 1 and a part of first's adjacency), which must hold
-// CompressedBlockBytes(count, stream bytes) bytes, padding zeroed; returns
-// the block's length.
+// CompressedBlockBytes(count, stream bytes, narrow) bytes, padding zeroed;
+// returns the block's length. `narrow`: u16 byte offsets (the stream must
+// then be shorter than 2^16 bytes).
 uint32_t EncodeBlock(const Csr& csr, VertexId first, uint32_t count,
                      uint64_t first_edge, uint32_t edges, bool split_piece,
-                     std::byte* dst);
+                     bool narrow, std::byte* dst);
 
 // Where a decoded block goes: reused from block to block (it only grows).
 struct DecodeBuffer {

@@ -126,6 +126,9 @@ inline constexpr uint32_t kBlockFlagWeighted = 1;
 inline constexpr uint32_t kBlockFlagSplitPiece = 2;
 // Delta + bit-packed neighbour ids (store/block_codec.h).
 inline constexpr uint32_t kBlockFlagCompressed = 4;
+// A compressed block's byte offsets are u16 (else u32): in layouts whose
+// block size is at most 64 KiB (store/block_codec.h, NarrowOffsets).
+inline constexpr uint32_t kBlockFlagNarrowOffsets = 8;
 
 struct BlockHeader {
   uint32_t magic;  // kBlockMagic

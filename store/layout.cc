@@ -44,11 +44,11 @@ DirectionLayout PlaceBlocks(const Csr& csr, const LayoutOptions& options) {
   return out;
 }
 
-void WriteBlock(const Csr& csr, const BlockPlan& p, bool compress,
-                std::byte* dst) {
-  if (compress) {
+void WriteBlock(const Csr& csr, const BlockPlan& p,
+                const LayoutOptions& options, std::byte* dst) {
+  if (options.compress) {
     EncodeBlock(csr, p.first_vertex, p.vertex_count, p.first_edge, p.edge_count,
-                p.split_piece, dst);
+                p.split_piece, NarrowOffsets(options.block_size), dst);
     return;
   }
   const bool weighted = csr.weighted();
@@ -127,6 +127,7 @@ std::vector<BlockPlan> PlanPlainBlocks(const Csr& csr, uint32_t block_size) {
 std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
                                             uint32_t block_size) {
   const uint64_t n = csr.num_vertices;
+  const bool narrow = NarrowOffsets(block_size);
   std::vector<uint64_t> segment(n);
   ParallelRanges(n, DefaultThreads(), [&](int, size_t b, size_t e) {
     for (size_t v = b; v < e; ++v) {
@@ -139,11 +140,11 @@ std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
                  uint64_t edges, bool split, uint64_t data) {
     plan.push_back({static_cast<VertexId>(first), static_cast<uint32_t>(count),
                     first_edge, static_cast<uint32_t>(edges), split,
-                    static_cast<uint32_t>(CompressedBlockBytes(count, data))});
+                    static_cast<uint32_t>(CompressedBlockBytes(count, data, narrow))});
   };
   uint64_t v = 0;
   while (v < n) {
-    if (CompressedBlockBytes(1, segment[v]) > block_size) {
+    if (CompressedBlockBytes(1, segment[v], narrow) > block_size) {
       // Split pieces, each as many edges as fit (a piece's first edge is
       // relative to v again). Any block size holds one edge.
       const VertexId u = static_cast<VertexId>(v);
@@ -151,7 +152,8 @@ std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
         const uint64_t from = k;
         SegmentSizer piece(csr, u);
         while (k < end &&
-               CompressedBlockBytes(1, piece.BytesWith(k)) <= block_size) {
+               CompressedBlockBytes(1, piece.BytesWith(k), narrow) <=
+                   block_size) {
           piece.Add(k++);
         }
         add(v, 1, from, k - from, true, piece.bytes());
@@ -161,8 +163,8 @@ std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
     }
     uint64_t first = v, data = segment[v];
     ++v;
-    while (v < n && CompressedBlockBytes(v - first + 1, data + segment[v]) <=
-                        block_size) {
+    while (v < n && CompressedBlockBytes(v - first + 1, data + segment[v],
+                                         narrow) <= block_size) {
       data += segment[v];
       ++v;
     }
@@ -245,7 +247,7 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
     ParallelRanges(dl[d].plan.size(), threads, [&](int, size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         const DirectoryEntry& entry = dl[d].entries[i];
-        WriteBlock(*csr[d], dl[d].plan[i], options.compress,
+        WriteBlock(*csr[d], dl[d].plan[i], options,
                    base + region_offset[entry.memory_node] + entry.offset);
       }
     });

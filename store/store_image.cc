@@ -143,11 +143,19 @@ absl::Status StoreImage::ValidateDirection(std::string_view source,
     }
     const std::span<const std::byte> bytes =
         RegionBytes(*region).subspan(e.offset, e.length);
-    if (bytes.size() >= sizeof(BlockHeader) &&
-        ((reinterpret_cast<const BlockHeader*>(bytes.data())->flags &
-          kBlockFlagCompressed) != 0) != compressed()) {
-      return bad(i, compressed() ? "a plain block in a compressed image"
-                                 : "a compressed block in a plain image");
+    if (bytes.size() >= sizeof(BlockHeader)) {
+      const uint32_t flags =
+          reinterpret_cast<const BlockHeader*>(bytes.data())->flags;
+      if (((flags & kBlockFlagCompressed) != 0) != compressed()) {
+        return bad(i, compressed() ? "a plain block in a compressed image"
+                                   : "a compressed block in a plain image");
+      }
+      // Readers of single segments locate them by the layout's offset
+      // width: every block must have it.
+      if (compressed() && ((flags & kBlockFlagNarrowOffsets) != 0) !=
+                              NarrowOffsets(sb.block_size)) {
+        return bad(i, "byte offsets of the wrong width for the block size");
+      }
     }
     absl::StatusOr<BlockView> view = ParseAnyBlock(bytes, decoded);
     if (!view.ok()) return bad(i, std::string(view.status().message()));

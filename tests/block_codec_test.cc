@@ -66,14 +66,21 @@ Adjacency ReadBack(const StoreImage& image, Direction d, VertexId v,
       continue;
     }
     const uint32_t j = v - e.first_vertex;
-    const auto* byte_offsets = reinterpret_cast<const uint32_t*>(
-        bytes.data() + ByteOffsetsAt(e.vertex_count));
+    const bool narrow = NarrowOffsets(image.block_size());
+    EXPECT_EQ((reinterpret_cast<const BlockHeader*>(bytes.data())->flags &
+               kBlockFlagNarrowOffsets) != 0,
+              narrow);
+    auto byte_offset = [&](uint32_t i) -> uint32_t {
+      const std::byte* at = bytes.data() + ByteOffsetsAt(e.vertex_count);
+      if (narrow) return reinterpret_cast<const uint16_t*>(at)[i];
+      return reinterpret_cast<const uint32_t*>(at)[i];
+    };
     std::vector<VertexId> t;
     std::vector<Weight> w;
-    absl::Status s =
-        DecodeSegment(bytes.subspan(StreamAt(e.vertex_count) + byte_offsets[j],
-                                    byte_offsets[j + 1] - byte_offsets[j]),
-                      v, image.weighted(), t, w);
+    absl::Status s = DecodeSegment(
+        bytes.subspan(StreamAt(e.vertex_count, narrow) + byte_offset(j),
+                      byte_offset(j + 1) - byte_offset(j)),
+        v, image.weighted(), t, w);
     EXPECT_TRUE(s.ok()) << s;
     for (size_t k = 0; k < t.size(); ++k) {
       out.push_back({t[k], image.weighted() ? w[k] : 0});
@@ -105,7 +112,8 @@ TEST(BlockCodecTest, EveryAdjacencyRoundTripsWholeAndBySegment) {
   e.Add(350, 3);  // a first target below its vertex
   e.Add(7, 499);  // a wide gap
   e.Add(499, 0);  // the first target 499 below
-  for (uint32_t block_size : {256u, 1024u, kDefaultBlockSize}) {
+  // 128 KiB blocks have u32 byte offsets, the others u16.
+  for (uint32_t block_size : {256u, 1024u, kDefaultBlockSize, 131072u}) {
     SCOPED_TRACE(::testing::Message() << "block " << block_size);
     StoreImage image = Build(e, block_size, true);
     EXPECT_TRUE(image.compressed());
@@ -128,7 +136,7 @@ TEST(BlockCodecTest, WeightsOfEveryRangeRoundTrip) {
     e.Add(v, (v * 13) % 300, v % 2 ? INT32_MAX : INT32_MIN);
     e.Add(v, (v * 17 + 1) % 300, 0);
   }
-  for (uint32_t block_size : {256u, 4096u}) {
+  for (uint32_t block_size : {256u, 4096u, 131072u}) {
     StoreImage image = Build(e, block_size, true);
     ASSERT_TRUE(image.weighted());
     ExpectMatchesReference(image, e, false);
@@ -166,18 +174,20 @@ TEST(BlockCodecTest, IdsUpToTheLastOneRoundTrip) {
                  0,
                  static_cast<VertexId>(kMaxVertexId - 1),
                  static_cast<VertexId>(kMaxVertexId)};
-  std::vector<uint64_t> words(64);
-  auto* dst = reinterpret_cast<std::byte*>(words.data());
-  const uint32_t length = EncodeBlock(csr, 0, 3, 0, 6, false, dst);
-  ASSERT_LE(length, words.size() * 8);
-  DecodeBuffer buffer;
-  absl::StatusOr<BlockView> b = ParseAnyBlock({dst, length}, buffer);
-  ASSERT_TRUE(b.ok()) << b.status();
-  for (VertexId v = 0; v < 3; ++v) {
-    std::span<const VertexId> t = b->targets(v);
-    EXPECT_EQ(std::vector<VertexId>(t.begin(), t.end()),
-              std::vector<VertexId>(csr.targets.begin() + csr.offsets[v],
-                                    csr.targets.begin() + csr.offsets[v + 1]));
+  for (bool narrow : {false, true}) {
+    std::vector<uint64_t> words(64);
+    auto* dst = reinterpret_cast<std::byte*>(words.data());
+    const uint32_t length = EncodeBlock(csr, 0, 3, 0, 6, false, narrow, dst);
+    ASSERT_LE(length, words.size() * 8);
+    DecodeBuffer buffer;
+    absl::StatusOr<BlockView> b = ParseAnyBlock({dst, length}, buffer);
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (VertexId v = 0; v < 3; ++v) {
+      std::span<const VertexId> t = b->targets(v);
+      EXPECT_EQ(std::vector<VertexId>(t.begin(), t.end()),
+                std::vector<VertexId>(csr.targets.begin() + csr.offsets[v],
+                                      csr.targets.begin() + csr.offsets[v + 1]));
+    }
   }
 }
 
@@ -187,7 +197,7 @@ struct Sample {
   uint32_t length = 0;
   std::byte* bytes() { return reinterpret_cast<std::byte*>(words.data()); }
   uint8_t* stream() {
-    return reinterpret_cast<uint8_t*>(bytes() + StreamAt(2));
+    return reinterpret_cast<uint8_t*>(bytes() + StreamAt(2, false));
   }
   uint32_t* byte_offsets() {
     return reinterpret_cast<uint32_t*>(bytes() + ByteOffsetsAt(2));
@@ -203,7 +213,7 @@ Sample MakeSample() {
   csr.offsets = {0, 3, 4};
   csr.targets = {1, 2, 40, 0};
   Sample s;
-  s.length = EncodeBlock(csr, 0, 2, 0, 4, false, s.bytes());
+  s.length = EncodeBlock(csr, 0, 2, 0, 4, false, /*narrow=*/false, s.bytes());
   return s;
 }
 
@@ -283,6 +293,27 @@ TEST(BlockCodecTest, ImagesAreCompressedOnRequestAndValidated) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("version 2"), std::string::npos)
       << bad.status();
+  // A block whose byte offsets claim the other width (checksums made to
+  // match): refused, since single segments are located by the layout's.
+  StoreImage packed = Build(e, 1024, true, true);
+  AlignedBuffer forged(packed.bytes().size());
+  std::copy(packed.bytes().begin(), packed.bytes().end(), forged.data());
+  auto* fsb = reinterpret_cast<Superblock*>(forged.data());
+  const DirectoryEntry first = packed.directory(Direction::kOut)[0];
+  for (uint32_t r = 0; r < fsb->num_regions; ++r) {
+    RegionEntry& region = fsb->regions[r];
+    if (region.kind != static_cast<uint32_t>(RegionKind::kOutBlocks)) continue;
+    auto* h = reinterpret_cast<BlockHeader*>(forged.data() + region.offset +
+                                             first.offset);
+    h->flags ^= kBlockFlagNarrowOffsets;
+    region.crc32 = Crc32({forged.data() + region.offset, region.length});
+  }
+  fsb->crc32 = Crc32({forged.data(), kSuperblockSize - 4});
+  absl::StatusOr<StoreImage> wrong =
+      StoreImage::FromBuffer(std::move(forged), "y.img");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("wrong width"), std::string::npos)
+      << wrong.status();
 }
 
 }  // namespace

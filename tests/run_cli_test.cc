@@ -195,15 +195,24 @@ TEST(RunCliTest, CompressedImagesGiveTheSameOutput) {
   ASSERT_EQ(info.exit_code, 0) << info.err;
   EXPECT_NE(info.out.find("compressed"), std::string::npos) << info.out;
   EXPECT_LT(Slurp(packed).size(), Slurp(plain).size() * 3 / 4);
+  // 128 KiB blocks: u32 byte offsets (16 KiB ones have u16).
+  const std::string wide = dir.file("g.w.img");
+  ASSERT_EQ(RunDmg("load --graph=" + plain +
+                   " --compress --block_size=131072 --image=" + wide)
+                .exit_code,
+            0);
   for (std::string algo : {"pagerank", "bfs", "cc", "sssp", "bc", "tc"}) {
-    for (const char* cache : {"", " --cache_mb=0.3"}) {
+    for (const char* cache : {"", " --cache_mb=0.3", " --cache_mb=1"}) {
       SCOPED_TRACE(algo + cache);
+      // The wide image needs 1 MB at least (its block buffers).
+      const bool big = std::string(cache) == " --cache_mb=1";
+      const std::string images[2] = {plain, big ? wide : packed};
       std::string outs[2];
       for (int z = 0; z < 2; ++z) {
         outs[z] = dir.file(algo + std::to_string(z));
-        testing::CommandResult run =
-            RunDmg("run --algo=" + algo + " --unit_weights --verify --graph=" +
-                   (z ? packed : plain) + cache + " --output=" + outs[z]);
+        testing::CommandResult run = RunDmg(
+            "run --algo=" + algo + " --unit_weights --verify --graph=" +
+            images[z] + cache + " --output=" + outs[z]);
         ASSERT_EQ(run.exit_code, 0) << run.err;
       }
       EXPECT_EQ(Slurp(outs[0]), Slurp(outs[1]));
