@@ -585,8 +585,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
         if (used + Align8(bytes) > batch_bytes_) status = deliver();
         if (!status.ok()) return;
         if (bytes > 0) {
-          ep.Read(loc.node, loc.region,
-                  loc.offset + stream_at(e) + lo,
+          ep.Read(loc.node, loc.region, loc.offset + stream_at(e) + lo,
                   base + used, bytes);
         }
         items.push_back({i, false, false, nullptr, v, used, bytes});

@@ -138,9 +138,10 @@ std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
   std::vector<BlockPlan> plan;
   auto add = [&](uint64_t first, uint64_t count, uint64_t first_edge,
                  uint64_t edges, bool split, uint64_t data) {
-    plan.push_back({static_cast<VertexId>(first), static_cast<uint32_t>(count),
-                    first_edge, static_cast<uint32_t>(edges), split,
-                    static_cast<uint32_t>(CompressedBlockBytes(count, data, narrow))});
+    plan.push_back(
+        {static_cast<VertexId>(first), static_cast<uint32_t>(count), first_edge,
+         static_cast<uint32_t>(edges), split,
+         static_cast<uint32_t>(CompressedBlockBytes(count, data, narrow))});
   };
   uint64_t v = 0;
   while (v < n) {
@@ -151,9 +152,8 @@ std::vector<BlockPlan> PlanCompressedBlocks(const Csr& csr,
       for (uint64_t k = csr.offsets[v], end = csr.offsets[v + 1]; k < end;) {
         const uint64_t from = k;
         SegmentSizer piece(csr, u);
-        while (k < end &&
-               CompressedBlockBytes(1, piece.BytesWith(k), narrow) <=
-                   block_size) {
+        while (k < end && CompressedBlockBytes(1, piece.BytesWith(k), narrow) <=
+                              block_size) {
           piece.Add(k++);
         }
         add(v, 1, from, k - from, true, piece.bytes());

@@ -184,9 +184,10 @@ TEST(BlockCodecTest, IdsUpToTheLastOneRoundTrip) {
     ASSERT_TRUE(b.ok()) << b.status();
     for (VertexId v = 0; v < 3; ++v) {
       std::span<const VertexId> t = b->targets(v);
-      EXPECT_EQ(std::vector<VertexId>(t.begin(), t.end()),
-                std::vector<VertexId>(csr.targets.begin() + csr.offsets[v],
-                                      csr.targets.begin() + csr.offsets[v + 1]));
+      EXPECT_EQ(
+          std::vector<VertexId>(t.begin(), t.end()),
+          std::vector<VertexId>(csr.targets.begin() + csr.offsets[v],
+                                csr.targets.begin() + csr.offsets[v + 1]));
     }
   }
 }

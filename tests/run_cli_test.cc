@@ -210,9 +210,9 @@ TEST(RunCliTest, CompressedImagesGiveTheSameOutput) {
       std::string outs[2];
       for (int z = 0; z < 2; ++z) {
         outs[z] = dir.file(algo + std::to_string(z));
-        testing::CommandResult run = RunDmg(
-            "run --algo=" + algo + " --unit_weights --verify --graph=" +
-            images[z] + cache + " --output=" + outs[z]);
+        testing::CommandResult run =
+            RunDmg("run --algo=" + algo + " --unit_weights --verify --graph=" +
+                   images[z] + cache + " --output=" + outs[z]);
         ASSERT_EQ(run.exit_code, 0) << run.err;
       }
       EXPECT_EQ(Slurp(outs[0]), Slurp(outs[1]));
