@@ -11,7 +11,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -556,35 +558,45 @@ TEST_F(RdmaTest, MixedBatchesInFlightMatchOneAtATime) {
   }
 }
 
-TEST_F(RdmaTest, BatchBiggerThanAStagingSlotAmongOthersInFlight) {
-  RdmaOptions small = options_;
-  small.staging_bytes = 64 << 10;  // rounds of 16 KiB
-  auto ep = Connect(small);
-  ASSERT_NE(ep, nullptr);
-  std::vector<std::byte> image = Random(kRegionBytes, 21);
-  std::memcpy(mem(0), image.data(), kRegionBytes);
-  // A: small READs.
-  std::vector<std::vector<std::byte>> a(8, std::vector<std::byte>(1000));
-  for (int k = 0; k < 8; ++k) ep->Read(0, kRegion, k * 5000, a[k].data(), 1000);
-  const uint64_t ta = ep->Post();
-  // B: a 40 KiB READ (more than a slot), a 200 KiB WRITE and a 150 KiB READ
-  // (more than the whole staging buffer).
-  std::vector<std::byte> b_small(40 << 10), b_big(150 << 10);
-  std::vector<std::byte> b_out = Random(200 << 10, 22);
+// Posts, without waiting in between: A, 8 small READs; B, a 40 KiB READ,
+// a WRITE of `out` at 2 MiB and a 150 KiB READ (more than a round, more
+// than a 64 KiB staging buffer); if `region_bytes` is given, C, an invalid
+// batch (a WRITE of word 0, then a READ past the end), which must fail
+// with OutOfRange; then D, READs every `stride` bytes of what B wrote
+// (program order across batches). Waits for each in turn and checks every
+// byte READ against `image`, the region's contents.
+void CheckBatchesAroundABigOne(Endpoint& ep, uint32_t region,
+                               std::span<const std::byte> image,
+                               std::span<const std::byte> out, uint64_t stride,
+                               std::optional<uint64_t> region_bytes) {
   constexpr uint64_t kOut = 2 << 20;
-  ep->Read(0, kRegion, 100 << 10, b_small.data(), b_small.size());
-  ep->Write(0, kRegion, kOut, b_out.data(), b_out.size());
-  ep->Read(0, kRegion, 1 << 20, b_big.data(), b_big.size());
-  const uint64_t tb = ep->Post();
-  // C: READs of what B wrote (program order across batches).
-  std::vector<std::vector<std::byte>> c(8, std::vector<std::byte>(3000));
-  for (int k = 0; k < 8; ++k) {
-    ep->Read(0, kRegion, kOut + k * 20000, c[k].data(), 3000);
+  std::vector<std::vector<std::byte>> a(8, std::vector<std::byte>(1000));
+  for (int k = 0; k < 8; ++k) ep.Read(0, region, k * 5000, a[k].data(), 1000);
+  const uint64_t ta = ep.Post();
+  std::vector<std::byte> b_small(40 << 10), b_big(150 << 10);
+  ep.Read(0, region, 100 << 10, b_small.data(), b_small.size());
+  ep.Write(0, region, kOut, out.data(), out.size());
+  ep.Read(0, region, 1 << 20, b_big.data(), b_big.size());
+  const uint64_t tb = ep.Post();
+  uint64_t v = 42;
+  char buf[16];
+  uint64_t tc = 0;
+  if (region_bytes) {
+    ep.Write(0, region, 0, &v, 8);
+    ep.Read(0, region, *region_bytes - 8, buf, 16);
+    tc = ep.Post();
   }
-  const uint64_t tc = ep->Post();
-  EXPECT_TRUE(ep->Wait(ta).ok());
-  EXPECT_TRUE(ep->Wait(tb).ok());
-  EXPECT_TRUE(ep->Wait(tc).ok());
+  std::vector<std::vector<std::byte>> d(8, std::vector<std::byte>(3000));
+  for (int k = 0; k < 8; ++k) {
+    ep.Read(0, region, kOut + k * stride, d[k].data(), 3000);
+  }
+  const uint64_t td = ep.Post();
+  EXPECT_TRUE(ep.Wait(ta).ok());
+  EXPECT_TRUE(ep.Wait(tb).ok());
+  if (region_bytes) {
+    EXPECT_EQ(ep.Wait(tc).code(), absl::StatusCode::kOutOfRange);
+  }
+  EXPECT_TRUE(ep.Wait(td).ok());
   for (int k = 0; k < 8; ++k) {
     ASSERT_EQ(std::memcmp(image.data() + k * 5000, a[k].data(), 1000), 0) << k;
   }
@@ -593,10 +605,22 @@ TEST_F(RdmaTest, BatchBiggerThanAStagingSlotAmongOthersInFlight) {
       0);
   EXPECT_EQ(std::memcmp(image.data() + (1 << 20), b_big.data(), b_big.size()),
             0);
-  EXPECT_EQ(std::memcmp(mem(kOut), b_out.data(), b_out.size()), 0);
   for (int k = 0; k < 8; ++k) {
-    ASSERT_EQ(std::memcmp(b_out.data() + k * 20000, c[k].data(), 3000), 0) << k;
+    ASSERT_EQ(std::memcmp(out.data() + k * stride, d[k].data(), 3000), 0) << k;
   }
+}
+
+TEST_F(RdmaTest, BatchBiggerThanAStagingSlotAmongOthersInFlight) {
+  RdmaOptions small = options_;
+  small.staging_bytes = 64 << 10;  // rounds of 16 KiB
+  auto ep = Connect(small);
+  ASSERT_NE(ep, nullptr);
+  std::vector<std::byte> image = Random(kRegionBytes, 21);
+  std::memcpy(mem(0), image.data(), kRegionBytes);
+  // B's WRITE is 200 KiB: more than the whole staging buffer.
+  std::vector<std::byte> out = Random(200 << 10, 22);
+  CheckBatchesAroundABigOne(*ep, kRegion, image, out, 20000, std::nullopt);
+  EXPECT_EQ(std::memcmp(mem(2 << 20), out.data(), out.size()), 0);
   EXPECT_EQ(ep->batches_in_flight(), 0u);
 }
 
@@ -1144,46 +1168,10 @@ TEST_F(RdmaRemoteTest, BigBatchAndInvalidBatchAmongOthersInFlight) {
   std::unique_ptr<RdmaTransport> t = Open(small);
   ASSERT_NE(t, nullptr);
   auto ep = *t->NewEndpoint();
-  // A: small READs. B: 40 KiB and 150 KiB READs and a 100 KiB WRITE (more
-  // than a round, more than the whole staging buffer). C: invalid (a READ
-  // past the end, after a WRITE that must not happen). D: READs of B's WRITE.
-  std::vector<std::vector<std::byte>> a(8, std::vector<std::byte>(1000));
-  for (int k = 0; k < 8; ++k) ep->Read(0, region_, k * 5000, a[k].data(), 1000);
-  const uint64_t ta = ep->Post();
-  std::vector<std::byte> b_small(40 << 10), b_big(150 << 10);
-  std::vector<std::byte> b_out = Random(100 << 10, 23);
-  constexpr uint64_t kOut = 2 << 20;
-  ep->Read(0, region_, 100 << 10, b_small.data(), b_small.size());
-  ep->Write(0, region_, kOut, b_out.data(), b_out.size());
-  ep->Read(0, region_, 1 << 20, b_big.data(), b_big.size());
-  const uint64_t tb = ep->Post();
-  uint64_t v = 42;
-  char buf[16];
-  ep->Write(0, region_, 0, &v, 8);
-  ep->Read(0, region_, kBytes - 8, buf, 16);
-  const uint64_t tc = ep->Post();
-  std::vector<std::vector<std::byte>> d(8, std::vector<std::byte>(3000));
-  for (int k = 0; k < 8; ++k) {
-    ep->Read(0, region_, kOut + k * 10000, d[k].data(), 3000);
-  }
-  const uint64_t td = ep->Post();
-  EXPECT_TRUE(ep->Wait(ta).ok());
-  EXPECT_TRUE(ep->Wait(tb).ok());
-  EXPECT_EQ(ep->Wait(tc).code(), absl::StatusCode::kOutOfRange);
-  EXPECT_TRUE(ep->Wait(td).ok());
+  std::vector<std::byte> out = Random(100 << 10, 23);
+  CheckBatchesAroundABigOne(*ep, region_, image_, out, 10000, kBytes);
   LOG(INFO) << "at most " << ep->TakeMaxInFlight()
             << " batches in flight at once";
-  for (int k = 0; k < 8; ++k) {
-    ASSERT_EQ(std::memcmp(image_.data() + k * 5000, a[k].data(), 1000), 0) << k;
-  }
-  EXPECT_EQ(
-      std::memcmp(image_.data() + (100 << 10), b_small.data(), b_small.size()),
-      0);
-  EXPECT_EQ(std::memcmp(image_.data() + (1 << 20), b_big.data(), b_big.size()),
-            0);
-  for (int k = 0; k < 8; ++k) {
-    ASSERT_EQ(std::memcmp(b_out.data() + k * 10000, d[k].data(), 3000), 0) << k;
-  }
   uint64_t word0 = 0;
   ep->Read(0, region_, 0, &word0, 8);
   ASSERT_TRUE(ep->Flush().ok());
