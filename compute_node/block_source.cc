@@ -386,8 +386,10 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   auto stream_at = [&](const DirectoryEntry& e) {
     return store::StreamAt(e.vertex_count, narrow);
   };
-  auto stream_bytes = [&](const DirectoryEntry& e) {
-    return e.length - stream_at(e);
+  // (0 for a directory entry too short to hold its offsets: it came over
+  // the wire.)
+  auto stream_bytes = [&](const DirectoryEntry& e) -> uint64_t {
+    return e.length > stream_at(e) ? e.length - stream_at(e) : 0;
   };
   const uint64_t n = graph_.num_vertices();
   transport::Endpoint& ep = pool_.endpoint(worker);
