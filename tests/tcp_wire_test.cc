@@ -1,7 +1,9 @@
 // The tcp server against hand-made frames on a raw socket (no DMG client):
 // out-of-bounds and unknown-region requests are rejected with an error reply
 // and logged, malformed frames drop the connection, nothing crashes, and the
-// server keeps serving; a shutdown request stops it.
+// server keeps serving; a shutdown request stops it. And the client against a
+// hand-made server: replies land in the caller's buffers, a reply of the
+// wrong size is DataLoss.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,12 +12,14 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "memory_node/memory_node.h"
 #include "transport/tcp_server.h"
+#include "transport/tcp_transport.h"
 #include "transport/wire.h"
 
 namespace dmg {
@@ -189,6 +193,103 @@ TEST(TcpWireTest, ShutdownRequestStopsTheServer) {
   ASSERT_TRUE(client.Receive(&h, &reply));
   (*server)->Wait();  // returns: the shutdown was taken
   (*server)->Stop();
+}
+
+TEST(TcpWireTest, AReusedReplyBufferCarriesNoStaleBytes) {
+  memory_node::MemoryNode node(0);
+  auto region = node.ServeAllocate(1 << 20, "data");
+  ASSERT_TRUE(region.ok());
+  std::string pattern(1 << 20, '\0');
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = char(i * 7 + 1);
+  ASSERT_TRUE(
+      node.ServeWrite(region->id, 0, pattern.data(), pattern.size()).ok());
+  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok());
+  RawClient client((*server)->port());
+  wire::FrameHeader h;
+  std::string reply;
+  // Big, small, failing, small again: each reply is exactly its READ.
+  const struct {
+    uint64_t offset;
+    uint32_t length;
+  } reads[] = {{0, 1 << 20}, {4096, 24}, {(1 << 20) - 8, 64}, {100, 3}};
+  for (const auto& rd : reads) {
+    client.Send(wire::kBatch, ReadOp(region->id, rd.offset, rd.length));
+    ASSERT_TRUE(client.Receive(&h, &reply));
+    if (rd.offset + rd.length > pattern.size()) {
+      EXPECT_TRUE(h.type & wire::kErrorBit);
+      continue;
+    }
+    EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
+    EXPECT_EQ(reply, pattern.substr(rd.offset, rd.length));
+  }
+}
+
+// A one-connection server that answers every frame with `reply_length`
+// bytes of 0xAB in a reply of the frame's type.
+class FakeServer {
+ public:
+  explicit FakeServer(uint32_t reply_length) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
+              0);
+    EXPECT_EQ(listen(listen_fd_, 1), 0);
+    socklen_t len = sizeof(a);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, reply_length] {
+      const int fd = accept(listen_fd_, nullptr, nullptr);
+      wire::FrameHeader h;
+      while (read(fd, &h, sizeof(h)) == sizeof(h)) {
+        std::string payload(h.length, '\0');
+        if (h.length > 0 && read(fd, payload.data(), h.length) <= 0) break;
+        wire::FrameHeader rh{wire::kMagic,
+                             static_cast<uint16_t>(h.type | wire::kReplyBit),
+                             0, reply_length, h.request_id};
+        std::string frame(reinterpret_cast<char*>(&rh), sizeof(rh));
+        frame += std::string(reply_length, '\xAB');
+        if (write(fd, frame.data(), frame.size()) < 0) break;
+      }
+      close(fd);
+    });
+  }
+  ~FakeServer() {
+    thread_.join();
+    close(listen_fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int listen_fd_;
+  uint16_t port_;
+  std::thread thread_;
+};
+
+TEST(TcpClientTest, RepliesLandInTheCallersPiecesAndTheWrongSizeIsDataLoss) {
+  for (uint32_t length : {12u, 11u, 13u}) {
+    FakeServer server(length);
+    auto c = transport::TcpConnection::Connect(
+        transport::HostPort{"127.0.0.1", server.port()},
+        transport::TcpOptions{});
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->Send(wire::kBatch, std::string("x")).ok());
+    char a[4] = {}, b[8] = {};
+    const transport::TcpConnection::Piece pieces[] = {{a, 4}, {b, 8}};
+    absl::Status s = (*c)->ReceiveInto(wire::kBatch, pieces);
+    if (length == 12) {
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(std::string(a, 4), std::string(4, '\xAB'));
+      EXPECT_EQ(std::string(b, 8), std::string(8, '\xAB'));
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      EXPECT_NE(s.message().find("expected 12"), std::string::npos) << s;
+      // The connection is not used again.
+      EXPECT_FALSE((*c)->Send(wire::kBatch, std::string("x")).ok());
+    }
+  }
 }
 
 }  // namespace

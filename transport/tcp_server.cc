@@ -115,15 +115,18 @@ struct TcpServer::Impl {
       case wire::kShutdown:
         *shutdown = true;
         return out;
-      case wire::kBatch:
-        return HandleBatch(r);
+      case wire::kBatch:  // Session serves batches through HandleBatch
+        return absl::InternalError("batch handed to Handle");
       default:
         return absl::InvalidArgumentError(
             absl::StrFormat("unknown request type %d", h.type));
     }
   }
 
-  absl::StatusOr<std::string> HandleBatch(wire::Reader& r) {
+  // Serves a batch into `frame` after its header's bytes: status is
+  // returned, payload (READ bytes and atomics' old values) written in place,
+  // so the reply leaves from the buffer the memory was read into.
+  absl::Status HandleBatch(wire::Reader& r, std::string* frame) {
     uint32_t count;
     if (!r.Get(&count) || count > wire::kMaxOpsPerBatch) {
       return absl::InvalidArgumentError("malformed batch");
@@ -146,7 +149,10 @@ struct TcpServer::Impl {
     if (reply_bytes > wire::kMaxPayload) {
       return absl::InvalidArgumentError("batch reply would be too large");
     }
-    std::string data(reply_bytes, '\0');
+    // Grows only: a session's buffer is reused, so a steady stream of
+    // batches allocates (and zero-fills) nothing.
+    frame->resize(sizeof(wire::FrameHeader) + reply_bytes);
+    char* const data = frame->data() + sizeof(wire::FrameHeader);
     uint64_t at = 0;
     std::vector<Op> reads;
     for (uint32_t i = 0; i < count; ++i) {
@@ -164,7 +170,7 @@ struct TcpServer::Impl {
           r.region = ops[end].region;
           r.offset = ops[end].offset;
           r.length = ops[end].length;
-          r.local = data.data() + run_at;
+          r.local = data + run_at;
           run_at += ops[end].length;
           reads.push_back(r);
           ++end;
@@ -178,7 +184,7 @@ struct TcpServer::Impl {
       absl::Status s;
       switch (static_cast<OpKind>(op.kind)) {
         case OpKind::kRead:
-          s = target->ServeRead(op.region, op.offset, data.data() + at,
+          s = target->ServeRead(op.region, op.offset, data + at,
                                 op.length);
           at += op.length;
           break;
@@ -197,7 +203,7 @@ struct TcpServer::Impl {
                   ? target->ServeCompareAndSwap(op.region, op.offset,
                                                 op.compare, op.operand)
                   : target->ServeFetchAndAdd(op.region, op.offset, op.operand);
-          if (old.ok()) std::memcpy(data.data() + at, &*old, 8);
+          if (old.ok()) std::memcpy(data + at, &*old, 8);
           s = old.status();
           at += 8;
           break;
@@ -213,7 +219,7 @@ struct TcpServer::Impl {
                                             std::string(s.message())));
       }
     }
-    return data;
+    return absl::OkStatus();
   }
 
   asio::awaitable<void> Session(std::shared_ptr<tcp::socket> socket) {
@@ -227,6 +233,11 @@ struct TcpServer::Impl {
       peer =
           e2 ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
     }
+    // Reused across requests (their capacity kept, up to a bound), so large
+    // batches cost no allocation or page faults each time.
+    std::string payload;
+    std::string frame;
+    constexpr size_t kKeepBytes = 64u << 20;
     while (true) {
       wire::FrameHeader h;
       co_await asio::async_read(*socket, asio::buffer(&h, sizeof(h)), token);
@@ -237,30 +248,41 @@ struct TcpServer::Impl {
                      << h.length << ")";
         break;
       }
-      std::string payload(h.length, '\0');
+      payload.resize(h.length);
       co_await asio::async_read(*socket, asio::buffer(payload), token);
       if (ec) break;
       bool shutdown = false;
-      absl::StatusOr<std::string> reply = Handle(h, payload, owned, &shutdown);
-      std::string frame(sizeof(wire::FrameHeader), '\0');
+      absl::Status status;
+      if (h.type == wire::kBatch) {
+        wire::Reader r(payload.data(), payload.size());
+        status = HandleBatch(r, &frame);
+      } else {
+        absl::StatusOr<std::string> reply =
+            Handle(h, payload, owned, &shutdown);
+        status = reply.status();
+        if (reply.ok()) {
+          frame.resize(sizeof(wire::FrameHeader));
+          frame += *reply;
+        }
+      }
       wire::FrameHeader rh{wire::kMagic,
                            static_cast<uint16_t>(h.type | wire::kReplyBit), 0,
                            0, h.request_id};
-      if (reply.ok()) {
-        frame += *reply;
-      } else {
+      if (!status.ok()) {
         rh.type |= wire::kErrorBit;
+        frame.resize(sizeof(wire::FrameHeader));
         wire::Writer w(&frame);
-        wire::PutStatus(w, reply.status());
+        wire::PutStatus(w, status);
         if (h.type != wire::kBatch) {
-          LOG(WARNING) << "request from " << peer
-                       << " failed: " << reply.status();
+          LOG(WARNING) << "request from " << peer << " failed: " << status;
         }
       }
       rh.length = static_cast<uint32_t>(frame.size() - sizeof(rh));
       std::memcpy(frame.data(), &rh, sizeof(rh));
       co_await asio::async_write(*socket, asio::buffer(frame), token);
       if (ec) break;
+      if (frame.capacity() > kKeepBytes) std::string().swap(frame);
+      if (payload.capacity() > kKeepBytes) std::string().swap(payload);
       if (shutdown) {
         LOG(INFO) << "shutdown requested by " << peer;
         RequestStop();

@@ -135,11 +135,11 @@ size_t TcpConnection::BytesArrived() {
   return ec ? 0 : n;
 }
 
-absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
-  wire::FrameHeader h;
+absl::Status TcpConnection::ReceiveHeader(uint16_t type,
+                                          wire::FrameHeader* h) {
   bool done = false;
   boost::system::error_code ec;
-  asio::async_read(impl_->socket, asio::buffer(&h, sizeof(h)),
+  asio::async_read(impl_->socket, asio::buffer(h, sizeof(*h)),
                    [&](const boost::system::error_code& e, size_t) {
                      ec = e;
                      done = true;
@@ -147,31 +147,73 @@ absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
   if (absl::Status s = impl_->RunUntil(done, ec, node_, "reply"); !s.ok()) {
     return s;
   }
-  if (h.magic != wire::kMagic || h.length > wire::kMaxPayload ||
-      (h.type & ~(wire::kReplyBit | wire::kErrorBit)) != type ||
-      !(h.type & wire::kReplyBit)) {
+  if (h->magic != wire::kMagic || h->length > wire::kMaxPayload ||
+      (h->type & ~(wire::kReplyBit | wire::kErrorBit)) != type ||
+      !(h->type & wire::kReplyBit)) {
     impl_->broken = true;
     return absl::DataLossError(
         absl::StrFormat("memory node %s: malformed reply", node_.ToString()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TcpConnection::Receive(uint16_t type) {
+  wire::FrameHeader h;
+  if (absl::Status s = ReceiveHeader(type, &h); !s.ok()) return s;
+  if (h.type & wire::kErrorBit) return ReceiveError(h);
   std::string payload(h.length, '\0');
-  done = false;
-  asio::async_read(impl_->socket, asio::buffer(payload),
+  Piece piece{payload.data(), payload.size()};
+  if (absl::Status s = ReceivePayload(std::span<const Piece>(&piece, 1));
+      !s.ok()) {
+    return s;
+  }
+  return payload;
+}
+
+absl::Status TcpConnection::ReceiveInto(uint16_t type,
+                                        std::span<const Piece> pieces) {
+  wire::FrameHeader h;
+  if (absl::Status s = ReceiveHeader(type, &h); !s.ok()) return s;
+  if (h.type & wire::kErrorBit) return ReceiveError(h);
+  uint64_t expected = 0;
+  for (const Piece& p : pieces) expected += p.size;
+  if (h.length != expected) {
+    impl_->broken = true;
+    return absl::DataLossError(absl::StrFormat(
+        "memory node %s: reply of %d bytes, expected %d", node_.ToString(),
+        h.length, expected));
+  }
+  return ReceivePayload(pieces);
+}
+
+absl::Status TcpConnection::ReceivePayload(std::span<const Piece> pieces) {
+  std::vector<asio::mutable_buffer> bufs;
+  bufs.reserve(pieces.size());
+  for (const Piece& p : pieces) {
+    if (p.size > 0) bufs.push_back(asio::buffer(p.data, p.size));
+  }
+  bool done = false;
+  boost::system::error_code ec;
+  asio::async_read(impl_->socket, bufs,
                    [&](const boost::system::error_code& e, size_t) {
                      ec = e;
                      done = true;
                    });
-  if (absl::Status s = impl_->RunUntil(done, ec, node_, "reply"); !s.ok()) {
+  return impl_->RunUntil(done, ec, node_, "reply");
+}
+
+absl::Status TcpConnection::ReceiveError(const wire::FrameHeader& h) {
+  std::string payload(h.length, '\0');
+  Piece piece{payload.data(), payload.size()};
+  if (absl::Status s = ReceivePayload(std::span<const Piece>(&piece, 1));
+      !s.ok()) {
     return s;
   }
-  if (h.type & wire::kErrorBit) {
-    wire::Reader r(payload.data(), payload.size());
-    absl::Status s = wire::GetStatus(r);
-    return absl::Status(s.code(),
-                        absl::StrFormat("memory node %s: %s", node_.ToString(),
-                                        std::string(s.message())));
-  }
-  return payload;
+  wire::Reader r(payload.data(), payload.size());
+  absl::Status s = wire::GetStatus(r);
+  return absl::Status(s.code(),
+                      absl::StrFormat("memory node %s: %s", node_.ToString(),
+                                      std::string(s.message())));
 }
 
 // ---------------------------------------------------------------- control
@@ -426,27 +468,22 @@ class TcpEndpoint : public Endpoint {
 
   absl::Status ReceiveFrames(const std::vector<Frame>& frames) {
     absl::Status first_error;
+    std::vector<TcpConnection::Piece> pieces;
     for (const Frame& f : frames) {
       if (!conns_[f.node]) {
         return absl::UnavailableError("connection to memory node " +
                                       nodes_[f.node].ToString() + " lost");
       }
-      absl::StatusOr<std::string> reply = conns_[f.node]->Receive(wire::kBatch);
-      if (!reply.ok()) {
-        if (first_error.ok()) first_error = reply.status();
-        continue;
-      }
-      wire::Reader r(reply->data(), reply->size());
+      // READ payloads and atomics' old values go straight from the socket
+      // to their destinations, in the order of the frame's operations.
+      pieces.clear();
       for (const Op* op : f.ops) {
         if (op->kind == OpKind::kWrite) continue;
-        uint32_t n = op->kind == OpKind::kRead ? op->length : 8;
-        const char* src = r.Take(n);
-        if (src == nullptr) {
-          return absl::DataLossError("short batch reply from memory node " +
-                                     nodes_[f.node].ToString());
-        }
-        std::memcpy(op->local, src, n);
+        pieces.push_back(
+            {op->local, op->kind == OpKind::kRead ? op->length : size_t{8}});
       }
+      absl::Status s = conns_[f.node]->ReceiveInto(wire::kBatch, pieces);
+      if (!s.ok() && first_error.ok()) first_error = s;
     }
     return first_error;
   }

@@ -57,6 +57,15 @@ class TcpConnection {
   absl::Status Send(uint16_t type, std::span<const std::string_view> parts);
   // Receives the next reply; an error reply becomes its status.
   absl::StatusOr<std::string> Receive(uint16_t type);
+  // Receives the next reply straight into `pieces`, in order (no staging
+  // copy: a batch's READ payloads land in their destinations). A successful
+  // reply must be exactly the pieces' total size (else DataLoss, and the
+  // connection is broken); an error reply becomes its status.
+  struct Piece {
+    void* data;
+    size_t size;
+  };
+  absl::Status ReceiveInto(uint16_t type, std::span<const Piece> pieces);
   absl::StatusOr<std::string> Call(uint16_t type, const std::string& payload) {
     if (absl::Status s = Send(type, payload); !s.ok()) return s;
     return Receive(type);
@@ -68,6 +77,11 @@ class TcpConnection {
  private:
   struct Impl;
   TcpConnection(HostPort node, std::unique_ptr<Impl> impl);
+  // Reads and checks the next reply's header.
+  absl::Status ReceiveHeader(uint16_t type, wire::FrameHeader* h);
+  // Reads an error reply's payload (h.length bytes) into its status.
+  absl::Status ReceiveError(const wire::FrameHeader& h);
+  absl::Status ReceivePayload(std::span<const Piece> pieces);
   HostPort node_;
   std::unique_ptr<Impl> impl_;
 };
