@@ -19,6 +19,7 @@
 #include "tools/load_command.h"
 #include "tools/memory_node_command.h"
 #include "tools/run_command.h"
+#include "tools/status_command.h"
 
 namespace dmg::cli {
 namespace {
@@ -44,6 +45,8 @@ commands:
   load  --graph=SPEC --memory_nodes=H:P,...   ingest into running memory nodes
   memory-node --listen=H:P --transport=tcp|rdma [--memory_mb=N] [--image=F
         --node_id=K]                 run a memory-node daemon
+  status --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
+                                     is every memory node up (and loaded)?
   help                               this text
 
 algorithms (--algo=NAME):
@@ -103,6 +106,9 @@ int Main(int argc, char** argv) {
   } else if (command == "memory-node") {
     run = MemoryNodeCommand;
     allowed = MemoryNodeFlagNames();
+  } else if (command == "status") {
+    run = StatusCommand;
+    allowed = StatusFlagNames();
   } else {
     std::fprintf(stderr, "dmg: error: unknown command '%s' (try: dmg help)\n",
                  command.c_str());

@@ -1,0 +1,111 @@
+#include "tools/status_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "gflags/gflags.h"
+#include "tools/cli.h"
+#include "transport/tcp_transport.h"
+
+DEFINE_int32(wait_ms, 0,
+             "status: keep asking until every memory node answers or this "
+             "many ms passed (0: ask once)");
+DEFINE_bool(require_store, false,
+            "status: a memory node counts as ready only once a store is "
+            "loaded into it");
+DECLARE_string(memory_nodes);
+DECLARE_int32(transport_timeout_ms);
+
+namespace dmg::cli {
+namespace {
+
+struct NodeStatus {
+  bool up = false;
+  bool has_store = false;
+  std::string line;
+};
+
+// One control connection per node, so a node that is down does not hide
+// the others' answers.
+NodeStatus Ask(const transport::HostPort& node, uint32_t position) {
+  NodeStatus st;
+  transport::TcpOptions options;
+  options.timeout_ms = FLAGS_transport_timeout_ms;
+  absl::StatusOr<std::unique_ptr<transport::TcpControl>> c =
+      transport::TcpControl::Connect({node}, options);
+  if (!c.ok()) {
+    st.line = absl::StrFormat("memory node %s (position %d): down: %s",
+                              node.ToString(), position, c.status().message());
+    return st;
+  }
+  absl::StatusOr<std::vector<transport::RegionInfo>> regions = (*c)->List(0);
+  if (!regions.ok()) {
+    st.line = absl::StrFormat("memory node %s (position %d): down: %s",
+                              node.ToString(), position,
+                              regions.status().message());
+    return st;
+  }
+  st.up = true;
+  uint64_t store_bytes = 0, other_bytes = 0;
+  int others = 0;
+  for (const transport::RegionInfo& r : *regions) {
+    if (r.id == transport::kStoreRegion) {
+      st.has_store = true;
+      store_bytes = r.length;
+    } else {
+      other_bytes += r.length;
+      ++others;
+    }
+  }
+  const uint32_t id = (*c)->reported_id(0);
+  st.line = absl::StrFormat(
+      "memory node %s (position %d): up, node id %d%s; %s; %d job regions "
+      "(%.1f MB)",
+      node.ToString(), position, id,
+      st.has_store && id != position ? " (does not match its position)" : "",
+      st.has_store ? absl::StrFormat("store loaded (%.1f MB)", store_bytes / 1e6)
+                   : std::string("no store loaded"),
+      others, other_bytes / 1e6);
+  if (st.has_store && id != position) st.has_store = false;
+  return st;
+}
+
+}  // namespace
+
+std::vector<std::string> StatusFlagNames() {
+  return {"memory_nodes", "wait_ms", "require_store", "transport_timeout_ms"};
+}
+
+int StatusCommand() {
+  absl::StatusOr<std::vector<transport::HostPort>> nodes =
+      transport::ParseHostPorts(FLAGS_memory_nodes);
+  if (!nodes.ok()) return ReportError(nodes.status());
+  if (nodes->empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "dmg status needs --memory_nodes=HOST:PORT,..."));
+  }
+  if (FLAGS_wait_ms < 0) {
+    return ReportError(absl::InvalidArgumentError("--wait_ms must be >= 0"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(FLAGS_wait_ms);
+  while (true) {
+    std::vector<NodeStatus> all;
+    bool ready = true;
+    for (uint32_t i = 0; i < nodes->size(); ++i) {
+      all.push_back(Ask((*nodes)[i], i));
+      ready = ready && all.back().up &&
+              (!FLAGS_require_store || all.back().has_store);
+    }
+    if (ready || std::chrono::steady_clock::now() >= deadline) {
+      for (const NodeStatus& st : all) std::printf("%s\n", st.line.c_str());
+      std::printf("%s\n", ready ? "ready" : "not ready");
+      return ready ? kExitOk : kExitFailure;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace dmg::cli
