@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# deploy/cluster, netns backend: 2 memory nodes and 2 compute nodes, each in
+# its own network namespace; load a real graph, PageRank and BFS verified
+# against the reference, then `down` must leave no namespace, link or dmg
+# process behind. Needs root (ip netns). Graph: $DMG_GRAPHS_DIR/road-NY.el,
+# else kron:16.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DMG_BIN="${DMG_BIN:-$PWD/build/release/tools/dmg}"
+work=$(mktemp -d)
+file=$work/cluster.toml
+C=(deploy/cluster --state "$work/state" "$file")
+trap '"${C[@]}" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+
+# A private name and subnet, so a cluster someone else has up is untouched.
+cat > "$file" <<TOML
+name = "t-netns"
+backend = "netns"
+[netns]
+subnet = "10.77.41.0/24"
+[[memory_nodes]]
+port = 7400
+[[memory_nodes]]
+port = 7400
+[[compute_nodes]]
+threads = 1
+[[compute_nodes]]
+threads = 1
+TOML
+
+graph=kron:16
+if [ -f "${DMG_GRAPHS_DIR:-}/road-NY.el" ]; then graph=$DMG_GRAPHS_DIR/road-NY.el; fi
+echo "cluster_netns_test: graph $graph"
+
+"${C[@]}" up
+"${C[@]}" status --require_store >/dev/null && { echo "FAIL: a store before load"; exit 1; }
+"${C[@]}" load "$graph"
+"${C[@]}" status --require_store
+for algo in pagerank bfs; do
+  out=$("${C[@]}" run --algo=$algo --graph="$graph" --verify)
+  echo "$out"
+  grep -q "verify: OK" <<<"$out" || { echo "FAIL: $algo not verified"; exit 1; }
+  grep -q "2 compute nodes" <<<"$out" || { echo "FAIL: $algo not on 2 compute nodes"; exit 1; }
+done
+"${C[@]}" down
+"${C[@]}" down >/dev/null   # idempotent
+
+# Nothing left: namespaces, bridge, veths, live processes on our subnet.
+left=$(ip netns list | grep '^dmg-t-netns-' || true)
+left+=$(ip -o link show | grep -E ': dmg[bv]'"$(printf t-netns | sha1sum | cut -c1-5)" || true)
+left+=$(ps -eo stat=,args= | awk '$1 !~ /^Z/' | grep -- '--listen=10\.77\.41\.' | grep -v grep || true)
+[ -d "$work/state" ] && left+=" state folder"
+if [ -n "$left" ]; then echo "FAIL: left behind: $left"; exit 1; fi
+echo "cluster_netns_test: PASS"
