@@ -11,6 +11,8 @@ PACKAGES=(
   zlib1g-dev liblzma-dev xz-utils gzip
   clang  # checks the lock annotations (ThreadSafetyAnnotations test)
   python3-matplotlib  # plots of deploy/experiments/*.py
+  iproute2 openssh-client openssh-server  # deploy/cluster (netns, ssh) and its tests
+  slurm-wlm munge  # tests/cluster_slurm_test.sh: a one-host Slurm
 )
 
 missing=()

@@ -31,6 +31,15 @@ fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
 ctest --preset release -j "$(nproc)"
 
+# deploy/cluster on every backend it can run here: netns, ssh against a real
+# sshd in a namespace, a one-host Slurm (about 30 s together).
+# DMG_SKIP_CLUSTER_TESTS=1 skips them (they need root and ip netns).
+if [ "${DMG_SKIP_CLUSTER_TESTS:-0}" = 1 ]; then
+  echo "quickstart: DMG_SKIP_CLUSTER_TESTS=1: skipping the cluster launcher tests"
+else
+  for t in netns ssh slurm; do bash "tests/cluster_${t}_test.sh"; done
+fi
+
 # RDMA: the conformance suite and an end-to-end job over real verbs, on
 # soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe);
 # then two VMs joined by an emulated link, memory and compute nodes on both,
