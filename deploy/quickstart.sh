@@ -31,13 +31,13 @@ fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
 ctest --preset release -j "$(nproc)"
 
-# deploy/cluster on every backend it can run here: netns, ssh against a real
-# sshd in a namespace, a one-host Slurm (about 30 s together).
+# deploy/cluster on every backend: local, netns, ssh against a real sshd in
+# a namespace, a one-host Slurm (about 35 s together; docs/DEPLOY.md).
 # DMG_SKIP_CLUSTER_TESTS=1 skips them (they need root and ip netns).
 if [ "${DMG_SKIP_CLUSTER_TESTS:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_CLUSTER_TESTS=1: skipping the cluster launcher tests"
 else
-  for t in netns ssh slurm; do bash "tests/cluster_${t}_test.sh"; done
+  for t in local netns ssh slurm; do bash "tests/cluster_${t}_test.sh"; done
 fi
 
 # RDMA: the conformance suite and an end-to-end job over real verbs, on

@@ -44,6 +44,11 @@ for algo in pagerank bfs; do
 done
 "${C[@]}" down
 "${C[@]}" down >/dev/null   # idempotent
+# An `up` whose state was lost (a crash, a deleted folder): down still finds
+# everything by the names it derives from the file.
+"${C[@]}" up >/dev/null
+rm -rf "$work/state"
+"${C[@]}" down
 
 # Nothing left: namespaces, bridge, veths, live processes on our subnet.
 left=$(ip netns list | grep '^dmg-t-netns-' || true)
