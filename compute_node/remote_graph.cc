@@ -13,7 +13,11 @@ absl::StatusOr<RemoteGraph> RemoteGraph::Open(transport::Endpoint& ep) {
   if (absl::Status s = ep.Flush(); !s.ok()) return s;
   const store::Superblock& sb = g.sb_;
   if (std::memcmp(sb.magic, store::kImageMagic, sizeof(sb.magic)) != 0) {
-    return absl::DataLossError("memory node 0 holds no DMG store (bad magic)");
+    // `dmg load` writes the superblock last, so this is also what a load
+    // that failed or was stopped half way leaves.
+    return absl::DataLossError(
+        "memory node 0 holds no complete DMG store (no superblock): a `dmg "
+        "load` into it failed or did not finish; run dmg load again");
   }
   uint32_t crc = store::Crc32(
       {reinterpret_cast<const std::byte*>(&sb), store::kSuperblockSize - 4});

@@ -36,15 +36,22 @@ absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
     return absl::ResourceExhaustedError(absl::StrFormat(
         "memory node %d: %d more bytes for '%s' would exceed its %d-byte "
         "capacity (%d in use)",
-        id_, buffer.size(), name, options_.capacity_bytes, bytes_in_use_));
+        id(), buffer.size(), name, options_.capacity_bytes, bytes_in_use_));
   }
   auto region = std::make_unique<Region>(Region{std::move(buffer), name});
   if (options_.guard_memory) Guard(*region, false);
   bytes_in_use_ += region->buffer.size();
-  RegionInfo info{id_, static_cast<uint32_t>(regions_.size()),
+  RegionInfo info{id(), static_cast<uint32_t>(regions_.size()),
                   region->buffer.size(), name};
   regions_.push_back(std::move(region));
   return info;
+}
+
+void MemoryNode::AssignNodeId(uint32_t id) {
+  if (id != this->id())
+    LOG(INFO) << "memory node " << this->id() << " is now memory node " << id
+              << " (assigned by dmg load)";
+  id_.store(id, std::memory_order_relaxed);
 }
 
 absl::Status MemoryNode::LoadStore(store::StoreImage image) {
@@ -57,7 +64,7 @@ absl::Status MemoryNode::LoadStore(AlignedBuffer bytes) {
   if (options_.capacity_bytes > 0 &&
       bytes_in_use_ - old + bytes.size() > options_.capacity_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "memory node %d: a %d-byte store exceeds its %d-byte capacity", id_,
+        "memory node %d: a %d-byte store exceeds its %d-byte capacity", id(),
         bytes.size(), options_.capacity_bytes));
   }
   if (regions_[0] && options_.guard_memory) Guard(*regions_[0], true);
@@ -70,14 +77,14 @@ absl::Status MemoryNode::LoadStore(AlignedBuffer bytes) {
 absl::StatusOr<RegionInfo> MemoryNode::ServeCreateStore(uint64_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("empty store");
   if (absl::Status s = LoadStore(AlignedBuffer(bytes)); !s.ok()) return s;
-  return RegionInfo{id_, transport::kStoreRegion, bytes, "store"};
+  return RegionInfo{id(), transport::kStoreRegion, bytes, "store"};
 }
 
 absl::StatusOr<std::span<std::byte>> MemoryNode::RegionMemory(uint32_t region) {
   std::shared_lock lock(mu_);
   if (region >= regions_.size() || regions_[region] == nullptr) {
     return absl::NotFoundError(
-        absl::StrFormat("memory node %d: unknown region %d", id_, region));
+        absl::StrFormat("memory node %d: unknown region %d", id(), region));
   }
   return regions_[region]->buffer.span();
 }
@@ -94,19 +101,19 @@ absl::StatusOr<std::byte*> MemoryNode::Locate(uint32_t region, uint64_t offset,
   // cannot be freed or replaced while its bytes are being copied.
   if (region >= regions_.size() || regions_[region] == nullptr) {
     return absl::NotFoundError(
-        absl::StrFormat("memory node %d: unknown region %d", id_, region));
+        absl::StrFormat("memory node %d: unknown region %d", id(), region));
   }
   Region& r = *regions_[region];
   if (offset > r.buffer.size() || length > r.buffer.size() - offset) {
     return absl::OutOfRangeError(absl::StrFormat(
         "memory node %d: access [%d, %d) outside region %d '%s' of %d bytes",
-        id_, offset, offset + length, region, r.name, r.buffer.size()));
+        id(), offset, offset + length, region, r.name, r.buffer.size()));
   }
   if (offset % alignment != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "memory node %d: atomic at offset %d of region %d is not 8-byte "
         "aligned",
-        id_, offset, region));
+        id(), offset, region));
   }
   return r.buffer.data() + offset;
 }
@@ -222,7 +229,7 @@ absl::Status MemoryNode::ServeFree(uint32_t region) {
   if (region >= regions_.size() || regions_[region] == nullptr ||
       regions_[region]->name == "store") {
     return absl::NotFoundError(
-        absl::StrFormat("memory node %d: cannot free region %d", id_, region));
+        absl::StrFormat("memory node %d: cannot free region %d", id(), region));
   }
   if (options_.guard_memory) Guard(*regions_[region], true);
   bytes_in_use_ -= regions_[region]->buffer.size();
@@ -235,7 +242,7 @@ std::vector<RegionInfo> MemoryNode::ServeList() {
   std::vector<RegionInfo> out;
   for (uint32_t i = 0; i < regions_.size(); ++i) {
     if (regions_[i]) {
-      out.push_back({id_, i, regions_[i]->buffer.size(), regions_[i]->name});
+      out.push_back({id(), i, regions_[i]->buffer.size(), regions_[i]->name});
     }
   }
   return out;

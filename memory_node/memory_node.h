@@ -44,7 +44,8 @@ class MemoryNode : public transport::MemoryTarget {
   MemoryNode(const MemoryNode&) = delete;
   MemoryNode& operator=(const MemoryNode&) = delete;
 
-  uint32_t id() const { return id_; }
+  uint32_t id() const { return id_.load(std::memory_order_relaxed); }
+  void AssignNodeId(uint32_t id) override;
 
   // Registers the image's bytes as region kStoreRegion ("store"), replacing
   // any store there.
@@ -93,7 +94,9 @@ class MemoryNode : public transport::MemoryTarget {
                       size_t alignment, Fn&& fn);
   void CountAtomic();
 
-  const uint32_t id_;
+  // The position among the memory nodes; `dmg load` may assign it after
+  // the daemon started (messages name it, so it is read where they are).
+  std::atomic<uint32_t> id_;
   const Options options_;
   mutable std::shared_mutex mu_;  // guards regions_ (the table, not bytes)
   // Slot kStoreRegion is reserved for the store (null until loaded).

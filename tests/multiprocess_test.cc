@@ -111,6 +111,32 @@ TEST(MultiProcessTest, KilledMemoryNodeEndsTheJobWithAClearError) {
   }
 }
 
+// Two memory nodes and a cache too small for the graph, so blocks keep
+// being read (and prefetched) from both: killing the second one ends the
+// job with an error naming that node, exit 1 (not bad input), never a
+// parse error on a failed batch's buffer.
+TEST(MultiProcessTest, KilledSecondMemoryNodeIsNamedWithABoundedCache) {
+  TempDir dir;
+  Daemon first("--transport=tcp", dir.file("n0.log"));
+  Daemon second("--transport=tcp", dir.file("n1.log"));
+  const std::string nodes = first.address() + "," + second.address();
+  ASSERT_EQ(RunDmg("load --graph=kron:17 --memory_nodes=" + nodes).exit_code,
+            0);
+  testing::CommandResult result;
+  std::thread job([&] {
+    result = RunDmg(std::string(kLongJob) + nodes + " --cache_mb=2");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  second.Signal(SIGKILL);
+  job.join();
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("memory node " + second.address()),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(result.err.find("block"), std::string::npos) << result.err;
+  EXPECT_EQ(testing::ErrorLines(result.err).size(), 1u) << result.err;
+}
+
 TEST(MultiProcessTest, KilledComputeNodeLeavesTheMemoryNodeServing) {
   TempDir dir;
   Daemon node("--transport=tcp", dir.file("node.log"));

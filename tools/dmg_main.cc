@@ -70,6 +70,9 @@ int Info() {
   absl::StatusOr<store::StoreImage> image =
       store::LoadStore(FLAGS_graph, *options);
   if (!image.ok()) return ReportError(image.status());
+  if (absl::Status s = CheckLayoutFlags(*image); !s.ok()) {
+    return ReportError(s);
+  }
   std::string text = store::FormatSummary(*image, FLAGS_graph);
   std::printf("%s%-26s %.3f s\n", text.c_str(), "load time:", Seconds(start));
   return kExitOk;
@@ -93,9 +96,8 @@ std::vector<FlagGroup> Grouped(const std::vector<std::string>& names) {
   auto in = [](const std::vector<std::string>& v, const std::string& n) {
     return std::find(v.begin(), v.end(), n) != v.end();
   };
-  std::vector<FlagGroup> groups = {{"flags", {}},
-                                   {"the graph", {}},
-                                   {"the transport", {}}};
+  std::vector<FlagGroup> groups = {
+      {"flags", {}}, {"the graph", {}}, {"the transport", {}}};
   for (const std::string& n : names) {
     groups[in(graph, n) ? 1 : in(net, n) ? 2 : 0].flags.push_back(n);
   }
@@ -114,10 +116,12 @@ const std::vector<Command>& Commands() {
        "it N times on the graph loaded once and prints each trial's time "
        "and the average.",
        RunFlagGroups(), RunCommand},
-      {"info", "dmg info --graph=SPEC [flags]",
+      {"info",
+       "dmg info --graph=SPEC [flags]",
        "Loads a graph into the store and prints what it looks like there: "
        "vertices, arcs, degrees, blocks, bytes.",
-       {{"the graph", GraphFlagNames()}}, Info},
+       {{"the graph", GraphFlagNames()}},
+       Info},
       {"load",
        "dmg load --graph=SPEC --image=FILE [flags]\n"
        "       dmg load --graph=SPEC --memory_nodes=H:P,... [flags]",
@@ -167,8 +171,7 @@ std::string CommandHelp(const Command& c) {
 }
 
 bool IsHelp(const std::string& arg) {
-  return arg == "--help" || arg == "-h" || arg == "--helpfull" ||
-         arg == "help";
+  return arg == "--help" || arg == "-h" || arg == "--helpfull" || arg == "help";
 }
 
 int Main(int argc, char** argv) {

@@ -18,9 +18,10 @@ DEFINE_bool(relabel, false,
             "compact vertex ids: the i-th smallest id that occurs becomes i");
 DEFINE_uint32(block_size, dmg::store::kDefaultBlockSize,
               "store block size in bytes (multiple of 8, 256..1048576)");
-DEFINE_bool(compress, false,
-            "compressed blocks: delta + bit-packed neighbour ids (fewer bytes to "
-            "hold and move; decoded on the compute node)");
+DEFINE_bool(
+    compress, false,
+    "compressed blocks: delta + bit-packed neighbour ids (fewer bytes to "
+    "hold and move; decoded on the compute node)");
 DEFINE_uint32(layout_memory_nodes, 1,
               "number of memory nodes the layout stripes blocks over");
 
@@ -53,6 +54,29 @@ absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
   o.layout.threads = FLAGS_threads;
   o.layout.compress = FLAGS_compress;
   return o;
+}
+
+absl::Status CheckLayoutFlags(const store::StoreImage& image) {
+  const store::Superblock sb = image.superblock();
+  auto given = [](const char* flag) {
+    return !gflags::GetCommandLineFlagInfoOrDie(flag).is_default;
+  };
+  if (given("layout_memory_nodes") &&
+      sb.num_memory_nodes != FLAGS_layout_memory_nodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--layout_memory_nodes=%d, but %s is laid out for %d memory node(s): "
+        "an image keeps its layout; write a new one from the source graph "
+        "(dmg load --graph=SOURCE --layout_memory_nodes=%d --image=FILE)",
+        FLAGS_layout_memory_nodes, FLAGS_graph, sb.num_memory_nodes,
+        FLAGS_layout_memory_nodes));
+  }
+  if (given("block_size") && sb.block_size != FLAGS_block_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--block_size=%d, but %s has %d-byte blocks: an image keeps its "
+        "layout; write a new one from the source graph",
+        FLAGS_block_size, FLAGS_graph, sb.block_size));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dmg::cli

@@ -17,6 +17,7 @@ DEFINE_string(image, "",
 DEFINE_string(memory_nodes, "",
               "host:port,... of running memory nodes (dmg load / dmg run)");
 DECLARE_int32(transport_timeout_ms);
+DECLARE_uint32(layout_memory_nodes);
 
 namespace dmg::cli {
 namespace {
@@ -27,7 +28,11 @@ double Since(std::chrono::steady_clock::time_point t) {
 }
 
 // Copies each node's slice of the image into its store region, in batches of
-// WRITEs over the tcp data plane.
+// WRITEs over the tcp data plane. Every node's store is created before any
+// is written (a node without room fails the load before it changed any
+// bytes), and node 0's first chunk, which holds the superblock, is written
+// last: a load that fails or is killed half way leaves no superblock, so a
+// run says the store is incomplete instead of reading a mix of two graphs.
 absl::Status Upload(const store::StoreImage& image,
                     const std::vector<transport::HostPort>& nodes) {
   transport::TcpOptions options;
@@ -37,21 +42,34 @@ absl::Status Upload(const store::StoreImage& image,
   if (!t.ok()) return t.status();
   absl::StatusOr<std::unique_ptr<transport::Endpoint>> ep = (*t)->NewEndpoint();
   if (!ep.ok()) return ep.status();
-  constexpr uint64_t kChunk = 4 << 20, kBatch = 16;
+  auto failed = [&](uint32_t k, const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrFormat("loading memory node %s (position %d): %s; "
+                                  "the load is incomplete: run dmg load again",
+                                  nodes[k].ToString(), k, s.message()));
+  };
   for (uint32_t k = 0; k < nodes.size(); ++k) {
     auto [begin, end] = store::NodeSlice(image.superblock(), k);
     absl::StatusOr<transport::RegionInfo> store =
         (*t)->control().CreateStore(k, end - begin);
-    if (!store.ok()) return store.status();
-    for (uint64_t at = begin; at < end; at += kChunk) {
-      (*ep)->Write(k, transport::kStoreRegion, at - begin,
-                   image.bytes().data() + at,
-                   static_cast<uint32_t>(std::min(kChunk, end - at)));
+    if (!store.ok()) return failed(k, store.status());
+  }
+  constexpr uint64_t kChunk = 4 << 20, kBatch = 16;
+  auto write = [&](uint32_t k, uint64_t begin, uint64_t at, uint64_t end) {
+    (*ep)->Write(k, transport::kStoreRegion, at - begin,
+                 image.bytes().data() + at,
+                 static_cast<uint32_t>(std::min(kChunk, end - at)));
+  };
+  for (uint32_t k = nodes.size(); k-- > 0;) {
+    auto [begin, end] = store::NodeSlice(image.superblock(), k);
+    for (uint64_t at = begin + (k == 0 ? kChunk : 0); at < end; at += kChunk) {
+      write(k, begin, at, end);
       if ((*ep)->queued() >= kBatch) {
-        if (absl::Status s = (*ep)->Flush(); !s.ok()) return s;
+        if (absl::Status s = (*ep)->Flush(); !s.ok()) return failed(k, s);
       }
     }
-    if (absl::Status s = (*ep)->Flush(); !s.ok()) return s;
+    if (k == 0 && begin < end) write(0, begin, begin, end);  // superblock
+    if (absl::Status s = (*ep)->Flush(); !s.ok()) return failed(k, s);
     absl::PrintF("  memory node %d (%s): %d bytes\n", k, nodes[k].ToString(),
                  end - begin);
   }
@@ -81,12 +99,26 @@ int LoadCommand() {
         transport::ParseHostPorts(FLAGS_memory_nodes);
     if (!parsed.ok()) return ReportError(parsed.status());
     nodes = *parsed;
+    if (!gflags::GetCommandLineFlagInfoOrDie("layout_memory_nodes")
+             .is_default &&
+        FLAGS_layout_memory_nodes != nodes.size()) {
+      return ReportError(absl::InvalidArgumentError(absl::StrFormat(
+          "--layout_memory_nodes=%d contradicts the %d --memory_nodes given "
+          "(a load into memory nodes lays the store out for them; leave the "
+          "flag out)",
+          FLAGS_layout_memory_nodes, nodes.size())));
+    }
     options->layout.num_memory_nodes = nodes.size();
   }
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<store::StoreImage> image =
       store::LoadStore(FLAGS_graph, *options);
   if (!image.ok()) return ReportError(image.status());
+  if (nodes.empty()) {
+    if (absl::Status s = CheckLayoutFlags(*image); !s.ok()) {
+      return ReportError(s);
+    }
+  }
   double build = Since(start);
   if (!nodes.empty()) {
     if (image->superblock().num_memory_nodes != nodes.size()) {

@@ -95,12 +95,18 @@ int MemoryNodeCommand() {
       transport::TcpServer::Start(&node, (*listen)[0].host, (*listen)[0].port,
                                   server_options);
   if (!server.ok()) return ReportError(server.status());
-  LOG(INFO) << "memory node " << FLAGS_node_id << " listening on "
-            << (*listen)[0].host << ":" << (*server)->port() << " ("
-            << FLAGS_transport << ")";
-  std::printf("memory node %u listening on %s:%u (%s)\n", FLAGS_node_id,
-              (*listen)[0].host.c_str(), (*server)->port(),
-              FLAGS_transport.c_str());
+  // Without --image the daemon has no place yet: `dmg load` gives it one
+  // (and its slice), so its number is not claimed before that.
+  const std::string name =
+      FLAGS_image.empty() &&
+              gflags::GetCommandLineFlagInfoOrDie("node_id").is_default
+          ? std::string("memory node (no store yet)")
+          : absl::StrFormat("memory node %d", FLAGS_node_id);
+  const std::string line =
+      absl::StrFormat("%s listening on %s:%d (%s)", name, (*listen)[0].host,
+                      (*server)->port(), FLAGS_transport);
+  LOG(INFO) << line;
+  std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 
   std::thread signal_thread([&] {
@@ -116,7 +122,7 @@ int MemoryNodeCommand() {
   // Wake the signal thread if the stop came from a shutdown request.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
-  LOG(INFO) << "memory node " << FLAGS_node_id << " stopped";
+  LOG(INFO) << "memory node " << node.id() << " stopped";
   return kExitOk;
 }
 

@@ -1,14 +1,15 @@
 #include "tools/run_command.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <csignal>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -130,10 +131,10 @@ absl::StatusOr<algorithms::Params> ParamsFromFlags(
   p.unit_weights = FLAGS_unit_weights;
   if (algo.sources == algorithms::Sources::kNone) return p;
   if (FLAGS_sources > 0 && algo.sources == algorithms::Sources::kMany) {
-    DMG_ASSIGN_OR_RETURN(std::vector<store::VertexId> picks,
-                         algorithms::PickSources(
-                             engine, FLAGS_sources * (trial + 1),
-                             FLAGS_source_seed));
+    DMG_ASSIGN_OR_RETURN(
+        std::vector<store::VertexId> picks,
+        algorithms::PickSources(engine, FLAGS_sources * (trial + 1),
+                                FLAGS_source_seed));
     p.sources.assign(picks.end() - FLAGS_sources, picks.end());
     p.source = p.sources[0];
     return p;
@@ -174,11 +175,11 @@ absl::StatusOr<reference::Mismatch> Verify(const algorithms::Algorithm& algo,
 // Where the human-readable report goes: stdout, unless stdout carries
 // --output=- or a JSON file, then stderr, so a pipe gets only the data.
 FILE* Report() {
-  static FILE* const report =
-      FLAGS_output == "-" || FLAGS_summary_json == "-" ||
-              FLAGS_stats_json == "-"
-          ? stderr
-          : stdout;
+  static FILE* const report = FLAGS_output == "-" ||
+                                      FLAGS_summary_json == "-" ||
+                                      FLAGS_stats_json == "-"
+                                  ? stderr
+                                  : stdout;
   return report;
 }
 
@@ -266,7 +267,7 @@ void PrintTop(const Values& values) {
           absl::FPrintF(Report(), "top %d vertices by %s:\n", k, FLAGS_algo);
           for (size_t i = 0; i < k; ++i) {
             absl::FPrintF(Report(), "  %10d  %s\n", order[i],
-                         reference::FormatValue(vec[order[i]]));
+                          reference::FormatValue(vec[order[i]]));
           }
         }
       },
@@ -290,9 +291,9 @@ absl::StatusOr<JobPlace> ResolveJob() {
       absl::SimpleAtoi(ntasks, &slurm_tasks) && slurm_tasks > 1) {
     // Started by srun: one task per compute node.
     if (p.nodes != 1 && p.nodes != slurm_tasks) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--compute_nodes=%d but srun started %d tasks", p.nodes,
-          slurm_tasks));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--compute_nodes=%d but srun started %d tasks",
+                          p.nodes, slurm_tasks));
     }
     p.nodes = slurm_tasks;
     p.id = slurm_id;
@@ -307,8 +308,7 @@ absl::StatusOr<JobPlace> ResolveJob() {
   }
   if (p.id >= p.nodes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--compute_node_id=%d is not below --compute_nodes=%d", p.id,
-        p.nodes));
+        "--compute_node_id=%d is not below --compute_nodes=%d", p.id, p.nodes));
   }
   if (p.id >= 0 && p.job.empty() && p.nodes > 1) {
     return absl::InvalidArgumentError(
@@ -330,15 +330,15 @@ int SpawnComputeNodes(const JobPlace& place, int threads) {
     args.push_back("--job=" + place.job);
     args.push_back(absl::StrCat("--threads=", threads));
     if (k > 0) {
-      for (const char* quiet : {"--output=", "--stats_json=",
-                                "--summary_json=", "--noverify", "--top=0"}) {
+      for (const char* quiet : {"--output=", "--stats_json=", "--summary_json=",
+                                "--noverify", "--top=0"}) {
         args.push_back(quiet);
       }
     }
     const pid_t pid = fork();
     if (pid < 0) {
-      return ReportError(absl::InternalError(
-          absl::StrCat("fork: ", std::strerror(errno))));
+      return ReportError(
+          absl::InternalError(absl::StrCat("fork: ", std::strerror(errno))));
     }
     if (pid == 0) {
       if (k > 0) {
@@ -550,15 +550,15 @@ int RunCommand() {
   int trial = 0;  // the one running (the progress line names it)
   auto trial_start = std::make_shared<std::chrono::steady_clock::time_point>();
   if (Progress::Enabled()) {
-    engine_options.on_superstep = [&trial, a, trial_start](
-                                      const compute::SuperstepStats& s) {
-      const double elapsed = Since(*trial_start);
-      Progress::Show(absl::StrFormat(
-          "%s%s: superstep %d, frontier %d, %.2f M vertices/s, %.1f s",
-          a, FLAGS_trials > 1 ? absl::StrCat(" trial ", trial + 1) : "",
-          s.index, s.frontier, s.seconds > 0 ? s.frontier / s.seconds / 1e6 : 0,
-          elapsed));
-    };
+    engine_options.on_superstep =
+        [&trial, a, trial_start](const compute::SuperstepStats& s) {
+          const double elapsed = Since(*trial_start);
+          Progress::Show(absl::StrFormat(
+              "%s%s: superstep %d, frontier %d, %.2f M vertices/s, %.1f s", a,
+              FLAGS_trials > 1 ? absl::StrCat(" trial ", trial + 1) : "",
+              s.index, s.frontier,
+              s.seconds > 0 ? s.frontier / s.seconds / 1e6 : 0, elapsed));
+        };
   }
 
   auto t0 = std::chrono::steady_clock::now();
@@ -582,6 +582,9 @@ int RunCommand() {
     absl::StatusOr<store::StoreImage> image =
         store::LoadStore(FLAGS_graph, *options);
     if (!image.ok()) return ReportError(image.status());
+    if (absl::Status s = CheckLayoutFlags(*image); !s.ok()) {
+      return ReportError(s);
+    }
     rss_start = compute::CurrentRssBytes();
     absl::StatusOr<std::unique_ptr<EmbeddedCluster>> c =
         EmbeddedCluster::Start(*std::move(image), engine_options);
@@ -605,6 +608,7 @@ int RunCommand() {
   summary.threads = options->threads;
   summary.load_seconds = load_seconds;
   std::optional<store::Graph> reference_graph;  // --verify: read once
+  uint64_t rss_peak = 0;
 
   // Every compute node of this process (several: the embedded cluster's)
   // runs the algorithm; node 0's outcome is the job's.
@@ -660,16 +664,21 @@ int RunCommand() {
     if (engine.compute_node() != 0) {
       // One of several processes: node 0 reports for the job.
       const transport::OpStats& t = stats.total;
-      absl::FPrintF(Report(), 
+      absl::FPrintF(
+          Report(),
           "compute node %d of job %s: %.3f s; remote %.1f MB read, %.1f MB "
           "written, %d round trips\n",
           engine.compute_node(), stats.job, stats.seconds, t.bytes_read / 1e6,
           t.bytes_written / 1e6, t.round_trips);
       continue;
     }
+    // The process's peak before --verify reads the reference graph into
+    // this process (which would be counted against the compute node).
+    if (!reference_graph.has_value()) rss_peak = compute::PeakRssBytes();
     TrialSummary& ts = summary.trials.emplace_back();
     ts.trial = trial + 1;
-    if (algo->sources != algorithms::Sources::kNone) ts.sources = params.sources;
+    if (algo->sources != algorithms::Sources::kNone)
+      ts.sources = params.sources;
     ts.seconds = stats.seconds;
     ts.supersteps = static_cast<int>(stats.supersteps.size());
     ts.remote = stats.job_total;
@@ -677,14 +686,16 @@ int RunCommand() {
     ts.counts = outcome.counts;
     ts.converged = outcome.converged;
     if (FLAGS_trials > 1) {
-      absl::FPrintF(Report(), "trial %d: %.3f s (%d supersteps; %s)\n", trial + 1,
-                   stats.seconds, stats.supersteps.size(), outcome.detail);
+      absl::FPrintF(Report(), "trial %d: %.3f s (%d supersteps; %s)\n",
+                    trial + 1, stats.seconds, stats.supersteps.size(),
+                    outcome.detail);
     }
     WarnIfNothingReached(*algo, params, outcome);
     if (FLAGS_verify) {
       CorruptForTest(outcome.values);
       if (!reference_graph.has_value()) {
-        absl::StatusOr<store::Graph> g = store::LoadGraph(FLAGS_graph, *options);
+        absl::StatusOr<store::Graph> g =
+            store::LoadGraph(FLAGS_graph, *options);
         if (!g.ok()) return ReportError(g.status());
         reference_graph = *std::move(g);
       }
@@ -712,7 +723,7 @@ int RunCommand() {
   compute::RunStats& stats = engine.stats();
   stats.algorithm = a;
   stats.rss_start_bytes = rss_start;
-  stats.rss_peak_bytes = compute::PeakRssBytes();
+  stats.rss_peak_bytes = rss_peak;
 
   // With several compute nodes, the remote figures are the job's (every
   // node's added up). With several trials they are the last trial's, and
@@ -723,11 +734,12 @@ int RunCommand() {
     std::vector<double> seconds;
     for (const TrialSummary& ts : summary.trials) seconds.push_back(ts.seconds);
     const Spread spread = SpreadOf(seconds);
-    trials_note = absl::StrFormat(
-        "; %d trials, average %.3f s (min %.3f s, max %.3f s)", FLAGS_trials,
-        spread.average, spread.min, spread.max);
+    trials_note =
+        absl::StrFormat("; %d trials, average %.3f s (min %.3f s, max %.3f s)",
+                        FLAGS_trials, spread.average, spread.min, spread.max);
   }
-  absl::FPrintF(Report(), 
+  absl::FPrintF(
+      Report(),
       "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
       "remote %.1f MB read, %.1f MB written, %d round trips; %s%s%s\n",
       a, remote ? transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
@@ -739,12 +751,13 @@ int RunCommand() {
           : "",
       trials_note);
   if (stats.cache_capacity_bytes > 0 || stats.cache_policy == "page_lru") {
-    absl::FPrintF(Report(), 
-        "cache: %s, bound %.1f MB, peak %.1f MB; %d hits, %d misses, "
-        "%.1f MB fetched\n",
-        stats.cache_policy, stats.cache_capacity_bytes / 1e6,
-        stats.cache_peak_bytes / 1e6, stats.total_cache.hits,
-        stats.total_cache.misses, stats.total_cache.bytes_fetched / 1e6);
+    absl::FPrintF(Report(),
+                  "cache: %s, bound %.1f MB, peak %.1f MB; %d hits, %d misses, "
+                  "%.1f MB fetched\n",
+                  stats.cache_policy, stats.cache_capacity_bytes / 1e6,
+                  stats.cache_peak_bytes / 1e6, stats.total_cache.hits,
+                  stats.total_cache.misses,
+                  stats.total_cache.bytes_fetched / 1e6);
   }
   if (FLAGS_top > 0) PrintTop(*values);
 
@@ -760,7 +773,7 @@ int RunCommand() {
   if (FLAGS_verify) {
     summary.verify = "ok";
     std::fprintf(Report(), "verify: OK (matches the in-memory reference%s)\n",
-                FLAGS_trials > 1 ? " in every trial" : "");
+                 FLAGS_trials > 1 ? " in every trial" : "");
   }
   if (absl::Status s = WriteSummary(summary, engine); !s.ok()) {
     return ReportError(s);

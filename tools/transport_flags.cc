@@ -1,5 +1,7 @@
 #include "tools/transport_flags.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
 #ifdef DMG_HAVE_RDMA
@@ -16,6 +18,10 @@ DEFINE_int32(rdma_gid_index, -1,
              "GID index (-1: the RoCEv2 IPv4-mapped GID, found automatically)");
 DEFINE_int32(rdma_sq_depth, 256, "RDMA send queue depth per queue pair");
 DEFINE_int32(rdma_cq_depth, 512, "RDMA completion queue depth");
+DEFINE_uint64(rdma_staging_bytes, 8 << 20,
+              "registered bounce buffer per RDMA endpoint (one per worker "
+              "thread); bigger batches are split. Each counts against the "
+              "locked-memory limit (ulimit -l)");
 
 namespace dmg::cli {
 namespace {
@@ -28,6 +34,7 @@ transport::rdma::RdmaOptions RdmaOptionsFromFlags() {
   o.gid_index = FLAGS_rdma_gid_index;
   o.send_queue_depth = FLAGS_rdma_sq_depth;
   o.completion_queue_depth = FLAGS_rdma_cq_depth;
+  o.staging_bytes = FLAGS_rdma_staging_bytes;
   o.timeout_ms = FLAGS_transport_timeout_ms;
   return o;
 }
@@ -45,8 +52,30 @@ class RdmaServiceImpl : public RdmaService {
 #endif
 
 // Each memory node must hold the slice of the store its position implies.
+// A node without a store (never loaded, or its load failed) is named as
+// such: its reported id means nothing then.
 absl::Status CheckNodeOrder(transport::TcpControl& control) {
   for (uint32_t i = 0; i < control.num_nodes(); ++i) {
+    absl::StatusOr<std::vector<transport::RegionInfo>> regions =
+        control.List(i);
+    if (!regions.ok()) {
+      return absl::Status(regions.status().code(),
+                          absl::StrFormat("memory node %s (position %d): %s",
+                                          control.node(i).ToString(), i,
+                                          regions.status().message()));
+    }
+    const bool has_store = std::any_of(regions->begin(), regions->end(),
+                                       [](const transport::RegionInfo& r) {
+                                         return r.id == transport::kStoreRegion;
+                                       });
+    if (!has_store) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "memory node %s (position %d) holds no store: it was never loaded, "
+          "or its `dmg load` failed; load the graph with `dmg load "
+          "--graph=SPEC --memory_nodes=...` (the same list, in the same "
+          "order) first",
+          control.node(i).ToString(), i));
+    }
     if (control.reported_id(i) != i) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "memory node %s holds node %d of the store but is listed at "
@@ -65,7 +94,8 @@ constexpr char kNoRdmaBuild[] =
 
 std::vector<std::string> RdmaFlagNames() {
   return {"transport_timeout_ms", "rdma_device",   "rdma_port",
-          "rdma_gid_index",       "rdma_sq_depth", "rdma_cq_depth"};
+          "rdma_gid_index",       "rdma_sq_depth", "rdma_cq_depth",
+          "rdma_staging_bytes"};
 }
 
 absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(

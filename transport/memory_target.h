@@ -47,6 +47,9 @@ class MemoryTarget {
   // (Re)creates the store region (id kStoreRegion) of `bytes` zero bytes,
   // replacing any store already there; the loader then WRITEs the image.
   virtual absl::StatusOr<RegionInfo> ServeCreateStore(uint64_t bytes) = 0;
+  // The loader told this target its position among the memory nodes (the
+  // slice of the store it holds), so its messages and logs name it.
+  virtual void AssignNodeId(uint32_t id) {}
   // The bytes of a region, for servers that register memory with a NIC.
   virtual absl::StatusOr<std::span<std::byte>> RegionMemory(
       uint32_t region) = 0;

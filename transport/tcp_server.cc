@@ -90,6 +90,7 @@ struct TcpServer::Impl {
           if (options.deregister_region)
             options.deregister_region(kStoreRegion);
           options.node_id = node_id;
+          target->AssignNodeId(node_id);
         }
         absl::StatusOr<RegionInfo> region =
             h.type == wire::kAllocate ? target->ServeAllocate(bytes, name)
@@ -184,8 +185,7 @@ struct TcpServer::Impl {
       absl::Status s;
       switch (static_cast<OpKind>(op.kind)) {
         case OpKind::kRead:
-          s = target->ServeRead(op.region, op.offset, data + at,
-                                op.length);
+          s = target->ServeRead(op.region, op.offset, data + at, op.length);
           at += op.length;
           break;
         case OpKind::kWrite: {

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "glog/logging.h"
 
 namespace dmg::transport {
 
@@ -135,8 +136,7 @@ size_t TcpConnection::BytesArrived() {
   return ec ? 0 : n;
 }
 
-absl::Status TcpConnection::ReceiveHeader(uint16_t type,
-                                          wire::FrameHeader* h) {
+absl::Status TcpConnection::ReceiveHeader(uint16_t type, wire::FrameHeader* h) {
   bool done = false;
   boost::system::error_code ec;
   asio::async_read(impl_->socket, asio::buffer(h, sizeof(*h)),
@@ -179,9 +179,9 @@ absl::Status TcpConnection::ReceiveInto(uint16_t type,
   for (const Piece& p : pieces) expected += p.size;
   if (h.length != expected) {
     impl_->broken = true;
-    return absl::DataLossError(absl::StrFormat(
-        "memory node %s: reply of %d bytes, expected %d", node_.ToString(),
-        h.length, expected));
+    return absl::DataLossError(
+        absl::StrFormat("memory node %s: reply of %d bytes, expected %d",
+                        node_.ToString(), h.length, expected));
   }
   return ReceivePayload(pieces);
 }
@@ -336,6 +336,7 @@ class TcpEndpoint : public Endpoint {
   absl::Status Begin(std::span<const Op> ops) override {
     absl::Status s = SendFrames(ops);
     if (!s.ok()) {
+      failure_ = s;
       Reset();
       return s;
     }
@@ -349,13 +350,21 @@ class TcpEndpoint : public Endpoint {
         std::find_if(pending_.begin(), pending_.end(),
                      [&](const Pending& p) { return p.key == ops.data(); });
     if (it == pending_.end()) {
-      return absl::UnavailableError(
-          "batch lost: an earlier batch on this endpoint failed");
+      // The failure that dropped it names the node; repeat it.
+      return absl::Status(
+          failure_.ok() ? absl::StatusCode::kUnavailable : failure_.code(),
+          absl::StrCat(
+              "batch lost: an earlier batch on this endpoint "
+              "failed: ",
+              failure_.ok() ? "(no reason kept)" : failure_.message()));
     }
     std::vector<Frame> frames = std::move(it->frames);
     pending_.erase(it);
     absl::Status s = ReceiveFrames(frames);
-    if (!s.ok()) Reset();
+    if (!s.ok()) {
+      failure_ = s;
+      Reset();
+    }
     return s;
   }
 
@@ -365,6 +374,7 @@ class TcpEndpoint : public Endpoint {
     std::vector<const Op*> ops;
     uint64_t reply_bytes = 0;  // a successful reply, header included
   };
+  absl::Status failure_;  // the last failure, for batches it dropped
   struct Pending {
     const Op* key;  // the batch's ops (unique while it is in flight)
     std::vector<Frame> frames;

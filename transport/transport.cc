@@ -61,10 +61,22 @@ uint64_t Endpoint::Post() {
 
 absl::Status Endpoint::Wait(uint64_t ticket) {
   absl::Status first;
+  for (auto it = failed_early_.begin(); it != failed_early_.end(); ++it) {
+    if (it->first == ticket) {
+      first = it->second;
+      failed_early_.erase(it);
+      break;
+    }
+  }
   while (!inflight_.empty() && inflight_.front().ticket <= ticket) {
     Batch& b = inflight_.front();
     absl::Status s = b.status.ok() ? End(b.ops) : b.status;
     if (first.ok()) first = s;
+    if (!s.ok() && b.ticket != ticket) {
+      constexpr size_t kKept = 64;
+      if (failed_early_.size() == kKept) failed_early_.pop_front();
+      failed_early_.emplace_back(b.ticket, s);
+    }
     inflight_.pop_front();
   }
   return first;

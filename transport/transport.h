@@ -107,6 +107,10 @@ class Endpoint {
   uint64_t Post();
   // Waits for batch `ticket` and every batch posted before it; returns the
   // first error among them. Batches complete in the order they were posted.
+  // A batch that failed while a Wait for a later ticket completed it still
+  // fails its own Wait (a caller that waits per batch, like a prefetch
+  // pipeline whose callbacks Flush in between, never reads a failed batch's
+  // buffers as if it had succeeded).
   absl::Status Wait(uint64_t ticket);
   // Batches posted and not yet waited for. For a synchronous backend these
   // have already run (inside Post), so this is not a measure of overlap; see
@@ -152,6 +156,9 @@ class Endpoint {
   std::vector<Op> ops_;
   // Oldest first. A deque, so a batch's ops never move while it is in flight.
   std::deque<Batch> inflight_;
+  // Failed batches completed by a Wait for a later ticket, for their own
+  // Wait; oldest first, a few at most (the oldest are dropped beyond that).
+  std::deque<std::pair<uint64_t, absl::Status>> failed_early_;
   uint64_t ran_since_take_ = 0;  // for the default TakeMaxInFlight
   uint64_t next_ticket_ = 1;
   OpStats stats_;
