@@ -15,6 +15,7 @@
 #include "store/image_file.h"
 #include "store/summary.h"
 #include "tools/cli.h"
+#include "tools/doctor_command.h"
 #include "tools/graph_flags.h"
 #include "tools/load_command.h"
 #include "tools/memory_node_command.h"
@@ -47,6 +48,7 @@ commands:
         --node_id=K]                 run a memory-node daemon
   status --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
                                      is every memory node up (and loaded)?
+  doctor [--memory_nodes=H:P,...]    can this host run over rdma? (exit 0: yes)
   help                               this text
 
 algorithms (--algo=NAME):
@@ -109,6 +111,9 @@ int Main(int argc, char** argv) {
   } else if (command == "status") {
     run = StatusCommand;
     allowed = StatusFlagNames();
+  } else if (command == "doctor") {
+    run = DoctorCommand;
+    allowed = DoctorFlagNames();
   } else {
     std::fprintf(stderr, "dmg: error: unknown command '%s' (try: dmg help)\n",
                  command.c_str());
