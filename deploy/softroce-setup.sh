@@ -52,7 +52,7 @@ need_rdma_tool() {
 
 # The netdev an existing rxe device is bound to ("" when it does not exist).
 bound_netdev() {
-  rdma link show "$NAME/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p'
+  rdma link show "$NAME/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p' || true
 }
 
 find_dmg() {
