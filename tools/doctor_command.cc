@@ -413,7 +413,8 @@ void CheckCuda(Report& report) {
 
 // Every given memory node must answer on the control plane.
 bool CheckMemoryNodes(Report& report,
-                      const std::vector<transport::HostPort>& nodes) {
+                      const std::vector<transport::HostPort>& nodes,
+                      const std::string& transport) {
   report.Section("memory nodes (--memory_nodes)");
   if (nodes.empty()) {
     report.Line(Level::kOk,
@@ -426,9 +427,9 @@ bool CheckMemoryNodes(Report& report,
     report.Line(st.up ? Level::kOk : Level::kFail, st.line);
     if (!st.up) {
       report.Fix(absl::StrFormat(
-          "start it (dmg memory-node --listen=%s --transport=rdma), or check "
+          "start it (dmg memory-node --listen=%s --transport=%s), or check "
           "the address and the firewall (the control plane is TCP)",
-          nodes[i].ToString()));
+          nodes[i].ToString(), transport));
       all = false;
     }
   }
@@ -516,7 +517,7 @@ int DoctorCommand() {
   const bool memlock_ok = CheckMemlock(report, rdma_level);
   CheckHugePages(report);
   CheckCuda(report);
-  const bool nodes_ok = CheckMemoryNodes(report, nodes);
+  const bool nodes_ok = CheckMemoryNodes(report, nodes, tcp ? "tcp" : "rdma");
 
   const bool ready = nodes_ok && (tcp || (rdma_ok && memlock_ok));
   std::printf("\n");
