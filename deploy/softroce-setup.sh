@@ -15,7 +15,8 @@
 # Needs root (sudo) and iproute2's `rdma` tool. A kernel without rdma_rxe
 # (containers, CI runners, many cloud kernels): use the qemu VM instead,
 # deploy/softroce/README.md ("Kernels without rdma_rxe" in docs/DEPLOY.md).
-# The dmg binary: $DMG_BIN, else build/release/tools/dmg, else dmg on PATH.
+# The dmg binary: $DMG_BIN, else build/release/tools/dmg, else PREFIX/bin/dmg
+# (installed with cmake --install), else dmg on PATH.
 # Exit: 0 done, 1 failed, 2 usage.
 set -euo pipefail
 
@@ -57,7 +58,8 @@ bound_netdev() {
 
 find_dmg() {
   local d
-  for d in "${DMG_BIN:-}" "$REPO/build/release/tools/dmg" "$REPO/bin/dmg" \
+  # a build tree; an installed tree (this script is PREFIX/share/dmg/deploy/)
+  for d in "${DMG_BIN:-}" "$REPO/build/release/tools/dmg" "$REPO/../../bin/dmg" \
            "$(command -v dmg 2>/dev/null || true)"; do
     [ -n "$d" ] && [ -x "$d" ] && { echo "$d"; return 0; }
   done
