@@ -66,7 +66,8 @@ class Report {
     std::printf("  %s  %s\n", tag, text.c_str());
   }
   void Detail(const std::string& text) {
-    std::printf("        %s\n", text.c_str());
+    std::printf("        %s\n",
+                std::string(absl::StripTrailingAsciiWhitespace(text)).c_str());
   }
   void Fix(const std::string& text) {
     std::printf("        fix: %s\n", text.c_str());
