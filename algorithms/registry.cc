@@ -42,9 +42,19 @@ std::vector<Algorithm> MakeRegistry() {
                 const Params& p) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(PageRankResult pr,
                              PageRank(e, p.max_iters, p.tolerance));
-        return Outcome{std::move(pr.scores),
-                       absl::StrFormat("%d iterations, last L1 change %.3g",
-                                       pr.iterations, pr.last_l1)};
+        const bool converged = pr.last_l1 < p.tolerance;
+        Outcome o{std::move(pr.scores),
+                  absl::StrFormat("%d iterations, last L1 change %.3g%s",
+                                  pr.iterations, pr.last_l1,
+                                  // With --tolerance=0 a fixed number of
+                                  // iterations was asked for.
+                                  converged || p.tolerance == 0
+                                      ? ""
+                                      : " (not converged: stopped at "
+                                        "--max_iters)")};
+        o.counts = {{"iterations", pr.iterations}};
+        o.converged = converged;
+        return o;
       },
       .reference = [](const store::Graph& g,
                       const Params& p) -> absl::StatusOr<Values> {
@@ -68,9 +78,10 @@ std::vector<Algorithm> MakeRegistry() {
                 const Params& p) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(std::vector<int32_t> depth, Bfs(e, p.source));
         Outcome o{std::move(depth), ""};
-        o.detail = absl::StrFormat(
-            "source %d, %d reached", p.source,
-            CountIf<int32_t>(o.values, [](int32_t d) { return d >= 0; }));
+        const int64_t reached =
+            CountIf<int32_t>(o.values, [](int32_t d) { return d >= 0; });
+        o.detail = absl::StrFormat("source %d, %d reached", p.source, reached);
+        o.counts = {{"reached", reached}};
         return o;
       },
       .reference =
@@ -89,8 +100,10 @@ std::vector<Algorithm> MakeRegistry() {
                              ConnectedComponents(e));
         uint64_t components = 0;
         for (size_t v = 0; v < label.size(); ++v) components += label[v] == v;
-        return Outcome{std::move(label),
-                       absl::StrFormat("%d components", components)};
+        Outcome o{std::move(label),
+                  absl::StrFormat("%d components", components)};
+        o.counts = {{"components", static_cast<int64_t>(components)}};
+        return o;
       },
       .reference = [](const store::Graph& g,
                       const Params&) -> absl::StatusOr<Values> {
@@ -109,10 +122,10 @@ std::vector<Algorithm> MakeRegistry() {
         DMG_ASSIGN_OR_RETURN(std::vector<int64_t> dist,
                              Sssp(e, p.source, p.unit_weights));
         Outcome o{std::move(dist), ""};
-        o.detail = absl::StrFormat("source %d, %d reached", p.source,
-                                   CountIf<int64_t>(o.values, [](int64_t d) {
-                                     return d != kInfDistance;
-                                   }));
+        const int64_t reached = CountIf<int64_t>(
+            o.values, [](int64_t d) { return d != kInfDistance; });
+        o.detail = absl::StrFormat("source %d, %d reached", p.source, reached);
+        o.counts = {{"reached", reached}};
         return o;
       },
       .reference =
@@ -130,8 +143,10 @@ std::vector<Algorithm> MakeRegistry() {
       .run = [](compute::Engine& e,
                 const Params& p) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(std::vector<double> score, Bc(e, p.sources));
-        return Outcome{std::move(score),
-                       absl::StrFormat("%d sources", p.sources.size())};
+        Outcome o{std::move(score),
+                  absl::StrFormat("%d sources", p.sources.size())};
+        o.counts = {{"sources", static_cast<int64_t>(p.sources.size())}};
+        return o;
       },
       .reference =
           [](const store::Graph& g, const Params& p) {
@@ -152,7 +167,9 @@ std::vector<Algorithm> MakeRegistry() {
       .flags = {},
       .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(uint64_t triangles, TriangleCount(e));
-        return Outcome{triangles, absl::StrFormat("%d triangles", triangles)};
+        Outcome o{triangles, absl::StrFormat("%d triangles", triangles)};
+        o.counts = {{"triangles", static_cast<int64_t>(triangles)}};
+        return o;
       },
       .reference =
           [](const store::Graph& g, const Params&) {
@@ -173,8 +190,9 @@ std::vector<Algorithm> MakeRegistry() {
         DMG_ASSIGN_OR_RETURN(std::vector<uint32_t> core, KCore(e));
         uint32_t largest = 0;
         for (uint32_t c : core) largest = std::max(largest, c);
-        return Outcome{std::move(core),
-                       absl::StrFormat("largest core %d", largest)};
+        Outcome o{std::move(core), absl::StrFormat("largest core %d", largest)};
+        o.counts = {{"largest_core", largest}};
+        return o;
       },
       .reference = [](const store::Graph& g,
                       const Params&) { return Wrap(reference::KCore(g)); },

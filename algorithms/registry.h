@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -37,6 +39,12 @@ using Values =
 struct Outcome {
   Values values;
   std::string detail;  // the end of the summary line, e.g. "5 reached"
+  // The same figures for scripts (--summary_json): "reached", "components",
+  // "iterations", "triangles", ... in the order they were named.
+  std::vector<std::pair<std::string, int64_t>> counts = {};
+  // PageRank: whether the L1 change fell below --tolerance before
+  // --max_iters ran out (absent for algorithms that always finish).
+  std::optional<bool> converged = std::nullopt;
 };
 
 // Which sources an algorithm uses.

@@ -560,6 +560,7 @@ absl::Status Engine::EndSuperstep() {
   s.ops = pool_->TotalStats() - step_base_;
   s.cache = CacheTotals() - step_cache_base_;
   s.max_outstanding = source_->TakeMaxOutstanding();
+  if (options_.on_superstep) options_.on_superstep(s);
   return absl::OkStatus();
 }
 

@@ -97,6 +97,9 @@ struct EngineOptions {
   bool steal = true;
   // Stage 1: a range's cost is its edges plus this times its vertices.
   double stage1_alpha = 1.0;
+  // Called on the calling thread after every superstep with its figures
+  // (dmg run's progress line on a terminal); none when empty.
+  std::function<void(const SuperstepStats&)> on_superstep;
 };
 
 class Engine {

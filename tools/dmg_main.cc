@@ -3,12 +3,15 @@
 //   dmg info --graph=SPEC          what a graph looks like in the store
 //   dmg load --graph=SPEC --image=FILE   ingest once into a store image
 // See README.md and ../docs/ARCHITECTURE.md; `dmg help` lists everything.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "store/graph_source.h"
@@ -17,49 +20,42 @@
 #include "tools/cli.h"
 #include "tools/doctor_command.h"
 #include "tools/graph_flags.h"
+#include "tools/help.h"
 #include "tools/load_command.h"
 #include "tools/memory_node_command.h"
 #include "tools/run_command.h"
 #include "tools/status_command.h"
+#include "tools/transport_flags.h"
+#include "tools/version.h"
 
 namespace dmg::cli {
 namespace {
 
 constexpr char kUsage[] =
-    R"(usage: dmg <command> [flags]
+    R"(usage: dmg <command> [flags]      (dmg help <command>: all its flags)
 
 commands:
-  run   --algo=NAME --graph=SPEC [--source=V|random] [--sources=K]
-        [--max_iters=N] [--tolerance=T] [--threads=N] [--output=FILE]
-        [--stats_json=FILE] [--verify] [--top=N] [--unit_weights]
-        [--cache_mb=N | --cache_fraction=F] [--cache_policy=P]
-        [--transport=local|tcp|rdma --memory_nodes=H:P,...]
-        [--compute_nodes=N [--compute_node_id=K --job=NAME]]
-        [--update_mode=auto|pull|batch|atomic] [--direction=auto|push|pull]
-        [--steal] [--stage1_alpha=A]
-                                     run an algorithm (embedded cluster when
-                                     no --memory_nodes are given; N compute
-                                     nodes: dmg starts them, or each runs
-                                     with its id, or srun sets it)
-  info  --graph=SPEC                 vertices, arcs, degrees, blocks, bytes
-  load  --graph=SPEC --image=FILE    ingest a graph into a store image file
-  load  --graph=SPEC --memory_nodes=H:P,...   ingest into running memory nodes
-  memory-node --listen=H:P --transport=tcp|rdma [--memory_mb=N] [--image=F
-        --node_id=K]                 run a memory-node daemon
-  status --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
-                                     is every memory node up (and loaded)?
-  doctor [--memory_nodes=H:P,...]    can this host run over rdma? (exit 0: yes)
-  help                               this text
+  run          --algo=NAME --graph=SPEC [--trials=N] [--verify] ...
+               --algo=NAME --memory_nodes=H:P,... [--transport=tcp|rdma] ...
+               run an algorithm: on the embedded cluster, or on running
+               memory nodes; --compute_nodes=N for several compute nodes
+  info         --graph=SPEC      vertices, arcs, degrees, blocks, bytes
+  load         --graph=SPEC --image=FILE | --memory_nodes=H:P,...
+               ingest a graph into a store image or running memory nodes
+  memory-node  --listen=H:P --transport=tcp|rdma [--image=F --node_id=K]
+               run a memory-node daemon
+  status       --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
+               is every memory node up (and loaded)?
+  doctor       [--memory_nodes=H:P,...] [--transport=rdma|tcp]
+               can this host run dmg over rdma? (exit 0: yes)
+  help [CMD]   this text, or every flag of CMD with its default
+  version      the version, git revision and build (also: dmg --version)
 
 algorithms (--algo=NAME):
 %s
 SPEC: a file (.el/.txt SNAP edge list, .wel, .mtx, DIMACS/PACE .gr; gzip or
 xz compressed too), a store image written by `dmg load`, or a generator
 kron:SCALE[:DEGREE] / urand:SCALE[:DEGREE].
-
-graph flags (every command taking --graph):
-  --threads=N --seed=N --symmetrize --nodrop_self_loops --nodrop_parallel_arcs
-  --relabel --block_size=BYTES --layout_memory_nodes=N --compress
 
 exit codes: 0 ok, 1 internal failure, 2 bad input (one line on stderr).
 )";
@@ -82,6 +78,110 @@ int Info() {
   return kExitOk;
 }
 
+// A command: its synopsis and purpose for the help, the flags it accepts
+// (in the groups the help shows) and what runs it.
+struct Command {
+  std::string name;
+  std::string synopsis;
+  std::string purpose;
+  std::vector<FlagGroup> groups;
+  int (*run)();
+};
+
+// `names` as groups: the command's own flags first, then the graph flags
+// and the transport flags among them in groups of their own.
+std::vector<FlagGroup> Grouped(const std::vector<std::string>& names) {
+  const std::vector<std::string> graph = GraphFlagNames();
+  const std::vector<std::string> net = RdmaFlagNames();
+  auto in = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  std::vector<FlagGroup> groups = {{"flags", {}},
+                                   {"the graph", {}},
+                                   {"the transport", {}}};
+  for (const std::string& n : names) {
+    groups[in(graph, n) ? 1 : in(net, n) ? 2 : 0].flags.push_back(n);
+  }
+  return groups;
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* commands = new std::vector<Command>{
+      {"run",
+       "dmg run --algo=NAME --graph=SPEC [flags]\n"
+       "       dmg run --algo=NAME --memory_nodes=H:P,... [flags]",
+       "Runs a vertex program. Without --memory_nodes the graph is loaded "
+       "into an embedded cluster in this process (memory nodes reached "
+       "through the local transport); with them, on running memory nodes "
+       "loaded by `dmg load` (tcp unless --transport=rdma). --trials=N runs "
+       "it N times on the graph loaded once and prints each trial's time "
+       "and the average.",
+       RunFlagGroups(), RunCommand},
+      {"info", "dmg info --graph=SPEC [flags]",
+       "Loads a graph into the store and prints what it looks like there: "
+       "vertices, arcs, degrees, blocks, bytes.",
+       {{"the graph", GraphFlagNames()}}, Info},
+      {"load",
+       "dmg load --graph=SPEC --image=FILE [flags]\n"
+       "       dmg load --graph=SPEC --memory_nodes=H:P,... [flags]",
+       "Ingests a graph once: into a store image file (which `dmg run "
+       "--graph` and `dmg memory-node --image` read), or into running memory "
+       "nodes, each given its slice of the layout.",
+       Grouped(LoadFlagNames()), LoadCommand},
+      {"memory-node",
+       "dmg memory-node --listen=HOST:PORT --transport=tcp|rdma [flags]",
+       "Runs a memory-node daemon: it holds its slice of a store (from "
+       "--image, or loaded later by `dmg load`) and serves READs, WRITEs "
+       "and atomics until SIGTERM or SIGINT.",
+       Grouped(MemoryNodeFlagNames()), MemoryNodeCommand},
+      {"status", "dmg status --memory_nodes=H:P,... [flags]",
+       "Asks every memory node whether it is up and what it holds; exit 0 "
+       "when all are ready (with --require_store: loaded), 1 when not.",
+       Grouped(StatusFlagNames()), StatusCommand},
+      {"doctor", "dmg doctor [--memory_nodes=H:P,...] [flags]",
+       "Checks whether this host can run dmg over RDMA and prints what it "
+       "finds, each line OK, WARN or FAIL with what to fix: RDMA devices, "
+       "ports and GIDs (and the GID index to use), the verbs user space, "
+       "the locked-memory limit, huge pages, CUDA, and whether each given "
+       "memory node answers. Exit 0 when an rdma run can work here, 1 when "
+       "not (--transport=tcp: RDMA findings do not fail).",
+       Grouped(DoctorFlagNames()), DoctorCommand},
+  };
+  return *commands;
+}
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& c : Commands()) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+std::string CommandHelp(const Command& c) {
+  std::string text = absl::StrCat("usage: ", c.synopsis, "\n\n");
+  // The purpose, filled to 80 columns.
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(c.purpose, ' ')) {
+    if (!line.empty() && line.size() + 1 + word.size() > 79) {
+      absl::StrAppend(&text, line, "\n");
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
+  }
+  absl::StrAppend(&text, line, "\n\n");
+  if (c.name == "run") {
+    absl::StrAppend(&text, "algorithms (--algo=NAME):\n", AlgorithmHelp(),
+                    "\n");
+  }
+  absl::StrAppend(&text, FormatFlagGroups(c.groups));
+  return text;
+}
+
+bool IsHelp(const std::string& arg) {
+  return arg == "--help" || arg == "-h" || arg == "--helpfull" ||
+         arg == "help";
+}
+
 int Main(int argc, char** argv) {
   SetCommandLine(argc, argv);
   if (argc < 2) {
@@ -90,39 +190,32 @@ int Main(int argc, char** argv) {
   }
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "help" || command == "--help" || command == "-h") {
-    std::printf(kUsage, AlgorithmHelp().c_str());
+  if (command == "version" || command == "--version") {
+    std::printf("%s", VersionReport().c_str());
     return kExitOk;
   }
-  std::vector<std::string> allowed = GraphFlagNames();
-  int (*run)() = nullptr;
-  if (command == "info") {
-    run = Info;
-  } else if (command == "run") {
-    run = RunCommand;
-    std::vector<std::string> run_flags = RunFlagNames();
-    allowed.insert(allowed.end(), run_flags.begin(), run_flags.end());
-  } else if (command == "load") {
-    run = LoadCommand;
-    allowed = LoadFlagNames();
-  } else if (command == "memory-node") {
-    run = MemoryNodeCommand;
-    allowed = MemoryNodeFlagNames();
-  } else if (command == "status") {
-    run = StatusCommand;
-    allowed = StatusFlagNames();
-  } else if (command == "doctor") {
-    run = DoctorCommand;
-    allowed = DoctorFlagNames();
-  } else {
+  if (IsHelp(command)) {
+    if (args.empty()) {
+      std::printf(kUsage, AlgorithmHelp().c_str());
+      return kExitOk;
+    }
+    command = args[0];
+    args = {"--help"};
+  }
+  const Command* c = FindCommand(command);
+  if (c == nullptr) {
     std::fprintf(stderr, "dmg: error: unknown command '%s' (try: dmg help)\n",
                  command.c_str());
     return kExitBadInput;
   }
-  if (absl::Status s = ParseFlags(args, allowed); !s.ok()) {
+  if (std::any_of(args.begin(), args.end(), IsHelp)) {
+    std::printf("%s", CommandHelp(*c).c_str());
+    return kExitOk;
+  }
+  if (absl::Status s = ParseFlags(args, FlagNames(c->groups)); !s.ok()) {
     return ReportError(s);
   }
-  return run();
+  return c->run();
 }
 
 }  // namespace

@@ -28,6 +28,18 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(
     cluster->nodes_.push_back(std::move(node));
   }
   cluster->transport_ = std::make_unique<transport::LocalTransport>(targets);
+  if (absl::Status s = cluster->StartEngines(options); !s.ok()) return s;
+  return cluster;
+}
+
+absl::Status EmbeddedCluster::RestartEngines(
+    const compute::EngineOptions& options) {
+  engines_.clear();  // frees their state arrays on the memory nodes
+  return StartEngines(options);
+}
+
+absl::Status EmbeddedCluster::StartEngines(
+    const compute::EngineOptions& options) {
   // The compute nodes start together (they meet while starting), one
   // thread each.
   const int nodes = std::max(1, options.cluster.nodes);
@@ -40,15 +52,16 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(
     threads.emplace_back([&, k] {
       compute::EngineOptions mine = options;
       mine.cluster.id = k;
-      engines[k] = compute::Engine::Create(*cluster->transport_, mine);
+      if (k > 0) mine.on_superstep = nullptr;  // node 0 speaks for the job
+      engines[k] = compute::Engine::Create(*transport_, mine);
     });
   }
   for (std::thread& t : threads) t.join();
   for (auto& e : engines) {
     if (!e.ok()) return e.status();
-    cluster->engines_.push_back(*std::move(e));
+    engines_.push_back(*std::move(e));
   }
-  return cluster;
+  return absl::OkStatus();
 }
 
 }  // namespace dmg::cli

@@ -27,6 +27,11 @@ class EmbeddedCluster {
       store::StoreImage image, const compute::EngineOptions& options,
       memory_node::MemoryNode::Options node_options = {});
 
+  // Ends the compute nodes' run and starts them afresh on the same memory
+  // nodes, with `options` (a new job name for each, when several): the
+  // next trial of `dmg run --trials`, on the graph loaded once.
+  absl::Status RestartEngines(const compute::EngineOptions& options);
+
   compute::Engine& engine(int k = 0) { return *engines_[k]; }
   int compute_nodes() const { return static_cast<int>(engines_.size()); }
   // Runs fn(engine) on every compute node at once, one thread each, and
@@ -45,10 +50,12 @@ class EmbeddedCluster {
     return results;
   }
   memory_node::MemoryNode& memory_node(int i = 0) { return *nodes_[i]; }
+  int memory_nodes() const { return static_cast<int>(nodes_.size()); }
   transport::Transport& transport() { return *transport_; }
 
  private:
   EmbeddedCluster() = default;
+  absl::Status StartEngines(const compute::EngineOptions& options);
   std::vector<std::unique_ptr<memory_node::MemoryNode>> nodes_;
   std::unique_ptr<transport::LocalTransport> transport_;
   std::vector<std::unique_ptr<compute::Engine>> engines_;

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "algorithms/registry.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
@@ -27,12 +30,17 @@
 #include "tools/cli.h"
 #include "tools/embedded_cluster.h"
 #include "tools/graph_flags.h"
+#include "tools/help.h"
+#include "tools/progress.h"
+#include "tools/run_summary.h"
 #include "tools/transport_flags.h"
+#include "tools/version.h"
 
 DEFINE_string(algo, "", "the algorithm (dmg help lists them)");
-DEFINE_string(source, "0",
-              "source vertex (bfs, sssp, bc), or 'random' (a seeded pick "
-              "with out-arcs)");
+DEFINE_string(source, "random",
+              "source vertex (bfs, sssp, bc), or 'random': a seeded pick "
+              "among the vertices with out-arcs, a new one for each trial "
+              "(as GAPBS without -r)");
 DEFINE_int32(sources, 0, "bc: this many seeded random sources (0: --source)");
 DEFINE_uint64(source_seed, 27491095,
               "seed for --source=random and --sources (GAPBS's default)");
@@ -41,12 +49,24 @@ DEFINE_double(tolerance, 1e-4, "pagerank: stop when the L1 change is below");
 DEFINE_bool(unit_weights, false, "sssp: treat every arc as weight 1");
 DEFINE_string(output, "",
               "write 'vertex value' lines, in vertex order (a count: alone "
-              "on one line)");
-DEFINE_string(stats_json, "", "write the run's figures as JSON");
+              "on one line; the last trial's; '-': stdout, and the summary "
+              "goes to stderr)");
+DEFINE_string(stats_json, "",
+              "write the engine's figures (per superstep; the last trial's) "
+              "as JSON ('-': stdout)");
+DEFINE_string(summary_json, "",
+              "write the job's summary as JSON: graph, algorithm, sources, "
+              "per-trial times and figures, nodes, cache, bytes ('-': "
+              "stdout; the format is in docs/ARCHITECTURE.md)");
+DEFINE_int32(trials, 1,
+             "run the algorithm this many times on the graph loaded once, "
+             "each on a fresh engine (and its own source when random); "
+             "per-trial and average times are printed");
 DEFINE_bool(verify, false,
             "compare with the in-memory reference; exit 1 on a mismatch");
 DEFINE_string(transport, "local",
-              "local (embedded cluster), tcp or rdma (with --memory_nodes)");
+              "local (embedded cluster), tcp or rdma (with --memory_nodes; "
+              "given --memory_nodes alone, tcp)");
 DEFINE_int32(top, 0, "print the N vertices with the largest values");
 DEFINE_double(cache_mb, 0,
               "compute-node cache bound in MiB (graph data and vertex state; "
@@ -100,24 +120,29 @@ double Since(std::chrono::steady_clock::time_point t) {
 
 // The run's parameters from the flags; sources are resolved on the engine
 // (a random pick needs out-degrees), once, so the reference uses the same.
+// Random picks come from one seeded sequence, as GAPBS's SourcePicker:
+// trial t (0-based) takes the picks after those of trials 0..t-1.
 absl::StatusOr<algorithms::Params> ParamsFromFlags(
-    const algorithms::Algorithm& algo, compute::Engine& engine) {
+    const algorithms::Algorithm& algo, compute::Engine& engine, int trial) {
   algorithms::Params p;
   p.max_iters = FLAGS_max_iters;
   p.tolerance = FLAGS_tolerance;
   p.unit_weights = FLAGS_unit_weights;
   if (algo.sources == algorithms::Sources::kNone) return p;
   if (FLAGS_sources > 0 && algo.sources == algorithms::Sources::kMany) {
-    DMG_ASSIGN_OR_RETURN(
-        p.sources,
-        algorithms::PickSources(engine, FLAGS_sources, FLAGS_source_seed));
+    DMG_ASSIGN_OR_RETURN(std::vector<store::VertexId> picks,
+                         algorithms::PickSources(
+                             engine, FLAGS_sources * (trial + 1),
+                             FLAGS_source_seed));
+    p.sources.assign(picks.end() - FLAGS_sources, picks.end());
     p.source = p.sources[0];
     return p;
   }
   if (FLAGS_source == "random") {
-    DMG_ASSIGN_OR_RETURN(std::vector<store::VertexId> one,
-                         algorithms::PickSources(engine, 1, FLAGS_source_seed));
-    p.source = one[0];
+    DMG_ASSIGN_OR_RETURN(
+        std::vector<store::VertexId> picks,
+        algorithms::PickSources(engine, trial + 1, FLAGS_source_seed));
+    p.source = picks.back();
   } else {
     uint64_t v = 0;
     if (!absl::SimpleAtoi(FLAGS_source, &v)) {
@@ -137,12 +162,54 @@ absl::StatusOr<algorithms::Params> ParamsFromFlags(
 
 // The reference result for the same SPEC, built independently of the store
 // layout: the graph is read (or generated) again into a plain CSR.
-absl::StatusOr<reference::Mismatch> Verify(
-    const algorithms::Algorithm& algo, const algorithms::Params& params,
-    const store::GraphSourceOptions& options, const Values& actual) {
-  DMG_ASSIGN_OR_RETURN(store::Graph g, store::LoadGraph(FLAGS_graph, options));
+// (The caller reads the graph once for all trials.)
+absl::StatusOr<reference::Mismatch> Verify(const algorithms::Algorithm& algo,
+                                           const algorithms::Params& params,
+                                           const store::Graph& g,
+                                           const Values& actual) {
   DMG_ASSIGN_OR_RETURN(Values expected, algo.reference(g, params));
   return algo.compare(expected, actual);
+}
+
+// Where the human-readable report goes: stdout, unless stdout carries
+// --output=- or a JSON file, then stderr, so a pipe gets only the data.
+FILE* Report() {
+  static FILE* const report =
+      FLAGS_output == "-" || FLAGS_summary_json == "-" ||
+              FLAGS_stats_json == "-"
+          ? stderr
+          : stdout;
+  return report;
+}
+
+// PATH, atomically (a reader never sees half a file), or stdout for "-".
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+        std::fflush(stdout) != 0) {
+      return absl::InternalError("writing to stdout failed");
+    }
+    return absl::OkStatus();
+  }
+  return store::WriteFileAtomically(
+      path, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+}
+
+// A source that reaches no other vertex made a run that measured nothing
+// (kron graphs have many isolated vertices): say so.
+void WarnIfNothingReached(const algorithms::Algorithm& algo,
+                          const algorithms::Params& params,
+                          const algorithms::Outcome& outcome) {
+  if (algo.sources != algorithms::Sources::kOne) return;
+  for (const auto& [name, value] : outcome.counts) {
+    if (name == "reached" && value <= 1) {
+      std::fprintf(stderr,
+                   "dmg: warning: source %u reaches no other vertex (it has "
+                   "no out-arcs): this run measured nothing; use "
+                   "--source=random or another vertex\n",
+                   params.source);
+    }
+  }
 }
 
 absl::Status WriteOutput(const Values& values) {
@@ -161,9 +228,7 @@ absl::Status WriteOutput(const Values& values) {
         }
       },
       values);
-  return store::WriteFileAtomically(
-      FLAGS_output,
-      {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+  return WriteText(FLAGS_output, text);
 }
 
 // Test hook: DMG_TEST_CORRUPT_VERTEX=v makes --verify see a wrong value at
@@ -198,9 +263,9 @@ void PrintTop(const Values& values) {
                               return vec[x] > vec[y] ||
                                      (vec[x] == vec[y] && x < y);
                             });
-          absl::PrintF("top %d vertices by %s:\n", k, FLAGS_algo);
+          absl::FPrintF(Report(), "top %d vertices by %s:\n", k, FLAGS_algo);
           for (size_t i = 0; i < k; ++i) {
-            absl::PrintF("  %10d  %s\n", order[i],
+            absl::FPrintF(Report(), "  %10d  %s\n", order[i],
                          reference::FormatValue(vec[order[i]]));
           }
         }
@@ -265,8 +330,8 @@ int SpawnComputeNodes(const JobPlace& place, int threads) {
     args.push_back("--job=" + place.job);
     args.push_back(absl::StrCat("--threads=", threads));
     if (k > 0) {
-      for (const char* quiet : {"--output=", "--stats_json=", "--noverify",
-                                "--top=0"}) {
+      for (const char* quiet : {"--output=", "--stats_json=",
+                                "--summary_json=", "--noverify", "--top=0"}) {
         args.push_back(quiet);
       }
     }
@@ -315,21 +380,42 @@ int SpawnComputeNodes(const JobPlace& place, int threads) {
   return result;
 }
 
+// --summary_json: the job's figures, completed from compute node 0's engine.
+absl::Status WriteSummary(RunSummary& summary, compute::Engine& engine) {
+  if (FLAGS_summary_json.empty()) return absl::OkStatus();
+  const compute::RunStats& stats = engine.stats();
+  summary.vertices = engine.num_vertices();
+  summary.arcs = engine.num_arcs();
+  summary.compute_nodes = std::max(1, stats.compute_nodes);
+  summary.cache_policy = stats.cache_policy;
+  summary.cache_bound_bytes = stats.cache_capacity_bytes;
+  summary.cache_peak_bytes = stats.cache_peak_bytes;
+  return WriteText(FLAGS_summary_json, ToJson(summary));
+}
+
 }  // namespace
 
-std::vector<std::string> RunFlagNames() {
-  std::vector<std::string> names = {
-      "algo",         "source",          "sources",
-      "source_seed",  "max_iters",       "tolerance",
-      "unit_weights", "output",          "stats_json",
-      "verify",       "transport",       "top",
-      "memory_nodes", "cache_mb",        "cache_fraction",
-      "cache_policy", "prefetch_window", "direction",
-      "compute_nodes", "compute_node_id", "job", "update_mode", "steal",
-      "stage1_alpha"};
-  for (const std::string& n : RdmaFlagNames()) names.push_back(n);
-  return names;
+std::vector<FlagGroup> RunFlagGroups() {
+  std::vector<FlagGroup> groups = {
+      {"the algorithm",
+       {"algo", "source", "sources", "source_seed", "max_iters", "tolerance",
+        "unit_weights", "trials"}},
+      {"results",
+       {"output", "summary_json", "stats_json", "top", "verify", "progress"}},
+      {"the graph (the embedded cluster, when no --memory_nodes are given)",
+       GraphFlagNames()},
+      {"memory nodes and the transport", {"memory_nodes", "transport"}},
+      {"the compute node's cache",
+       {"cache_mb", "cache_fraction", "cache_policy", "prefetch_window"}},
+      {"compute nodes, the update coordinator and the workload manager",
+       {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
+        "steal", "stage1_alpha"}},
+  };
+  for (const std::string& n : RdmaFlagNames()) groups[3].flags.push_back(n);
+  return groups;
 }
+
+std::vector<std::string> RunFlagNames() { return FlagNames(RunFlagGroups()); }
 
 std::string AlgorithmHelp() {
   std::string text;
@@ -355,10 +441,15 @@ int RunCommand() {
         absl::InvalidArgumentError("--sources must be 0 or more"));
   }
   const bool remote = !FLAGS_memory_nodes.empty();
-  if (remote ? FLAGS_transport == "local" : FLAGS_transport != "local") {
+  // --memory_nodes alone means tcp, the transport every host has.
+  const std::string transport =
+      remote && gflags::GetCommandLineFlagInfoOrDie("transport").is_default
+          ? "tcp"
+          : FLAGS_transport;
+  if (remote ? transport == "local" : transport != "local") {
     return ReportError(absl::InvalidArgumentError(
         remote ? "--memory_nodes needs --transport=tcp or --transport=rdma"
-               : "--transport=" + FLAGS_transport +
+               : "--transport=" + transport +
                      " needs --memory_nodes=HOST:PORT,... (running memory "
                      "nodes loaded with `dmg load`)"));
   }
@@ -452,14 +543,33 @@ int RunCommand() {
         "--cache_policy must be graph_aware or page_lru"));
   }
 
+  if (FLAGS_trials < 1 || FLAGS_trials > 10000) {
+    return ReportError(
+        absl::InvalidArgumentError("--trials must be in 1..10000"));
+  }
+  int trial = 0;  // the one running (the progress line names it)
+  auto trial_start = std::make_shared<std::chrono::steady_clock::time_point>();
+  if (Progress::Enabled()) {
+    engine_options.on_superstep = [&trial, a, trial_start](
+                                      const compute::SuperstepStats& s) {
+      const double elapsed = Since(*trial_start);
+      Progress::Show(absl::StrFormat(
+          "%s%s: superstep %d, frontier %d, %.2f M vertices/s, %.1f s",
+          a, FLAGS_trials > 1 ? absl::StrCat(" trial ", trial + 1) : "",
+          s.index, s.frontier, s.seconds > 0 ? s.frontier / s.seconds / 1e6 : 0,
+          elapsed));
+    };
+  }
+
   auto t0 = std::chrono::steady_clock::now();
   uint64_t rss_start = 0;
   std::unique_ptr<EmbeddedCluster> cluster;
   std::unique_ptr<transport::Transport> network;
   std::unique_ptr<compute::Engine> remote_engine;
   if (remote) {
+    ProgressTicker ticker("connecting to " + FLAGS_memory_nodes);
     absl::StatusOr<std::unique_ptr<transport::Transport>> t =
-        ConnectTransport(FLAGS_transport, FLAGS_memory_nodes);
+        ConnectTransport(transport, FLAGS_memory_nodes);
     if (!t.ok()) return ReportError(t.status());
     network = *std::move(t);
     rss_start = compute::CurrentRssBytes();
@@ -468,6 +578,7 @@ int RunCommand() {
     if (!e.ok()) return ReportError(e.status());
     remote_engine = *std::move(e);
   } else {
+    ProgressTicker ticker("loading " + FLAGS_graph);
     absl::StatusOr<store::StoreImage> image =
         store::LoadStore(FLAGS_graph, *options);
     if (!image.ok()) return ReportError(image.status());
@@ -478,7 +589,22 @@ int RunCommand() {
     cluster = *std::move(c);
   }
   const double load_seconds = Since(t0);
-  compute::Engine& engine = remote ? *remote_engine : cluster->engine();
+
+  RunSummary summary;
+  summary.version = VersionString();
+  summary.graph = FLAGS_graph;
+  summary.algorithm = a;
+  summary.transport = transport;
+  if (remote) {
+    summary.memory_node_addresses = absl::StrSplit(FLAGS_memory_nodes, ',');
+    summary.memory_nodes =
+        static_cast<int>(summary.memory_node_addresses.size());
+  } else {
+    summary.memory_nodes = cluster->memory_nodes();
+  }
+  summary.threads = options->threads;
+  summary.load_seconds = load_seconds;
+  std::optional<store::Graph> reference_graph;  // --verify: read once
 
   // Every compute node of this process (several: the embedded cluster's)
   // runs the algorithm; node 0's outcome is the job's.
@@ -487,59 +613,133 @@ int RunCommand() {
     absl::StatusOr<algorithms::Outcome> outcome;
   };
   auto run_one = [&](compute::Engine& e) {
-    Run r{ParamsFromFlags(*algo, e), absl::UnknownError("not run")};
+    Run r{ParamsFromFlags(*algo, e, trial), absl::UnknownError("not run")};
     if (r.params.ok()) r.outcome = algo->run(e, *r.params);
     if (r.outcome.ok()) e.Finish();
     return r;
   };
   std::vector<Run> runs;
-  if (!remote && cluster->compute_nodes() > 1) {
-    runs = cluster->RunEverywhere(run_one);
-  } else {
-    runs.push_back(run_one(engine));
+  for (; trial < FLAGS_trials; ++trial) {
+    *trial_start = std::chrono::steady_clock::now();
+    if (trial > 0) {
+      // A fresh engine (cold cache, new state arrays) on the graph loaded
+      // once; with several compute nodes, a job name of its own.
+      compute::EngineOptions next = engine_options;
+      next.cluster.job = absl::StrCat(place->job, ".trial", trial + 1);
+      if (remote) {
+        remote_engine.reset();
+        absl::StatusOr<std::unique_ptr<compute::Engine>> e =
+            compute::Engine::Create(*network, next);
+        if (!e.ok()) return ReportError(e.status());
+        remote_engine = *std::move(e);
+      } else if (absl::Status s = cluster->RestartEngines(next); !s.ok()) {
+        return ReportError(s);
+      }
+    }
+    compute::Engine& engine = remote ? *remote_engine : cluster->engine();
+    runs.clear();
+    if (!remote && cluster->compute_nodes() > 1) {
+      runs = cluster->RunEverywhere(run_one);
+    } else {
+      runs.push_back(run_one(engine));
+    }
+    Progress::Clear();
+    // The first error that is not another node's echo of it.
+    for (const Run& r : runs) {
+      const absl::Status s =
+          r.params.ok() ? r.outcome.status() : r.params.status();
+      if (!s.ok() && !absl::IsAborted(s)) return ReportError(s);
+    }
+    for (const Run& r : runs) {
+      if (!r.params.ok()) return ReportError(r.params.status());
+      if (!r.outcome.ok()) return ReportError(r.outcome.status());
+    }
+    const algorithms::Params& params = *runs[0].params;
+    algorithms::Outcome& outcome = *runs[0].outcome;
+    compute::RunStats& stats = engine.stats();
+    if (engine.compute_node() != 0) {
+      // One of several processes: node 0 reports for the job.
+      const transport::OpStats& t = stats.total;
+      absl::FPrintF(Report(), 
+          "compute node %d of job %s: %.3f s; remote %.1f MB read, %.1f MB "
+          "written, %d round trips\n",
+          engine.compute_node(), stats.job, stats.seconds, t.bytes_read / 1e6,
+          t.bytes_written / 1e6, t.round_trips);
+      continue;
+    }
+    TrialSummary& ts = summary.trials.emplace_back();
+    ts.trial = trial + 1;
+    if (algo->sources != algorithms::Sources::kNone) ts.sources = params.sources;
+    ts.seconds = stats.seconds;
+    ts.supersteps = static_cast<int>(stats.supersteps.size());
+    ts.remote = stats.job_total;
+    ts.cache = stats.total_cache;
+    ts.counts = outcome.counts;
+    ts.converged = outcome.converged;
+    if (FLAGS_trials > 1) {
+      absl::FPrintF(Report(), "trial %d: %.3f s (%d supersteps; %s)\n", trial + 1,
+                   stats.seconds, stats.supersteps.size(), outcome.detail);
+    }
+    WarnIfNothingReached(*algo, params, outcome);
+    if (FLAGS_verify) {
+      CorruptForTest(outcome.values);
+      if (!reference_graph.has_value()) {
+        absl::StatusOr<store::Graph> g = store::LoadGraph(FLAGS_graph, *options);
+        if (!g.ok()) return ReportError(g.status());
+        reference_graph = *std::move(g);
+      }
+      absl::StatusOr<reference::Mismatch> m =
+          Verify(*algo, params, *reference_graph, outcome.values);
+      if (!m.ok()) return ReportError(m.status());
+      if (m->any) {
+        std::fprintf(stderr, "verify: MISMATCH%s: %s\n",
+                     FLAGS_trials > 1
+                         ? absl::StrCat(" in trial ", trial + 1).c_str()
+                         : "",
+                     m->message.c_str());
+        summary.verify = "mismatch";
+        if (absl::Status s = WriteSummary(summary, engine); !s.ok()) {
+          return ReportError(s);
+        }
+        return kExitFailure;
+      }
+    }
   }
-  // The first error that is not another node's echo of it.
-  for (const Run& r : runs) {
-    const absl::Status s = r.params.ok() ? r.outcome.status() : r.params.status();
-    if (!s.ok() && !absl::IsAborted(s)) return ReportError(s);
-  }
-  for (const Run& r : runs) {
-    if (!r.params.ok()) return ReportError(r.params.status());
-    if (!r.outcome.ok()) return ReportError(r.outcome.status());
-  }
-  const algorithms::Params* params = &*runs[0].params;
+  compute::Engine& engine = remote ? *remote_engine : cluster->engine();
+  if (engine.compute_node() != 0) return kExitOk;
   Values* values = &runs[0].outcome->values;
   const std::string& detail = runs[0].outcome->detail;
   compute::RunStats& stats = engine.stats();
-  if (engine.compute_node() != 0) {
-    // One of several processes: node 0 reports for the job.
-    const transport::OpStats& t = stats.total;
-    absl::PrintF(
-        "compute node %d of job %s: %.3f s; remote %.1f MB read, %.1f MB "
-        "written, %d round trips\n",
-        engine.compute_node(), stats.job, stats.seconds, t.bytes_read / 1e6,
-        t.bytes_written / 1e6, t.round_trips);
-    return kExitOk;
-  }
   stats.algorithm = a;
   stats.rss_start_bytes = rss_start;
   stats.rss_peak_bytes = compute::PeakRssBytes();
 
   // With several compute nodes, the remote figures are the job's (every
-  // node's added up).
+  // node's added up). With several trials they are the last trial's, and
+  // the average time over all of them ends the line.
   const transport::OpStats& t = stats.job_total;
-  absl::PrintF(
+  std::string trials_note;
+  if (FLAGS_trials > 1) {
+    std::vector<double> seconds;
+    for (const TrialSummary& ts : summary.trials) seconds.push_back(ts.seconds);
+    const Spread spread = SpreadOf(seconds);
+    trials_note = absl::StrFormat(
+        "; %d trials, average %.3f s (min %.3f s, max %.3f s)", FLAGS_trials,
+        spread.average, spread.min, spread.max);
+  }
+  absl::FPrintF(Report(), 
       "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
-      "remote %.1f MB read, %.1f MB written, %d round trips; %s%s\n",
-      a, remote ? FLAGS_transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
+      "remote %.1f MB read, %.1f MB written, %d round trips; %s%s%s\n",
+      a, remote ? transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
       engine.num_vertices(), engine.num_arcs(), stats.supersteps.size(),
       stats.seconds, load_seconds, t.bytes_read / 1e6, t.bytes_written / 1e6,
       t.round_trips, detail,
       stats.compute_nodes > 1
           ? absl::StrFormat("; %d compute nodes", stats.compute_nodes)
-          : "");
+          : "",
+      trials_note);
   if (stats.cache_capacity_bytes > 0 || stats.cache_policy == "page_lru") {
-    absl::PrintF(
+    absl::FPrintF(Report(), 
         "cache: %s, bound %.1f MB, peak %.1f MB; %d hits, %d misses, "
         "%.1f MB fetched\n",
         stats.cache_policy, stats.cache_capacity_bytes / 1e6,
@@ -549,25 +749,21 @@ int RunCommand() {
   if (FLAGS_top > 0) PrintTop(*values);
 
   if (!FLAGS_stats_json.empty()) {
-    std::string json = compute::ToJson(stats);
-    absl::Status s = store::WriteFileAtomically(
-        FLAGS_stats_json,
-        {reinterpret_cast<const std::byte*>(json.data()), json.size()});
-    if (!s.ok()) return ReportError(s);
+    if (absl::Status s = WriteText(FLAGS_stats_json, compute::ToJson(stats));
+        !s.ok()) {
+      return ReportError(s);
+    }
   }
   if (!FLAGS_output.empty()) {
     if (absl::Status s = WriteOutput(*values); !s.ok()) return ReportError(s);
   }
   if (FLAGS_verify) {
-    CorruptForTest(*values);
-    absl::StatusOr<reference::Mismatch> m =
-        Verify(*algo, *params, *options, *values);
-    if (!m.ok()) return ReportError(m.status());
-    if (m->any) {
-      std::fprintf(stderr, "verify: MISMATCH: %s\n", m->message.c_str());
-      return kExitFailure;
-    }
-    std::printf("verify: OK (matches the in-memory reference)\n");
+    summary.verify = "ok";
+    std::fprintf(Report(), "verify: OK (matches the in-memory reference%s)\n",
+                FLAGS_trials > 1 ? " in every trial" : "");
+  }
+  if (absl::Status s = WriteSummary(summary, engine); !s.ok()) {
+    return ReportError(s);
   }
   return kExitOk;
 }
