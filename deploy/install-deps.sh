@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages DMG builds and tests with, but only those
 # that are missing (no apt-get at all when everything is present).
+#   install-deps.sh            everything to build, test and deploy
+#   install-deps.sh --runtime  only what an installed dmg needs on a host
+#                              (`cmake --install`, `deploy/cluster FILE push`)
 set -euo pipefail
 
+if [ "${1:-}" = --runtime ]; then
+  # The shared libraries dmg links (ldd), the rxe/mlx verbs providers and
+  # the `rdma` tool (deploy/softroce-setup.sh).
+  PACKAGES=(libabsl20220623 libgflags2.2 libgoogle-glog0v6 libibverbs1
+            librdmacm1 ibverbs-providers libstdc++6 zlib1g liblzma5 iproute2)
+elif [ $# -gt 0 ]; then
+  echo "usage: install-deps.sh [--runtime]" >&2; exit 2
+else
 PACKAGES=(
   g++ cmake ninja-build pkg-config
   libabsl-dev libgflags-dev libgoogle-glog-dev
@@ -14,6 +25,7 @@ PACKAGES=(
   iproute2 openssh-client openssh-server  # deploy/cluster (netns, ssh) and its tests
   slurm-wlm munge  # tests/cluster_slurm_test.sh: a one-host Slurm
 )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

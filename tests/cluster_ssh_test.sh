@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # deploy/cluster, ssh backend, against a real sshd: sshd runs in a network
 # namespace (a "host" at 10.77.42.2) with a throwaway key pair and a private
-# sshd_config; the launcher pushes dmg there, starts 2 memory nodes over ssh
-# (nohup, remote pid files), runs PageRank on 2 compute nodes (one here, one
-# over ssh) with --verify, and `down` must leave no process or folder.
+# sshd_config; `cmake --install` makes an installed tree, the launcher pushes
+# it there (push --from), starts 2 memory nodes over ssh with the pushed
+# PREFIX/bin/dmg (nohup, remote pid files), asks `doctor` (here and on the
+# host), runs PageRank on 2 compute nodes (one here, one over ssh) with
+# --verify, and `down` must leave no process or folder.
 # Needs root; installs openssh-server when missing (skips without apt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,9 +93,22 @@ graph=kron:16
 if [ -f "${DMG_GRAPHS_DIR:-}/ca-GrQc.el" ]; then graph=$DMG_GRAPHS_DIR/ca-GrQc.el; fi
 echo "cluster_ssh_test: graph $graph"
 
-"${C[@]}" push
-[ -x "$work/prefix/bin/dmg" ] || { echo "FAIL: push left no $work/prefix/bin/dmg"; exit 1; }
+# The installed tree (bin/dmg, share/dmg/deploy, share/doc/dmg) is what goes.
+cmake --install build/release --prefix "$work/install" >/dev/null
+rc=0; "${C[@]}" push --from "$work/nonexistent" 2>/dev/null || rc=$?
+[ $rc = 2 ] || { echo "FAIL: push --from a missing folder: exit $rc, not 2"; exit 1; }
+"${C[@]}" push --from "$work/install"
+for f in bin/dmg share/dmg/deploy/cluster share/dmg/deploy/softroce-setup.sh share/doc/dmg/DEPLOY.md; do
+  [ -e "$work/prefix/$f" ] || { echo "FAIL: push left no $work/prefix/$f"; exit 1; }
+done
 "${C[@]}" up
+# The daemons on the host run the pushed dmg, not the build tree's.
+n=$(ps -eo args= | grep -c "^$work/prefix/bin/dmg memory-node" || true)
+[ "$n" = 2 ] || { echo "FAIL: $n memory nodes run $work/prefix/bin/dmg, not 2"; exit 1; }
+out=$("${C[@]}" doctor) || { echo "$out"; echo "FAIL: doctor exited non-zero"; exit 1; }
+grep -q "OK    memory node $host:7401 (position 1): up" <<<"$out" \
+  || { echo "$out"; echo "FAIL: doctor did not see memory node 1 up"; exit 1; }
+grep -q "^==> $host <==" <<<"$out" || { echo "FAIL: doctor did not run on $host"; exit 1; }
 "${C[@]}" load "$graph"
 out=$("${C[@]}" run --algo=pagerank --graph="$graph" --verify)
 echo "$out"

@@ -18,6 +18,7 @@
 #include "store/image_file.h"
 #include "store/summary.h"
 #include "tools/cli.h"
+#include "tools/doctor_command.h"
 #include "tools/graph_flags.h"
 #include "tools/help.h"
 #include "tools/load_command.h"
@@ -45,6 +46,8 @@ commands:
                run a memory-node daemon
   status       --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
                is every memory node up (and loaded)?
+  doctor       [--memory_nodes=H:P,...] [--transport=rdma|tcp]
+               can this host run dmg over rdma? (exit 0: yes)
   help [CMD]   this text, or every flag of CMD with its default
   version      the version, git revision and build (also: dmg --version)
 
@@ -139,6 +142,14 @@ const std::vector<Command>& Commands() {
        "Asks every memory node whether it is up and what it holds; exit 0 "
        "when all are ready (with --require_store: loaded), 1 when not.",
        Grouped(StatusFlagNames()), StatusCommand},
+      {"doctor", "dmg doctor [--memory_nodes=H:P,...] [flags]",
+       "Checks whether this host can run dmg over RDMA and prints what it "
+       "finds, each line OK, WARN or FAIL with what to fix: RDMA devices, "
+       "ports and GIDs (and the GID index to use), the verbs user space, "
+       "the locked-memory limit, huge pages, CUDA, and whether each given "
+       "memory node answers. Exit 0 when an rdma run can work here, 1 when "
+       "not (--transport=tcp: RDMA findings do not fail).",
+       Grouped(DoctorFlagNames()), DoctorCommand},
   };
   return *commands;
 }

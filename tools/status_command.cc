@@ -19,18 +19,12 @@ DECLARE_string(memory_nodes);
 DECLARE_int32(transport_timeout_ms);
 
 namespace dmg::cli {
-namespace {
-
-struct NodeStatus {
-  bool up = false;
-  bool has_store = false;
-  std::string line;
-};
 
 // One control connection per node, so a node that is down does not hide
 // the others' answers.
-NodeStatus Ask(const transport::HostPort& node, uint32_t position) {
-  NodeStatus st;
+MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
+                               uint32_t position) {
+  MemoryNodeStatus st;
   transport::TcpOptions options;
   options.timeout_ms = FLAGS_transport_timeout_ms;
   absl::StatusOr<std::unique_ptr<transport::TcpControl>> c =
@@ -42,9 +36,9 @@ NodeStatus Ask(const transport::HostPort& node, uint32_t position) {
   }
   absl::StatusOr<std::vector<transport::RegionInfo>> regions = (*c)->List(0);
   if (!regions.ok()) {
-    st.line = absl::StrFormat("memory node %s (position %d): down: %s",
-                              node.ToString(), position,
-                              regions.status().message());
+    st.line =
+        absl::StrFormat("memory node %s (position %d): down: %s",
+                        node.ToString(), position, regions.status().message());
     return st;
   }
   st.up = true;
@@ -65,14 +59,13 @@ NodeStatus Ask(const transport::HostPort& node, uint32_t position) {
       "(%.1f MB)",
       node.ToString(), position, id,
       st.has_store && id != position ? " (does not match its position)" : "",
-      st.has_store ? absl::StrFormat("store loaded (%.1f MB)", store_bytes / 1e6)
-                   : std::string("no store loaded"),
+      st.has_store
+          ? absl::StrFormat("store loaded (%.1f MB)", store_bytes / 1e6)
+          : std::string("no store loaded"),
       others, other_bytes / 1e6);
   if (st.has_store && id != position) st.has_store = false;
   return st;
 }
-
-}  // namespace
 
 std::vector<std::string> StatusFlagNames() {
   return {"memory_nodes", "wait_ms", "require_store", "transport_timeout_ms"};
@@ -92,15 +85,16 @@ int StatusCommand() {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(FLAGS_wait_ms);
   while (true) {
-    std::vector<NodeStatus> all;
+    std::vector<MemoryNodeStatus> all;
     bool ready = true;
     for (uint32_t i = 0; i < nodes->size(); ++i) {
-      all.push_back(Ask((*nodes)[i], i));
+      all.push_back(AskMemoryNode((*nodes)[i], i));
       ready = ready && all.back().up &&
               (!FLAGS_require_store || all.back().has_store);
     }
     if (ready || std::chrono::steady_clock::now() >= deadline) {
-      for (const NodeStatus& st : all) std::printf("%s\n", st.line.c_str());
+      for (const MemoryNodeStatus& st : all)
+        std::printf("%s\n", st.line.c_str());
       std::printf("%s\n", ready ? "ready" : "not ready");
       return ready ? kExitOk : kExitFailure;
     }

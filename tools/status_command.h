@@ -4,10 +4,23 @@
 #ifndef DMG_TOOLS_STATUS_COMMAND_H_
 #define DMG_TOOLS_STATUS_COMMAND_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "transport/tcp_transport.h"
+
 namespace dmg::cli {
+
+// One memory node's answer on the control plane (also used by dmg doctor).
+struct MemoryNodeStatus {
+  bool up = false;
+  bool has_store = false;  // a store is loaded and its id matches position
+  std::string line;        // "memory node H:P (position K): up, ..."
+};
+// Asks `node` (listed at `position`) with --transport_timeout_ms.
+MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
+                               uint32_t position);
 
 std::vector<std::string> StatusFlagNames();
 int StatusCommand();

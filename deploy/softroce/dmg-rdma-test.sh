@@ -1,6 +1,7 @@
 #!/bin/bash
 # DMG's RDMA tests on soft-RoCE: boots the rxe VM (rxevm.sh) and runs, inside
-# it, (1) the transport conformance suite with the rdma backend and (2) an
+# it, (0) `dmg doctor` (exit 0, rxe0 and the GID index reported), (1) the
+# transport conformance suite with the rdma backend and (2) an
 # end-to-end job — `dmg memory-node --transport=rdma`, `dmg load`, `dmg run
 # --transport=rdma --verify` for PageRank, BFS, CC, BC and TC — whose outputs
 # must be identical to the embedded cluster's, then PageRank and BFS on 2
@@ -36,6 +37,15 @@ set -u
 cd "\$(dirname "\$0")"
 G=$GRAPH
 fail=0
+ulimit -l unlimited 2>/dev/null || true   # as the VM's init does (verbs registration)
+
+echo "== dmg doctor: must find \$RXE_DEV and GID index \$RXE_GIDX, exit 0"
+./bin/dmg doctor > doctor.txt 2>&1; rc=\$?
+cat doctor.txt
+[ \$rc = 0 ] || { echo "dmg doctor exited \$rc, not 0"; fail=1; }
+grep -q "OK    \$RXE_DEV port 1: GID index \$RXE_GIDX " doctor.txt \
+  || { echo "dmg doctor did not report \$RXE_DEV with GID index \$RXE_GIDX"; fail=1; }
+
 echo "== DMG conformance suite, rdma backend (device \$RXE_DEV, gid \$RXE_GIDX)"
 ./bin/transport_conformance_test --gtest_brief=1 \\
   --gtest_filter='Backends/ConformanceTest.*/rdma' || fail=1

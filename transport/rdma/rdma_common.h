@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "transport/rdma/rdma_probe.h"
 
 namespace dmg::transport::rdma {
 
@@ -36,7 +37,7 @@ struct RdmaOptions {
   // always the last of a chain.
   int signal_every = 16;
   // Registered bounce buffer per endpoint; bigger batches are split.
-  uint64_t staging_bytes = 8 << 20;
+  uint64_t staging_bytes = kDefaultStagingBytes;
   // Bound on every wait: address/route resolution, connect, completions.
   int timeout_ms = 10000;
 };
