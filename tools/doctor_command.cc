@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+DECLARE_uint64(rdma_staging_bytes);
 DECLARE_string(memory_nodes);
 DECLARE_string(transport);
 DECLARE_int32(threads);
@@ -298,7 +299,7 @@ bool CheckMemlock(Report& report, Level rdma_level) {
       "a compute node with %d worker thread(s) registers %s (%d x %s "
       "staging)",
       threads, BytesText(compute), threads + 1,
-      BytesText(rdma::kDefaultStagingBytes));
+      BytesText(FLAGS_rdma_staging_bytes));
   if (memory > 0) {
     needs += absl::StrFormat("; a memory node with --memory_mb=%d up to %s",
                              FLAGS_memory_mb, BytesText(memory));
@@ -343,7 +344,7 @@ bool CheckMemlock(Report& report, Level rdma_level) {
 void CheckHugePages(Report& report) {
   report.Section("huge pages (/proc/meminfo)");
   const HugePages h = ParseMeminfo(ReadFileText("/proc/meminfo"));
-  const uint64_t want = rdma::kDefaultStagingBytes;
+  const uint64_t want = FLAGS_rdma_staging_bytes;
   const std::string text =
       absl::StrFormat("%d reserved, %d free, page size %s", h.total, h.free,
                       BytesText(h.page_bytes));
@@ -471,7 +472,7 @@ bool HasCapIpcLock(const std::string& proc_status) {
 
 uint64_t ComputeNodeMemlockBytes(int threads) {
   return static_cast<uint64_t>(std::max(threads, 1) + 1) *
-         rdma::kDefaultStagingBytes;
+         FLAGS_rdma_staging_bytes;
 }
 
 std::string BytesText(uint64_t bytes) {
@@ -484,8 +485,9 @@ std::string BytesText(uint64_t bytes) {
 }
 
 std::vector<std::string> DoctorFlagNames() {
-  return {"memory_nodes", "transport",   "threads",
-          "memory_mb",    "rdma_device", "transport_timeout_ms"};
+  return {"memory_nodes",      "transport",   "threads",
+          "memory_mb",         "rdma_device", "transport_timeout_ms",
+          "rdma_staging_bytes"};
 }
 
 int DoctorCommand() {

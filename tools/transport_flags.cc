@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
+#include "transport/rdma/rdma_probe.h"
 #ifdef DMG_HAVE_RDMA
 #include "transport/rdma/rdma_transport.h"
 #endif
@@ -18,7 +19,7 @@ DEFINE_int32(rdma_gid_index, -1,
              "GID index (-1: the RoCEv2 IPv4-mapped GID, found automatically)");
 DEFINE_int32(rdma_sq_depth, 256, "RDMA send queue depth per queue pair");
 DEFINE_int32(rdma_cq_depth, 512, "RDMA completion queue depth");
-DEFINE_uint64(rdma_staging_bytes, 8 << 20,
+DEFINE_uint64(rdma_staging_bytes, dmg::transport::rdma::kDefaultStagingBytes,
               "registered bounce buffer per RDMA endpoint (one per worker "
               "thread); bigger batches are split. Each counts against the "
               "locked-memory limit (ulimit -l)");
