@@ -42,7 +42,7 @@ commands:
   info         --graph=SPEC      vertices, arcs, degrees, blocks, bytes
   load         --graph=SPEC --image=FILE | --memory_nodes=H:P,...
                ingest a graph into a store image or running memory nodes
-  memory-node  --listen=H:P --transport=tcp|rdma [--image=F --node_id=K]
+  memory-node  --listen=H:P [--transport=tcp|rdma] [--image=F --node_id=K]
                run a memory-node daemon
   status       --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
                is every memory node up (and loaded)?
@@ -133,7 +133,7 @@ const std::vector<Command>& Commands() {
        "nodes, each given its slice of the layout.",
        Grouped(LoadFlagNames()), LoadCommand},
       {"memory-node",
-       "dmg memory-node --listen=HOST:PORT --transport=tcp|rdma [flags]",
+       "dmg memory-node --listen=HOST:PORT [--transport=tcp|rdma] [flags]",
        "Runs a memory-node daemon: it holds its slice of a store (from "
        "--image, or loaded later by `dmg load`) and serves READs, WRITEs "
        "and atomics until SIGTERM or SIGINT.",

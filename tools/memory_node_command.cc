@@ -48,6 +48,10 @@ int MemoryNodeCommand() {
         "--listen=HOST:PORT is required (one address; port 0 picks a free "
         "one)"));
   }
+  // The shared --transport flag's default ("local") means tcp here.
+  if (gflags::GetCommandLineFlagInfoOrDie("transport").is_default) {
+    FLAGS_transport = "tcp";
+  }
   if (FLAGS_transport != "tcp" && FLAGS_transport != "rdma") {
     return ReportError(absl::InvalidArgumentError(
         "memory-node --transport must be tcp or rdma"));
