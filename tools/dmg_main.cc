@@ -23,6 +23,7 @@
 #include "tools/help.h"
 #include "tools/load_command.h"
 #include "tools/memory_node_command.h"
+#include "tools/progress.h"
 #include "tools/run_command.h"
 #include "tools/status_command.h"
 #include "tools/transport_flags.h"
@@ -70,8 +71,10 @@ int Info() {
       GraphSourceOptionsFromFlags();
   if (!options.ok()) return ReportError(options.status());
   auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<store::StoreImage> image =
-      store::LoadStore(FLAGS_graph, *options);
+  absl::StatusOr<store::StoreImage> image = [&] {
+    ProgressTicker ticker("loading " + FLAGS_graph);
+    return store::LoadStore(FLAGS_graph, *options);
+  }();
   if (!image.ok()) return ReportError(image.status());
   if (absl::Status s = CheckLayoutFlags(*image); !s.ok()) {
     return ReportError(s);
@@ -123,7 +126,7 @@ const std::vector<Command>& Commands() {
        "dmg info --graph=SPEC [flags]",
        "Loads a graph into the store and prints what it looks like there: "
        "vertices, arcs, degrees, blocks, bytes.",
-       {{"the graph", GraphFlagNames()}},
+       {{"the graph", GraphFlagNames()}, {"output", {"progress"}}},
        Info},
       {"load",
        "dmg load --graph=SPEC --image=FILE [flags]\n"

@@ -23,14 +23,14 @@ std::string Wrap(const std::string& text) {
     }
     absl::StrAppend(&line, line.empty() ? "" : " ", word);
   }
-  if (!line.empty()) absl::StrAppend(&out, std::string(kIndent, ' '), line, "\n");
+  if (!line.empty())
+    absl::StrAppend(&out, std::string(kIndent, ' '), line, "\n");
   return out;
 }
 
 std::string ShowDefault(const gflags::CommandLineFlagInfo& info) {
   if (info.type == "string") {
-    return info.default_value.empty() ? "none"
-                                      : "'" + info.default_value + "'";
+    return info.default_value.empty() ? "none" : "'" + info.default_value + "'";
   }
   return info.default_value;
 }
@@ -59,9 +59,9 @@ std::string FormatFlagGroups(const std::vector<FlagGroup>& groups) {
       shown.push_back(name);
       gflags::CommandLineFlagInfo info;
       if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) continue;
-      const std::string head =
-          info.type == "bool" ? absl::StrCat("  --", name)
-                              : absl::StrCat("  --", name, "=", info.type);
+      const std::string head = info.type == "bool"
+                                   ? absl::StrCat("  --", name)
+                                   : absl::StrCat("  --", name, "=", info.type);
       absl::StrAppend(&block, head, "\n",
                       Wrap(absl::StrCat(info.description, " (default: ",
                                         ShowDefault(info), ")")));

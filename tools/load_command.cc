@@ -9,6 +9,7 @@
 #include "store/image_file.h"
 #include "tools/cli.h"
 #include "tools/graph_flags.h"
+#include "tools/progress.h"
 #include "tools/transport_flags.h"
 
 DEFINE_string(image, "",
@@ -80,7 +81,8 @@ absl::Status Upload(const store::StoreImage& image,
 
 std::vector<std::string> LoadFlagNames() {
   std::vector<std::string> names = GraphFlagNames();
-  names.insert(names.end(), {"image", "memory_nodes", "transport_timeout_ms"});
+  names.insert(names.end(),
+               {"image", "memory_nodes", "transport_timeout_ms", "progress"});
   return names;
 }
 
@@ -111,8 +113,10 @@ int LoadCommand() {
     options->layout.num_memory_nodes = nodes.size();
   }
   auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<store::StoreImage> image =
-      store::LoadStore(FLAGS_graph, *options);
+  absl::StatusOr<store::StoreImage> image = [&] {
+    ProgressTicker ticker("building the store of " + FLAGS_graph);
+    return store::LoadStore(FLAGS_graph, *options);
+  }();
   if (!image.ok()) return ReportError(image.status());
   if (nodes.empty()) {
     if (absl::Status s = CheckLayoutFlags(*image); !s.ok()) {

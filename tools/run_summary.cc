@@ -37,10 +37,9 @@ std::string SpreadJson(const Spread& s) {
 }
 
 std::string TrialJson(const TrialSummary& t) {
-  std::string out = absl::StrFormat(R"({"trial": %d, "source": %s)", t.trial,
-                                    t.sources.empty()
-                                        ? std::string("null")
-                                        : absl::StrCat(t.sources[0]));
+  std::string out = absl::StrFormat(
+      R"({"trial": %d, "source": %s)", t.trial,
+      t.sources.empty() ? std::string("null") : absl::StrCat(t.sources[0]));
   if (t.sources.size() > 1) {
     absl::StrAppend(&out, R"(, "sources": [)", absl::StrJoin(t.sources, ", "),
                     "]");
@@ -73,8 +72,8 @@ Spread SpreadOf(std::vector<double> values) {
   s.min = values.front();
   s.max = values.back();
   s.average = std::accumulate(values.begin(), values.end(), 0.0) / n;
-  s.median = n % 2 == 1 ? values[n / 2]
-                        : (values[n / 2 - 1] + values[n / 2]) / 2;
+  s.median =
+      n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
   return s;
 }
 
@@ -97,17 +96,23 @@ std::string ToJson(const RunSummary& r) {
   absl::StrAppend(&out, R"(  "graph": )", Quote(r.graph), ",\n");
   absl::StrAppend(&out, R"(  "algorithm": )", Quote(r.algorithm), ",\n");
   absl::StrAppend(&out, R"(  "transport": )", Quote(r.transport), ",\n");
-  absl::StrAppendFormat(&out, R"(  "memory_nodes": %d,)" "\n", r.memory_nodes);
+  absl::StrAppendFormat(&out,
+                        R"(  "memory_nodes": %d,)"
+                        "\n",
+                        r.memory_nodes);
   absl::StrAppend(&out, R"(  "memory_node_addresses": [)",
                   absl::StrJoin(addresses, ", "), "],\n");
   absl::StrAppendFormat(&out,
-                        R"(  "compute_nodes": %d,)" "\n"
-                        R"(  "threads": %d,)" "\n"
-                        R"(  "vertices": %d,)" "\n"
-                        R"(  "arcs": %d,)" "\n",
+                        R"(  "compute_nodes": %d,)"
+                        "\n"
+                        R"(  "threads": %d,)"
+                        "\n"
+                        R"(  "vertices": %d,)"
+                        "\n"
+                        R"(  "arcs": %d,)"
+                        "\n",
                         r.compute_nodes, r.threads, r.vertices, r.arcs);
-  absl::StrAppend(&out, R"(  "load_seconds": )", Number(r.load_seconds),
-                  ",\n");
+  absl::StrAppend(&out, R"(  "load_seconds": )", Number(r.load_seconds), ",\n");
   absl::StrAppendFormat(
       &out,
       R"(  "cache": {"policy": %s, "bound_bytes": %d, "peak_bytes": %d},)"
@@ -118,8 +123,10 @@ std::string ToJson(const RunSummary& r) {
   absl::StrAppend(&out, R"(  "seconds": )", SpreadJson(SpreadOf(seconds)),
                   ",\n");
   absl::StrAppendFormat(&out,
-                        R"(  "bytes_read": %d,)" "\n"
-                        R"(  "bytes_written": %d,)" "\n",
+                        R"(  "bytes_read": %d,)"
+                        "\n"
+                        R"(  "bytes_written": %d,)"
+                        "\n",
                         bytes_read, bytes_written);
   absl::StrAppend(&out, R"(  "verify": )", Quote(r.verify), "\n}\n");
   return out;

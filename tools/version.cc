@@ -10,13 +10,13 @@ std::string VersionString() {
 }
 
 std::string VersionReport() {
-  return absl::StrCat("dmg ", DMG_VERSION, "\n", "git revision: ",
-                      DMG_GIT_REVISION, "\n", "build type:   ", DMG_BUILD_TYPE,
-                      "\n", "CUDA:         ",
-                      DMG_BUILT_WITH_CUDA ? "on" : "off (built without nvcc)",
-                      "\n", "RDMA:         ",
-                      DMG_BUILT_WITH_RDMA ? "on (ibverbs, rdma_cm)" : "off",
-                      "\n");
+  return absl::StrCat(
+      "dmg ", DMG_VERSION, "\n", "git revision: ", DMG_GIT_REVISION, "\n",
+      "build type:   ", DMG_BUILD_TYPE, "\n",
+      "CUDA:         ", DMG_BUILT_WITH_CUDA ? "on" : "off (built without nvcc)",
+      "\n",
+      "RDMA:         ", DMG_BUILT_WITH_RDMA ? "on (ibverbs, rdma_cm)" : "off",
+      "\n");
 }
 
 }  // namespace dmg::cli
