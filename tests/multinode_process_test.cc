@@ -28,25 +28,25 @@ TEST(MultiNodeProcessTest, SpawnedComputeNodesMatchOneComputeNode) {
   Daemon b("--transport=tcp", dir.file("b.log"));
   const std::string nodes = a.address() + "," + b.address();
   const std::string graph = "kron:15 --symmetrize";
-  ASSERT_EQ(RunDmg("load --graph=" + graph + " --memory_nodes=" + nodes)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunDmg("load --graph=" + graph + " --memory_nodes=" + nodes).exit_code,
+      0);
   for (std::string algo :
        {"pagerank --tolerance=0 --max_iters=15", "bfs --source=random", "cc",
         "sssp --unit_weights --source=random", "bc --sources=2", "tc"}) {
     const std::string base = "run --algo=" + algo + " --threads=1 ";
     const std::string one = dir.file("one");
-    testing::CommandResult r = RunDmg(base + "--graph=" + graph +
-                                      " --output=" + one);
+    testing::CommandResult r =
+        RunDmg(base + "--graph=" + graph + " --output=" + one);
     ASSERT_EQ(r.exit_code, 0) << algo << ": " << r.err;
     for (int n : {2, 3}) {
       SCOPED_TRACE(algo + " on " + std::to_string(n) + " compute nodes");
       const std::string many = dir.file("many");
       const std::string stats = dir.file("stats.json");
-      testing::CommandResult m = RunDmg(
-          base + "--transport=tcp --memory_nodes=" + nodes +
-          " --compute_nodes=" + std::to_string(n) + " --output=" + many +
-          " --stats_json=" + stats);
+      testing::CommandResult m =
+          RunDmg(base + "--transport=tcp --memory_nodes=" + nodes +
+                 " --compute_nodes=" + std::to_string(n) + " --output=" + many +
+                 " --stats_json=" + stats);
       ASSERT_EQ(m.exit_code, 0) << m.err;
       EXPECT_EQ(Slurp(many), Slurp(one));
       // One summary line (node 0's, for the job), every node's figures.
@@ -80,8 +80,8 @@ TEST(MultiNodeProcessTest, KilledComputeNodeStopsTheOthersNamingIt) {
   // printed.
   testing::CommandResult r = testing::RunCommand(
       "(" + job + " --compute_node_id=1 & victim=$!; " +  //
-      "(" + job + " --compute_node_id=0; echo \"node0 $?\" >&2) & " +
-      "(" + job + " --compute_node_id=2; echo \"node2 $?\" >&2) & " +
+      "(" + job + " --compute_node_id=0; echo \"node0 $?\" >&2) & " + "(" +
+      job + " --compute_node_id=2; echo \"node2 $?\" >&2) & " +
       "sleep 1.5; kill -9 $victim; t=$(date +%s%N); wait; " +
       "echo \"after_ms $(( ($(date +%s%N) - t) / 1000000 ))\" >&2)");
   SCOPED_TRACE(r.err);
@@ -100,16 +100,39 @@ TEST(MultiNodeProcessTest, KilledComputeNodeStopsTheOthersNamingIt) {
   const std::regex named(
       "compute node (1 did not reach round|([0-9]+, )*1(, [0-9]+)* has "
       "stopped \\(its regions)");
-  EXPECT_EQ(std::distance(
-                std::sregex_iterator(r.err.begin(), r.err.end(), named),
-                std::sregex_iterator()),
-            2);
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(r.err.begin(), r.err.end(), named),
+                    std::sregex_iterator()),
+      2);
   // The next job, even under the same name, runs normally.
-  testing::CommandResult next =
-      RunDmg("run --algo=bfs --transport=tcp --compute_nodes=2 --job=killed "
-             "--memory_nodes=" +
-             node.address() + " --graph=kron:15 --verify");
+  testing::CommandResult next = RunDmg(
+      "run --algo=bfs --transport=tcp --compute_nodes=2 --job=killed "
+      "--memory_nodes=" +
+      node.address() + " --graph=kron:15 --verify");
   EXPECT_EQ(next.exit_code, 0) << next.err;
+}
+
+// --trials with compute nodes in separate processes: every process runs
+// the same trials (a job name per trial, derived the same way in each),
+// each trial verifies, and node 0's summary lists them all.
+TEST(MultiNodeProcessTest, TrialsRunInEveryProcess) {
+  TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  ASSERT_EQ(
+      RunDmg("load --graph=kron:13 --memory_nodes=" + node.address()).exit_code,
+      0);
+  const std::string json = dir.file("summary.json");
+  testing::CommandResult r = RunDmg(
+      "run --algo=bfs --compute_nodes=2 --trials=3 --verify "
+      "--graph=kron:13 --summary_json=" +
+      json + " --memory_nodes=" + node.address());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 trials, average"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verify: OK"), std::string::npos) << r.out;
+  const std::string s = Slurp(json);
+  EXPECT_NE(s.find("\"compute_nodes\": 2"), std::string::npos) << s;
+  EXPECT_NE(s.find("{\"trial\": 3,"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"transport\": \"tcp\""), std::string::npos) << s;
 }
 
 TEST(MultiNodeProcessTest, JobFlagsAreChecked) {
