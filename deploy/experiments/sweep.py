@@ -791,7 +791,8 @@ def describe(r, dims):
         elif d == "memory_nodes":
             parts.append(f"{v} memory node{'s' if str(v) != '1' else ''}")
         elif d == "threads":
-            parts.append(f"{v} threads" if str(v) != "0" else "threads: all cores")
+            parts.append("threads: all cores" if str(v) == "0" else
+                         f"{v} thread{'s' if str(v) != '1' else ''}")
         elif d == "cache":
             parts.append(f"cache {v}")
         else:
@@ -833,16 +834,25 @@ def make_plots(rows, out, name):
             series = {}
             for r in grp:
                 series.setdefault(tuple(r[d] for d in varying), []).append(r)
-            fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+            nseries = len(series)
+            unbounded = sum(1 for rs in series.values() if any(
+                r["cache"] == "unbounded" for r in rs)) if axis == "cache" else 0
+            entries = (nseries if varying else 0) + unbounded + \
+                (1 if axis == "compute_nodes" else 0)
+            ncol = 1 if entries <= 2 else 2
+            legend_in = (0.2 + 0.2 * math.ceil(entries / ncol)) if entries else 0
+            height = 4.4 + legend_in
+            fig, axes = plt.subplots(1, 2, figsize=(11, height))
             if axis == "cache":
                 xlabel, xof = cache_axis(grp)
             else:
                 xlabel = "compute nodes" if axis == "compute_nodes" else "memory nodes"
                 xof = lambda r, a=axis: float(r[a])
+            markers = "osD^v<>ph*"
             for i, (skey, srows) in enumerate(sorted(
                     series.items(), key=lambda kv: [dim_order(d, v) for d, v in
                                                     zip(varying, kv[0])])):
-                color = f"C{i % 10}"
+                color, marker = f"C{i % 10}", markers[(i // 10 + i) % len(markers)]
                 label = describe(dict(zip(varying, skey)), varying) or None
                 pts = sorted(((xof(r), r) for r in srows if xof(r) is not None),
                              key=lambda p: p[0])
@@ -856,53 +866,57 @@ def make_plots(rows, out, name):
                         for _, r in pts]
                 mbhi = [(num(r, "remote_bytes_max") - num(r, "remote_bytes_median")) / 1e6
                         for _, r in pts]
+                style = dict(color=color, marker=marker, capsize=3, label=label)
                 if axis == "compute_nodes":
-                    base = med[0]
-                    sp = [base / m for m in med]
-                    # speedup from the extremes of the base and each point
-                    axes[0].plot(xs, sp, "-o", color=color, label=label)
-                    for x, s in zip(xs, sp):
-                        axes[0].annotate(f"{s:.2f}x", (x, s), textcoords="offset points",
-                                         xytext=(4, 4), fontsize=7, color=color)
-                    axes[1].errorbar(xs, med, yerr=[lo, hi], fmt="-o", color=color,
-                                     capsize=3, label=label)
-                else:
-                    axes[0].errorbar(xs, med, yerr=[lo, hi], fmt="-o", color=color,
-                                     capsize=3, label=label)
-                    axes[1].errorbar(xs, mb, yerr=[mblo, mbhi], fmt="-o", color=color,
-                                     capsize=3, label=label)
-                for r in unb:
+                    sp = [med[0] / m for m in med]
+                    axes[0].plot(xs, sp, "-", color=color, marker=marker, label=label)
+                    if nseries <= 4:
+                        for x, v in zip(xs, sp):
+                            axes[0].annotate(f"{v:.2f}x", (x, v), textcoords="offset points",
+                                             xytext=(5, 4), fontsize=7, color=color)
+                    axes[1].errorbar(xs, med, yerr=[lo, hi], fmt="-", **style)
+                elif xs:
+                    axes[0].errorbar(xs, med, yerr=[lo, hi], fmt="-", **style)
+                    axes[1].errorbar(xs, mb, yerr=[mblo, mbhi], fmt="-", **style)
+                for r in unb:   # cache plots: the unbounded run as a level
                     axes[0].axhline(num(r, "time_median_s"), color=color, ls=":",
                                     label=f"{label + ', ' if label else ''}unbounded cache")
-                    axes[1].axhline(num(r, "remote_bytes_median") / 1e6, color=color, ls=":",
-                                    label=f"{label + ', ' if label else ''}unbounded cache")
+                    axes[1].axhline(num(r, "remote_bytes_median") / 1e6, color=color, ls=":")
             if axis == "compute_nodes":
                 xs_all = sorted({float(v) for v in values})
                 axes[0].plot(xs_all, [x / xs_all[0] for x in xs_all], "--", color="gray",
                              lw=0.8, label="ideal (linear)")
-                axes[0].set_ylabel(f"speedup (median time at {xs_all[0]:g} / median time)")
-                axes[1].set_ylabel(f"algorithm time (s), median of {trials} trials, bars min-max")
+                axes[0].set_ylabel(f"speedup (median time at {xs_all[0]:g} / at x)")
+                axes[1].set_ylabel("time (s): median, bars min-max")
             else:
-                axes[0].set_ylabel(f"algorithm time (s), median of {trials} trials, bars min-max")
-                axes[1].set_ylabel("remote MB per trial (read + written), median")
+                axes[0].set_ylabel("time (s): median, bars min-max")
+                axes[1].set_ylabel("remote MB read + written: median, bars min-max")
             for ax in axes:
                 ax.set_xlabel(xlabel)
                 ax.grid(True, which="both", alpha=0.3)
                 if axis == "cache":
                     ax.set_xscale("log")
-                    xs_all = sorted({xof(r) for r in grp if xof(r) is not None})
-                    ax.set_xticks(xs_all)
-                    ax.set_xticklabels([f"{x:g}" for x in xs_all])
-                    ax.minorticks_off()
+                    if xlabel.startswith("cache size (%"):
+                        xs_all = sorted({xof(r) for r in grp if xof(r) is not None})
+                        ax.set_xticks(xs_all)
+                        ax.set_xticklabels([f"{x:g}" for x in xs_all])
+                        ax.minorticks_off()
+                    else:
+                        from matplotlib.ticker import LogLocator, ScalarFormatter
+                        ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+                        ax.xaxis.set_major_formatter(ScalarFormatter())
+                        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
                 else:
                     ax.set_xticks(sorted({float(v) for v in values}))
-                if ax.get_legend_handles_labels()[0]:
-                    ax.legend(fontsize=7)
                 ax.set_ylim(bottom=0)
+            handles, labels = axes[0].get_legend_handles_labels()
+            if handles:
+                fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8,
+                           frameon=False)
             sub = describe(grp[0], fixed)
             fig.suptitle(f"{where}: {title}\n{sub}{'; ' if sub else ''}"
-                         f"{trials} trials per point (sweep {name})", fontsize=10)
-            fig.tight_layout()
+                         f"each point: median of {trials} trials (sweep {name})", fontsize=10)
+            fig.tight_layout(rect=(0, legend_in / height, 1, 1))
             path = out / f"{kind}-{slug(graph)}-{algo}-{transport}.png"
             fig.savefig(path, dpi=100)
             plt.close(fig)
