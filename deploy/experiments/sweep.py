@@ -162,11 +162,14 @@ def apply_sets(doc, sets):
             parsed = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
             parsed = value
-        if key in ("graphs", "algorithms", "transports", "caches", "cache_policies",
-                   "flags") and isinstance(parsed, str):
-            parsed = [x for x in parsed.split(",") if x]
-        if key in ("compute_nodes", "memory_nodes", "threads") and isinstance(parsed, (int, str)):
-            parsed = [int(x) for x in str(parsed).split(",")]
+        if SWEEP_KEYS.get(key, (None,))[0] is list and not isinstance(parsed, list):
+            parsed = [x.strip() for x in parsed.split(",") if x.strip()] \
+                if isinstance(parsed, str) else [parsed]
+            if key in ("compute_nodes", "memory_nodes", "threads"):
+                try:
+                    parsed = [int(x) for x in parsed]
+                except ValueError:
+                    raise SweepError(f"--set {s!r}: expected integers")
         table = doc
         parts = key.split(".")
         for p in parts[:-1]:
@@ -484,7 +487,14 @@ class Cluster:
         if not self.is_up and self.backend != "slurm":
             return
         self.is_up = False
-        rc, _ = run_logged(self.argv("down"), self.logs / f"{self.tag}-down.log", 120)
+        # A second Ctrl-C must not cut `down` short: it would leave daemons.
+        sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        old = [signal.signal(s, signal.SIG_IGN) for s in sigs]
+        try:
+            rc, _ = run_logged(self.argv("down"), self.logs / f"{self.tag}-down.log", 120)
+        finally:
+            for s, h in zip(sigs, old):
+                signal.signal(s, h)
         if rc != 0:
             say(f"warning: `cluster down` for {self.tag} failed: "
                 f"{tail_line(self.logs / f'{self.tag}-down.log')}")
@@ -950,10 +960,13 @@ def main(argv):
     a = p.parse_args(argv)
     a.dmg = str(Path(a.dmg).resolve()) if os.path.sep in a.dmg else a.dmg
 
-    # SIGTERM (a batch system, `kill`) unwinds like Ctrl-C: clusters go down.
+    # SIGTERM (a batch system, `kill`), SIGHUP (the terminal went away) unwind
+    # like Ctrl-C: clusters go down, temporary files go.
     def on_term(signum, frame):
         raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
+    # SIGINT explicitly too: a shell starts background jobs with it ignored.
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_term)
     try:
         if a.replot:
             rows = load_csv(a.replot)
