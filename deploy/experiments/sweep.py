@@ -112,6 +112,7 @@ SWEEP_KEYS = {
     "timeout_s": (int, 600),
     "flags": (list, []),
     "algorithm_flags": (dict, {}),
+    "prebuild_images": (bool, True),
     "cluster": (dict, {}),
 }
 CLUSTER_KEYS = {"backend": str, "base": str, "load_flags": list, "push": bool,
@@ -245,6 +246,10 @@ def read_sweep(path, sets=()):
             raise SweepError(f"{path}: algorithm_flags.{algo}: not an algorithm")
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise SweepError(f"{path}: algorithm_flags.{algo}: expected a list of strings")
+        for flag in flags:
+            if flag.split("=")[0] in GRAPH_FLAGS:
+                raise SweepError(f"{path}: algorithm_flags.{algo}: {flag} shapes the loaded "
+                                 "graph, which every algorithm shares: put it in flags")
     sw["cache_specs"] = [parse_cache(v, f"{path}: caches[{i}]")
                          for i, v in enumerate(sw["caches"])]
     cl = dict(sw["cluster"])
@@ -288,6 +293,14 @@ def read_sweep(path, sets=()):
 
 
 GENERATOR = re.compile(r"(kron|urand):\d+(:\d+)?")
+# dmg flags that shape the stored graph (tools/graph_flags.cc, less --graph,
+# --threads, --layout_memory_nodes): given in `flags`, they go to the load too.
+GRAPH_FLAGS = ("--seed", "--symmetrize", "--drop_self_loops", "--drop_parallel_arcs",
+               "--relabel", "--block_size", "--compress")
+
+
+def graph_flags(sw):
+    return [f for f in sw["flags"] if f.split("=")[0] in GRAPH_FLAGS]
 
 
 def resolve_graph(spec, path):
@@ -478,6 +491,7 @@ class Cluster:
         self.is_up = True   # before: a half-made cluster is taken down too
         self.call(f"{self.tag}-up.log", "up")
         self.call(f"{self.tag}-load-{slug(graph_label(graph))}.log", "load", graph,
+                  *graph_flags(self.sw),
                   *self.sw["cluster"]["load_flags"])
 
     def run_argv(self, flags):
@@ -598,7 +612,24 @@ def row_from_summary(row, s):
         row["status"] = "error: verify mismatch"
 
 
-def run_one(sw, args, run, index, out, cluster):
+def build_image(sw, args, work, graph, m, logs):
+    """transport local: the store image for M memory nodes, made once per
+    graph and M instead of in every run (an image carries its layout)."""
+    image = work / f"{slug(graph_label(graph))}-m{m}.img"
+    log = logs / f"image-{image.stem}.log"
+    argv = [args.dmg, "load", f"--graph={graph}", f"--image={image}",
+            f"--layout_memory_nodes={m}"] + graph_flags(sw)
+    if args.dry_run:
+        print(shlex.join(argv))
+        return image
+    rc, _ = run_logged(argv, log, max(600, sw["timeout_s"]))
+    if rc != 0:
+        raise RuntimeError(f"`dmg load --image` of {graph_label(graph)} failed "
+                           f"(exit {rc}): {tail_line(log)}")
+    return image
+
+
+def run_one(sw, args, run, index, out, cluster, image=None):
     name = (f"{index:03d}-{slug(run['graph_label'])}-{run['algorithm']}-{run['transport']}"
             f"-c{run['compute_nodes']}-m{run['memory_nodes']}-{slug(run['cache'])}"
             f"-{run['cache_policy']}-t{run['threads']}")
@@ -606,7 +637,7 @@ def run_one(sw, args, run, index, out, cluster):
     log = out / "logs" / f"{name}.log"
     flags = run_flags(sw, run) + [f"--summary_json={summary}"]
     if run["transport"] == "local":
-        argv = [args.dmg, "run", f"--graph={run['graph']}",
+        argv = [args.dmg, "run", f"--graph={image or run['graph']}",
                 f"--layout_memory_nodes={run['memory_nodes']}"] + flags
         backend = "embedded"
     else:
@@ -664,14 +695,16 @@ def sweep(sw, args):
         index = 0
         try:
             for (transport, m, graph), runs in groups:
-                cl = None
+                cl = image = None
+                if transport == "local" and sw["prebuild_images"]:
+                    image = build_image(sw, args, work, graph, m, work)
                 if transport != "local":
                     cl = Cluster(sw, args, work, transport, m, work)
                     print(f"# cluster {cl.tag} ({sw['cluster']['backend']}, {transport}, "
                           f"{m} memory nodes): up; load {graph}; runs; down")
                 for run in runs:
                     index += 1
-                    run_one(sw, args, run, index, Path("OUT"), cl)
+                    run_one(sw, args, run, index, Path("OUT"), cl, image)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return 0
@@ -693,14 +726,17 @@ def sweep(sw, args):
                 cluster = None
                 done = 0
                 try:
+                    image = None
                     if transport != "local":
                         cluster = Cluster(sw, args, work, transport, m, out / "logs")
                         say(f"cluster {cluster.tag}: {sw['cluster']['backend']}, {transport}, "
                             f"{m} memory node(s), graph {graph_label(graph)}")
                         cluster.up(graph)
+                    elif sw["prebuild_images"]:
+                        image = build_image(sw, args, work, graph, m, out / "logs")
                     for run in runs:
                         index += 1
-                        row = run_one(sw, args, run, index, out, cluster)
+                        row = run_one(sw, args, run, index, out, cluster, image)
                         rows.append(row)
                         w.writerow(row)
                         f.flush()
@@ -725,6 +761,8 @@ def sweep(sw, args):
                     if cluster:
                         cluster.down()
                         cluster = None
+                    if image:
+                        Path(image).unlink(missing_ok=True)
     finally:
         if cluster:
             cluster.down()
