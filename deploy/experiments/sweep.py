@@ -133,6 +133,8 @@ def parse_cache(value, where):
     if not isinstance(value, str):
         raise SweepError(f"{where}: {value!r} is not a cache size")
     s = value.strip()
+    if re.fullmatch(r"[0-9]*\.?[0-9]+", s) and float(s) != 0:
+        return parse_cache(float(s), where)   # "0.05" as 0.05 (--set caches=0.05,0.1)
     if s.lower() in ("unbounded", "none", "0"):
         return "unbounded", [], "unbounded", None
     m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*%", s)
