@@ -286,8 +286,8 @@ def read_sweep(path, sets=()):
     if cl["backend"] in ("ssh", "slurm") and "base" not in cl:
         needs_cluster = any(t != "local" for t in sw["transports"])
         if needs_cluster:
-            raise SweepError(f"{path}: cluster.base: an {cl['backend']} sweep needs a "
-                             "base cluster file (hosts, ssh or slurm settings)")
+            raise SweepError(f"{path}: cluster.base: tcp/rdma on the {cl['backend']} "
+                             "backend need a base cluster file (hosts, ssh or slurm settings)")
     sw["cluster"] = cl
     sw["graphs"] = [resolve_graph(g, path) for g in sw["graphs"]]
     sw["path"] = path
@@ -691,6 +691,11 @@ def sweep(sw, args):
     out = out.resolve()
     groups = plan(sw)
     total = sum(len(r) for _, r in groups)
+    # Every cluster file can be made (enough memory nodes in the base) before
+    # anything runs, so that a bad sweep is exit 2 at once, not half way.
+    for transport, m in itertools.product(sw["transports"], sw["memory_nodes"]):
+        if transport != "local":
+            cluster_doc(sw, transport, m, "check")
     if args.dry_run:
         say(f"{total} runs (dry run: the commands; cluster files are written at run time)")
         work = Path(tempfile.mkdtemp(prefix="dmg-sweep-"))
@@ -1024,6 +1029,9 @@ def main(argv):
         print("sweep: interrupted; clusters taken down, temporary files removed",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:   # `--dry-run | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
