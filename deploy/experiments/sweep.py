@@ -963,14 +963,24 @@ def make_plots(rows, out, name):
                         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
                 else:
                     ax.set_xticks(sorted({float(v) for v in values}))
-                ax.set_ylim(bottom=0)
+                # A range over 30x (a baseline 30x slower, say): a log axis, so
+                # that the small values are not flattened to the floor.
+                ys = [y for line in ax.get_lines() for y in line.get_ydata()
+                      if isinstance(y, (int, float)) and y > 0]
+                if ys and max(ys) / min(ys) > 30 and not (axis == "compute_nodes" and
+                                                          ax is axes[0]):
+                    ax.set_yscale("log")
+                else:
+                    ax.set_ylim(bottom=0)
             handles, labels = axes[0].get_legend_handles_labels()
             if handles:
                 fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8,
                            frameon=False)
             sub = describe(grp[0], fixed)
-            fig.suptitle(f"{where}: {title}\n{sub}{'; ' if sub else ''}"
-                         f"each point: median of {trials} trials (sweep {name})", fontsize=10)
+            per_point = f"each point: median of {trials} trials" if str(trials) != "1" \
+                else "1 trial per point"
+            fig.suptitle(f"{where}: {title}\n{sub}{'; ' if sub else ''}{per_point} "
+                         f"(sweep {name})", fontsize=10)
             fig.tight_layout(rect=(0, legend_in / height, 1, 1))
             path = out / f"{kind}-{slug(graph)}-{algo}-{transport}.png"
             fig.savefig(path, dpi=100)
