@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The experiment runner (deploy/experiments/sweep.py): a tiny sweep (kron:10,
+# BFS, local + tcp on the local backend, 1-2 memory nodes, 2 cache sizes,
+# 1 trial) writes a CSV row per run and the plots; a bad sweep file is one
+# line and exit 2; Ctrl-C in the middle of a run takes the cluster down. No
+# dmg-sweep-* folder and no memory-node daemon is left behind. ~15 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DMG_BIN="${DMG_BIN:-$PWD/build/release/tools/dmg}"
+DMG_BIN=$(realpath "$DMG_BIN")
+[ -x "$DMG_BIN" ] || { echo "experiments_test: no dmg at $DMG_BIN (build it or set DMG_BIN)"; exit 1; }
+work=$(mktemp -d)
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp"     # the runner's temporary folders land here
+daemons() { ps -eo pid=,args= | awk -v b="$DMG_BIN" '$2 == b && $3 == "memory-node" {print $1}' | sort; }
+before=$(daemons)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "experiments_test: FAIL: $*"; exit 1; }
+check_clean() {
+  left=$(ls "$TMPDIR" | grep '^dmg-sweep-' || true)
+  [ -z "$left" ] || fail "$1: temporary folders left: $left"
+  new=$(comm -13 <(echo "$before") <(daemons) | tr '\n' ' ')
+  [ -z "${new// }" ] || fail "$1: memory-node daemons left: $new"
+}
+
+cat > "$work/tiny.toml" <<'EOF'
+name = "tiny"
+graphs = ["kron:10"]
+algorithms = ["bfs"]
+transports = ["local", "tcp"]
+memory_nodes = [1, 2]
+caches = ["75%", "100%"]
+threads = [1]
+trials = 1
+verify = true
+[cluster]
+backend = "local"
+EOF
+out="$work/out"
+deploy/experiments/sweep.py "$work/tiny.toml" --dmg "$DMG_BIN" --out "$out" > "$work/log" 2>&1 ||
+  { cat "$work/log"; fail "the sweep failed"; }
+rows=$(tail -n +2 "$out/results.csv" | wc -l)
+ok=$(tail -n +2 "$out/results.csv" | grep -c ',ok,' || true)
+[ "$rows" = 8 ] && [ "$ok" = 8 ] || { cat "$out/results.csv"; fail "$rows CSV rows, $ok ok (want 8, 8)"; }
+head -1 "$out/results.csv" | grep -q 'time_median_s,time_min_s,time_max_s' || fail "CSV header"
+head -1 "$out/results.csv" | grep -q ',verify,' || fail "no verify column"
+for p in cache-kron10-bfs-local cache-kron10-bfs-tcp memory-kron10-bfs-local memory-kron10-bfs-tcp; do
+  [ -s "$out/$p.png" ] || { ls "$out"; fail "no $p.png"; }
+done
+[ ! -e "$out/compute-kron10-bfs-tcp.png" ] || fail "a compute-node plot with one compute-node count"
+ls "$out"/summaries/*.json >/dev/null || fail "no summary JSONs kept"
+check_clean "after the sweep"
+
+# A bad sweep file: one line naming the file and the key, exit 2.
+printf 'graphs = ["kron:10"]\nalgorithms = ["bfs"]\ncahces = ["5%%"]\n' > "$work/bad.toml"
+rc=0; err=$(deploy/experiments/sweep.py "$work/bad.toml" --dmg "$DMG_BIN" 2>&1) || rc=$?
+[ $rc = 2 ] && grep -q "bad.toml: cahces: unknown key" <<<"$err" || fail "bad file: rc $rc: $err"
+
+# Ctrl-C while a run is going: the cluster goes down, the temp folder goes.
+mkdir -p "$work/bin"
+cat > "$work/bin/dmg" <<EOF
+#!/bin/sh
+[ "\$1" = run ] && sleep 60
+exec "$DMG_BIN" "\$@"
+EOF
+chmod +x "$work/bin/dmg"
+deploy/experiments/sweep.py "$work/tiny.toml" --dmg "$work/bin/dmg" --out "$work/int" \
+  --set transports=tcp --set memory_nodes=2 > "$work/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do ls "$work/int/logs/"001-* >/dev/null 2>&1 && break; sleep 0.1; done
+ls "$work/int/logs/"001-* >/dev/null 2>&1 || { cat "$work/int.log"; fail "the interrupted sweep never started a run"; }
+sleep 0.5
+kill -INT $pid
+rc=0; wait $pid || rc=$?
+[ $rc = 130 ] || { cat "$work/int.log"; fail "interrupted sweep: exit $rc, want 130"; }
+left=$(ps -eo pid=,args= | grep -F "$work/" | grep -v grep || true)
+[ -z "$left" ] || fail "processes of the interrupted sweep left: $left"
+check_clean "after Ctrl-C"
+echo "experiments_test: PASS"
