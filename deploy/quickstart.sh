@@ -40,6 +40,10 @@ else
   for t in local netns ssh slurm; do bash "tests/cluster_${t}_test.sh"; done
 fi
 
+# The experiment runner: a tiny sweep (CSV + PNGs), a bad sweep file, and
+# Ctrl-C in the middle leaving nothing behind (about 20 s; no root needed).
+bash tests/experiments_test.sh
+
 # RDMA: the conformance suite and an end-to-end job over real verbs, on
 # soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe);
 # then two VMs joined by an emulated link, memory and compute nodes on both,
