@@ -167,9 +167,7 @@ bool LooksLikeStoreImage(const std::string& path) {
   return same >= 5;  // a byte or three damaged; no text graph starts so
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 std::span<const std::byte> bytes) {
-  std::filesystem::path target(path);
+absl::Status CheckOutputPath(const std::string& path) {
   // rename() would replace a device, a FIFO or a symlink with a plain file.
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -184,6 +182,13 @@ absl::Status WriteFileAtomically(const std::string& path,
         "or name another file)",
         path, kind));
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 std::span<const std::byte> bytes) {
+  std::filesystem::path target(path);
+  if (absl::Status s = CheckOutputPath(path); !s.ok()) return s;
   RemoveStaleTempFiles(target);
   std::string tmp = absl::StrFormat("%s.tmp.%d", path, ::getpid());
   TempRegistration registration(tmp);

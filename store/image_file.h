@@ -26,6 +26,10 @@ absl::Status WriteImageFile(const StoreImage& image, const std::string& path);
 // Reads and fully validates an image (every checksum, directory and block).
 absl::StatusOr<StoreImage> ReadImageFile(const std::string& path);
 
+// OK if `path` may be written by WriteFileAtomically: it does not exist, or
+// is a regular file. Commands check their outputs with it before working.
+absl::Status CheckOutputPath(const std::string& path);
+
 // Writes `bytes` to `path` atomically (shared by other file outputs), through
 // `path.tmp.PID`. A `path` that exists and is not a regular file (a device,
 // a FIFO, a symlink, a directory) is refused, not replaced. The temporary

@@ -226,6 +226,10 @@ TEST(OutputTest, ExistingNonRegularOutputsAreRefused) {
   ExpectOneLineError(run + " --summary_json=/dev/full", {"/dev/full"});
   ExpectOneLineError("load --graph=" + src + " --image=" + link,
                      {link, "symlink"});
+  // Refused before the run: no report, nothing computed.
+  testing::CommandResult early = RunDmg(run + " --output=/dev/full");
+  EXPECT_EQ(early.exit_code, 2);
+  EXPECT_TRUE(early.out.empty()) << early.out;
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   EXPECT_EQ(testing::Slurp(target), "keep\n");
   struct stat st;

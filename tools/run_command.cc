@@ -489,6 +489,14 @@ int RunCommand() {
       remote && FLAGS_graph.empty() ? store::GraphSourceOptions()
                                     : GraphSourceOptionsFromFlags();
   if (!options.ok()) return ReportError(options.status());
+  // Outputs that cannot be written are refused before any work is done.
+  for (const std::string* out :
+       {&FLAGS_output, &FLAGS_stats_json, &FLAGS_summary_json}) {
+    if (out->empty() || *out == "-") continue;
+    if (absl::Status s = store::CheckOutputPath(*out); !s.ok()) {
+      return ReportError(s);
+    }
+  }
   // --threads counts without --graph too (a run on loaded memory nodes).
   if (options->threads == 0) options->threads = std::max(0, FLAGS_threads);
   if (options->threads == 0) options->threads = DefaultThreads();
