@@ -1,6 +1,7 @@
 #include "store/graph_source.h"
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -74,9 +75,24 @@ absl::StatusOr<Graph> LoadGraph(const std::string& spec,
     if (!image.ok()) return image.status();
     return GraphFromImage(*image);
   }
-  absl::StatusOr<EdgeList> edges = ReadGraphFile(spec, options.read);
+  ReadOptions read = options.read;
+  if (options.clean.relabel) {
+    // Ids are compacted: sparse large ids cost nothing per id (the relabel
+    // map is as large as the arcs), so the bound is on the count after it.
+    read.max_vertices = kMaxVertexId + 1;
+    read.memory_bytes = std::numeric_limits<uint64_t>::max();
+  }
+  absl::StatusOr<EdgeList> edges = ReadGraphFile(spec, read);
   if (!edges.ok()) return edges.status();
-  return BuildGraph(*std::move(edges), options.clean, options.threads);
+  absl::StatusOr<Graph> graph =
+      BuildGraph(*std::move(edges), options.clean, options.threads);
+  if (graph.ok() && graph->num_vertices() > options.read.max_vertices) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d vertices after relabelling, more than --max_vertices=%d "
+        "(raise it to read this graph)",
+        spec, graph->num_vertices(), options.read.max_vertices));
+  }
+  return graph;
 }
 
 absl::StatusOr<StoreImage> LoadStore(const std::string& spec,

@@ -67,9 +67,11 @@ struct sigaction g_previous[2];  // SIGTERM, SIGINT before ours
 std::once_flag g_handlers_once;
 
 void RemoveTempFilesOnSignal(int sig) {
+  const int saved_errno = errno;
   for (int i = 0; i < kTempSlots; ++i) {
     if (g_slot_state[i].load() == kLive) ::unlink(g_slot_path[i]);
   }
+  errno = saved_errno;
   const struct sigaction& prev = g_previous[sig == SIGTERM ? 0 : 1];
   if (prev.sa_handler == SIG_IGN) return;
   if (prev.sa_handler != SIG_DFL && !(prev.sa_flags & SA_SIGINFO)) {
@@ -128,8 +130,10 @@ void RemoveStaleTempFiles(const std::filesystem::path& target) {
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix))
+    if (name.size() <= prefix.size() ||
+        name.compare(0, prefix.size(), prefix) != 0) {
       continue;
+    }
     const std::string digits = name.substr(prefix.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos ||
         digits.size() > 9) {
@@ -155,7 +159,9 @@ bool LooksLikeStoreImage(const std::string& path) {
   const std::string head = Head(path, sizeof(kImageMagic));
   if (head.empty()) return false;
   std::string name = std::filesystem::path(path).filename().string();
-  for (char& c : name) c = static_cast<char>(std::tolower(c));
+  for (char& c : name) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   if (name.size() > 4 && name.compare(name.size() - 4, 4, ".img") == 0) {
     return true;
   }

@@ -55,6 +55,18 @@ TEST(MaxVerticesTest, HugeInferredCountIsRefusedAtItsLine) {
   EXPECT_FALSE(std::filesystem::exists(image));
 }
 
+// --relabel compacts ids: large sparse ids are fine, the bound is on the
+// count after relabelling.
+TEST(MaxVerticesTest, RelabelBoundsTheCompactedCount) {
+  TempDir dir;
+  std::string el = dir.Write("sparse.el", "0 4294967294\n7 4000000000\n");
+  testing::CommandResult r = RunDmg("info --relabel --graph=" + el);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4"), std::string::npos) << r.out;
+  ExpectOneLineError("info --relabel --max_vertices=3 --graph=" + el,
+                     {el, "4 vertices after relabelling", "--max_vertices=3"});
+}
+
 TEST(MaxVerticesTest, HugeDeclaredCountsAreRefusedAtTheirLine) {
   TempDir dir;
   std::string sp = dir.Write("m.gr", "c x\np sp 4294967295 0\n");
