@@ -27,7 +27,7 @@ from vs_gapbs import build_gapbs, log, run  # noqa: E402
 def dmg_ns_per_arc(a, n, stats):
     run([a.dmg, "run", "--algo=pagerank", f"--graph=kron:{n}",
          f"--threads={a.threads}", f"--cache_fraction={a.cache_fraction}",
-         "--max_iters=20", "--tolerance=0", "--output=/dev/null",
+         "--max_iters=20", "--tolerance=0",
          "--stats_json=" + stats], timeout=1800)
     with open(stats) as f:
         j = json.load(f)

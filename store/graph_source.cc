@@ -1,12 +1,14 @@
 #include "store/graph_source.h"
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "store/build_graph.h"
 #include "store/generator.h"
 #include "store/image_file.h"
+#include "store/input_file.h"
 #include "store/reader.h"
 
 namespace dmg::store {
@@ -24,6 +26,7 @@ Csr CsrFromImage(const StoreImage& image, Direction direction) {
       csr.offsets[v + 1] += block.targets(v).size();
     }
     std::span<const VertexId> t = block.all_targets();
+    if (t.empty()) continue;  // memcpy from a null span is undefined
     std::memcpy(csr.targets.data() + e.first_edge, t.data(),
                 t.size() * sizeof(VertexId));
     if (image.weighted()) {
@@ -56,22 +59,46 @@ absl::StatusOr<Graph> LoadGraph(const std::string& spec,
     absl::StatusOr<GeneratorParams> params =
         ParseGeneratorSpec(spec, options.seed);
     if (!params.ok()) return params.status();
+    const uint64_t n = uint64_t{1} << params->scale;
+    if (n > options.read.max_vertices) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: makes %d vertices, more than --max_vertices=%d (raise it to "
+          "generate this graph)",
+          spec, n, options.read.max_vertices));
+    }
     return BuildGraph(Generate(*params, options.threads), options.clean,
                       options.threads);
   }
-  if (IsStoreImageFile(spec)) {
+  if (absl::Status s = CheckRegularFile(spec); !s.ok()) return s;
+  if (LooksLikeStoreImage(spec)) {
     absl::StatusOr<StoreImage> image = ReadImageFile(spec);
     if (!image.ok()) return image.status();
     return GraphFromImage(*image);
   }
-  absl::StatusOr<EdgeList> edges = ReadGraphFile(spec);
+  ReadOptions read = options.read;
+  if (options.clean.relabel) {
+    // Ids are compacted: sparse large ids cost nothing per id (the relabel
+    // map is as large as the arcs), so the bound is on the count after it.
+    read.max_vertices = kMaxVertexId + 1;
+    read.memory_bytes = std::numeric_limits<uint64_t>::max();
+  }
+  absl::StatusOr<EdgeList> edges = ReadGraphFile(spec, read);
   if (!edges.ok()) return edges.status();
-  return BuildGraph(*std::move(edges), options.clean, options.threads);
+  absl::StatusOr<Graph> graph =
+      BuildGraph(*std::move(edges), options.clean, options.threads);
+  if (graph.ok() && graph->num_vertices() > options.read.max_vertices) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d vertices after relabelling, more than --max_vertices=%d "
+        "(raise it to read this graph)",
+        spec, graph->num_vertices(), options.read.max_vertices));
+  }
+  return graph;
 }
 
 absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
                                      const GraphSourceOptions& options) {
-  if (!IsGeneratorSpec(spec) && IsStoreImageFile(spec)) {
+  if (!IsGeneratorSpec(spec) && CheckRegularFile(spec).ok() &&
+      LooksLikeStoreImage(spec)) {
     absl::StatusOr<StoreImage> image = ReadImageFile(spec);
     // An image is served as it is, but compressed on request: its blocks
     // are laid out again (the graph read back from them).

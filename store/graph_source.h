@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "store/graph.h"
 #include "store/layout.h"
+#include "store/reader.h"
 #include "store/store_image.h"
 
 namespace dmg::store {
@@ -17,6 +18,9 @@ namespace dmg::store {
 struct GraphSourceOptions {
   CleanOptions clean;
   LayoutOptions layout;
+  // Bounds on the vertex count of a file or generator (--max_vertices, the
+  // memory available), checked before anything is allocated.
+  ReadOptions read;
   uint64_t seed = 1;  // generators only
   int threads = 0;    // <= 0: all cores
 };

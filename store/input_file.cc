@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -52,9 +53,27 @@ absl::Status ErrnoError(const std::string& path, int err) {
       absl::StrCat(path, ": cannot read: ", std::strerror(err)));
 }
 
+// What a file of mode `mode` is, for a message.
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+absl::Status NotRegular(const std::string& path, mode_t mode) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": is ", KindOf(mode),
+                   "; graphs are read from regular files only"));
+}
+
 // Reads the raw bytes of `path`.
 absl::StatusOr<std::string> ReadRaw(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Stat before opening: opening a FIFO would block until a writer comes.
+  if (absl::Status s = CheckRegularFile(path); !s.ok()) return s;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoError(path, errno);
   struct FdCloser {
     int fd;
@@ -63,10 +82,8 @@ absl::StatusOr<std::string> ReadRaw(const std::string& path) {
 
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoError(path, errno);
-  if (S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is a directory, not a file"));
-  }
+  // Again on what was opened: the name may have been replaced meanwhile.
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
   std::string data;
   // st_size is only a hint: pipes and /proc files report 0, and a file may
   // grow while we read it.
@@ -223,6 +240,31 @@ absl::StatusOr<std::string> Unxz(const std::string& path,
 }
 
 }  // namespace
+
+absl::Status CheckRegularFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  return absl::OkStatus();
+}
+
+uint64_t AvailableMemoryBytes() {
+  const int fd = ::open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[8192];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof(buf) - 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strstr(buf, "MemAvailable:");
+  if (p == nullptr) return 0;
+  unsigned long long kib = 0;
+  if (std::sscanf(p, "MemAvailable: %llu kB", &kib) != 1) return 0;
+  return static_cast<uint64_t>(kib) * 1024;
+}
 
 absl::StatusOr<std::string> ReadInputFile(const std::string& path) {
   absl::StatusOr<std::string> raw = ReadRaw(path);

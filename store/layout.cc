@@ -75,6 +75,9 @@ void WriteBlock(const Csr& csr, const BlockPlan& p,
     }
   }
   auto* targets = offsets + p.vertex_count + 1;
+  // No arcs: csr.targets may be empty, its data() null, and a memcpy from
+  // null is undefined even for 0 bytes.
+  if (p.edge_count == 0) return;
   std::memcpy(targets, csr.targets.data() + p.first_edge,
               sizeof(VertexId) * p.edge_count);
   if (weighted) {

@@ -15,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "glog/logging.h"
 #include "store/input_file.h"
@@ -207,6 +208,49 @@ inline bool ParseWeight(absl::string_view tok, Weight* w) {
   return true;
 }
 
+// The vertex counts a read may reach: ReadOptions with the memory resolved.
+struct Limits {
+  uint64_t max_vertices;
+  uint64_t memory_bytes;  // 0: unknown, not checked
+  bool reject_negative_weights;
+
+  // The smallest vertex count that is refused.
+  uint64_t first_refused() const {
+    uint64_t n = max_vertices + 1;
+    if (memory_bytes != 0) {
+      n = std::min(n, memory_bytes / kBytesPerVertexEstimate + 1);
+    }
+    return n;
+  }
+};
+
+std::string GiB(uint64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+// Why `count` vertices are refused ("" if they are not). `what` says where
+// the count comes from ("the 'p' line declares", ...), the count follows.
+std::string TooManyVertices(uint64_t count, absl::string_view what,
+                            const Limits& limits) {
+  if (count > limits.max_vertices) {
+    return absl::StrCat(what, " ", count,
+                        " vertices, more than --max_vertices=",
+                        limits.max_vertices, " (raise it to read this graph)");
+  }
+  if (limits.memory_bytes != 0 &&
+      count > limits.memory_bytes / kBytesPerVertexEstimate) {
+    return absl::StrCat(what, " ", count, " vertices, about ",
+                        GiB(count * kBytesPerVertexEstimate),
+                        " of memory; only ", GiB(limits.memory_bytes),
+                        " is available (MemAvailable)");
+  }
+  return "";
+}
+
+std::string NegativeWeight(absl::string_view tok) {
+  return absl::StrCat("negative weight ", Num(tok));
+}
+
 // Number of lines in `data`, for reserving arc arrays.
 size_t CountLines(absl::string_view data) {
   size_t n = 0;
@@ -237,7 +281,8 @@ bool ParseSnapHeader(absl::string_view line, uint64_t* nodes, uint64_t* edges) {
 
 absl::StatusOr<EdgeList> ReadEdgeList(const std::string& path,
                                       absl::string_view data,
-                                      bool require_weights) {
+                                      bool require_weights,
+                                      const Limits& limits) {
   const Errors err(path);
   EdgeList el;
   LineReader lines(data);
@@ -247,6 +292,7 @@ absl::StatusOr<EdgeList> ReadEdgeList(const std::string& path,
   bool have_header = false;
   uint64_t header_nodes = 0, header_edges = 0;
   uint64_t max_id = 0;
+  const uint64_t refused = limits.first_refused();  // ids from refused - 1 up
   const size_t reserve = CountLines(data);
 
   while (lines.Next(&line)) {
@@ -311,10 +357,20 @@ absl::StatusOr<EdgeList> ReadEdgeList(const std::string& path,
       return err.At(lines.line_no(), BadIdReason(tok[1]));
     }
     max_id = std::max<uint64_t>(max_id, std::max(u, v));
+    if (max_id + 1 >= refused) {
+      // Checked here, before the graph's per-vertex arrays are allocated.
+      return err.At(lines.line_no(),
+                    TooManyVertices(
+                        max_id + 1,
+                        absl::StrCat("vertex id ", max_id, " needs"), limits));
+    }
     if (fields == 3) {
       Weight w;
       if (!ParseWeight(tok[2], &w)) {
         return err.At(lines.line_no(), BadWeightReason(tok[2]));
+      }
+      if (limits.reject_negative_weights && w < 0) {
+        return err.At(lines.line_no(), NegativeWeight(tok[2]));
       }
       el.Add(u, v, w);
     } else {
@@ -337,7 +393,8 @@ constexpr absl::string_view kBannerForm =
     "expected '%%MatrixMarket matrix coordinate FIELD SYMMETRY'";
 
 absl::StatusOr<EdgeList> ReadMatrixMarket(const std::string& path,
-                                          absl::string_view data) {
+                                          absl::string_view data,
+                                          const Limits& limits) {
   const Errors err(path);
   LineReader lines(data);
   absl::string_view line;
@@ -417,6 +474,13 @@ absl::StatusOr<EdgeList> ReadMatrixMarket(const std::string& path,
                     absl::StrCat("matrix is ", rows, " x ", cols, "; at most ",
                                  kMaxVertices, " vertices are supported"));
     }
+    if (std::string why = TooManyVertices(
+            std::max(rows, cols),
+            absl::StrCat("the size line (", rows, " x ", cols, ") declares"),
+            limits);
+        !why.empty()) {
+      return err.At(lines.line_no(), why);
+    }
     if (symmetric && rows != cols) {
       return err.At(lines.line_no(),
                     absl::StrCat("a symmetric matrix must be square, this "
@@ -476,6 +540,9 @@ absl::StatusOr<EdgeList> ReadMatrixMarket(const std::string& path,
       if (!ParseWeight(tok[2], &w)) {
         return err.At(lines.line_no(), BadWeightReason(tok[2]));
       }
+      if (limits.reject_negative_weights && w < 0) {
+        return err.At(lines.line_no(), NegativeWeight(tok[2]));
+      }
     } else {
       double d;
       const char* end = tok[2].data() + tok[2].size();
@@ -496,6 +563,9 @@ absl::StatusOr<EdgeList> ReadMatrixMarket(const std::string& path,
                                                     " does not fit in int32"));
       }
       w = static_cast<Weight>(r);
+      if (limits.reject_negative_weights && w < 0) {
+        return err.At(lines.line_no(), NegativeWeight(tok[2]));
+      }
       if (r != d && !warned_rounding) {
         warned_rounding = true;
         LOG(WARNING) << path << ":" << lines.line_no()
@@ -530,8 +600,8 @@ inline bool StartsNumeric(absl::string_view tok) {
          (tok[0] == '-' && tok.size() > 1 && tok[1] >= '0' && tok[1] <= '9');
 }
 
-absl::StatusOr<EdgeList> ReadGr(const std::string& path,
-                                absl::string_view data) {
+absl::StatusOr<EdgeList> ReadGr(const std::string& path, absl::string_view data,
+                                const Limits& limits) {
   const Errors err(path);
   LineReader lines(data);
   absl::string_view line;
@@ -578,6 +648,11 @@ absl::StatusOr<EdgeList> ReadGr(const std::string& path,
                                        " vertices; at most ", kMaxVertices,
                                        " are supported"));
       }
+      if (std::string why =
+              TooManyVertices(n_decl, "the 'p' line declares", limits);
+          !why.empty()) {
+        return err.At(at, why);
+      }
       const uint64_t cap = std::min<uint64_t>(m_decl, CountLines(data));
       el.src.reserve(cap);
       el.dst.reserve(cap);
@@ -611,6 +686,9 @@ absl::StatusOr<EdgeList> ReadGr(const std::string& path,
       Weight w;
       if (!ParseWeight(tok[3], &w)) {
         return err.At(at, BadWeightReason(tok[3]));
+      }
+      if (limits.reject_negative_weights && w < 0) {
+        return err.At(at, NegativeWeight(tok[3]));
       }
       el.Add(u, v, w);
     } else {
@@ -699,11 +777,30 @@ Format SniffFormat(absl::string_view data) {
 
 }  // namespace
 
-absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path) {
+absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path,
+                                       const ReadOptions& options) {
   absl::StatusOr<std::string> contents = ReadInputFile(path);
   if (!contents.ok()) return contents.status();
   absl::string_view data = *contents;
   if (absl::StartsWith(data, "\xEF\xBB\xBF")) data.remove_prefix(3);  // BOM
+  // Text formats have no NUL bytes: a binary file (a damaged store image,
+  // say) is named as such, not parsed into nonsense arcs.
+  {
+    const size_t head = std::min<size_t>(data.size(), 64 * 1024);
+    const void* nul = std::memchr(data.data(), '\0', head);
+    if (nul != nullptr) {
+      const size_t at = static_cast<const char*>(nul) - data.data();
+      const uint64_t line =
+          1 + std::count(data.begin(), data.begin() + at, '\n');
+      return Errors(path).At(
+          line, absl::StrCat("binary data (a NUL byte at offset ", at,
+                             "): not a text graph file"));
+    }
+  }
+  const Limits limits{
+      options.max_vertices,
+      options.memory_bytes != 0 ? options.memory_bytes : AvailableMemoryBytes(),
+      options.reject_negative_weights};
 
   Format format = FormatFromName(path);
   if (format == Format::kUnknown) {
@@ -720,16 +817,16 @@ absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path) {
   }
   switch (format) {
     case Format::kMtx:
-      return ReadMatrixMarket(path, data);
+      return ReadMatrixMarket(path, data, limits);
     case Format::kGr:
-      return ReadGr(path, data);
+      return ReadGr(path, data, limits);
     case Format::kWeightedEdgeList:
-      return ReadEdgeList(path, data, /*require_weights=*/true);
+      return ReadEdgeList(path, data, /*require_weights=*/true, limits);
     case Format::kEdgeList:
     case Format::kUnknown:
       break;
   }
-  return ReadEdgeList(path, data, /*require_weights=*/false);
+  return ReadEdgeList(path, data, /*require_weights=*/false, limits);
 }
 
 }  // namespace dmg::store

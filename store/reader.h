@@ -4,6 +4,7 @@
 #ifndef DMG_STORE_READER_H_
 #define DMG_STORE_READER_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,11 +12,30 @@
 
 namespace dmg::store {
 
+// Rough bytes of memory one vertex costs from reading to a laid-out image
+// (CSR offsets both ways, cleaning's scratch, block offsets): what a declared
+// or inferred vertex count is checked against before anything is allocated.
+inline constexpr uint64_t kBytesPerVertexEstimate = 48;
+
+struct ReadOptions {
+  // A count a header declares, or a vertex id + 1, above this is refused at
+  // its line (the message names --max_vertices, the flag that sets it).
+  uint64_t max_vertices = uint64_t{1} << 31;
+  // Memory the graph may take; a vertex count needing more (at
+  // kBytesPerVertexEstimate a vertex) is refused at its line. 0: read
+  // MemAvailable from /proc/meminfo (unknown there: no memory check).
+  uint64_t memory_bytes = 0;
+  // Refuse the first negative weight, at its line (for algorithms that need
+  // non-negative weights; used to locate one after the fact).
+  bool reject_negative_weights = false;
+};
+
 // Reads `path` into an edge list. The format is chosen by extension (after
 // stripping .gz/.xz), falling back to sniffing the content. Ids are converted
 // to 0-based. num_vertices is the largest id + 1, or the count a header
-// declares when that is larger.
-absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path);
+// declares when that is larger. Only regular files are read.
+absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path,
+                                       const ReadOptions& options = {});
 
 }  // namespace dmg::store
 

@@ -69,7 +69,16 @@ INSTANTIATE_TEST_SUITE_P(
                  "3 3 1\n1 2\n2 3\n",
                  ":4:"},
         BadInput{"pace_as_sp.gr", "c x\np sp 3 2\n1 2\n2 3\n", ":3:"},
-        BadInput{"sp_as_pace.gr", "p tw 3 2\na 1 2 5\na 2 3 5\n", ":2:"}),
+        BadInput{"sp_as_pace.gr", "p tw 3 2\na 1 2 5\na 2 3 5\n", ":2:"},
+        // Issue 13, inputs: counts bounded before allocating, binary data.
+        BadInput{"maxid.el", "0 4294967294\n", ":1:"},
+        BadInput{"maxn.gr", "p sp 4294967295 0\n", ":1:"},
+        BadInput{"maxn.mtx",
+                 "%%MatrixMarket matrix coordinate pattern general\n"
+                 "4294967295 4294967295 0\n",
+                 ":2:"},
+        BadInput{"binary.el", std::string("0 1\n\0\x01\x02", 7),
+                 "binary data"}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (char& c : n) {

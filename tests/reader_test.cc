@@ -332,9 +332,17 @@ TEST_F(ReaderTest, NegativeVertexId) {
 }
 
 TEST_F(ReaderTest, VertexIdLimits) {
-  EdgeList el = ReadOk(Write("max.el", "0 4294967294\n"));
-  EXPECT_EQ(el.num_vertices, 4294967295u);
-  EXPECT_EQ(el.dst[0], 4294967294u);
+  // The largest id reads when the bounds allow it (by default, 2^31 vertices
+  // and the memory available, it is refused at its line).
+  const std::string max = Write("max.el", "0 4294967294\n");
+  ReadOptions unbounded;
+  unbounded.max_vertices = kMaxVertexId + 1;
+  unbounded.memory_bytes = uint64_t{1} << 50;
+  absl::StatusOr<EdgeList> el = ReadGraphFile(max, unbounded);
+  ASSERT_TRUE(el.ok()) << el.status();
+  EXPECT_EQ(el->num_vertices, 4294967295u);
+  EXPECT_EQ(el->dst[0], 4294967294u);
+  ExpectError(max, 1, {"4294967295 vertices", "--max_vertices=2147483648"});
   ExpectError(Write("over.el", "0 1\n4294967295 1\n"), 2,
               {"vertex id 4294967295 exceeds the maximum 4294967294"});
   // Past 2^64: must still be "too large", not wrap around or "non-numeric".

@@ -22,6 +22,10 @@ DEFINE_bool(
     compress, false,
     "compressed blocks: delta + bit-packed neighbour ids (fewer bytes to "
     "hold and move; decoded on the compute node)");
+DEFINE_uint64(max_vertices, uint64_t{1} << 31,
+              "refuse a graph file that declares or uses more vertices than "
+              "this (checked before allocating; the memory available is "
+              "checked too), up to 4294967295");
 DEFINE_uint32(layout_memory_nodes, 1,
               "number of memory nodes the layout stripes blocks over");
 
@@ -31,7 +35,7 @@ std::vector<std::string> GraphFlagNames() {
   return {"graph",      "threads",         "seed",
           "symmetrize", "drop_self_loops", "drop_parallel_arcs",
           "relabel",    "block_size",      "layout_memory_nodes",
-          "compress"};
+          "compress",   "max_vertices"};
 }
 
 absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
@@ -42,7 +46,14 @@ absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
   if (FLAGS_threads < 0) {
     return absl::InvalidArgumentError("--threads must be >= 0");
   }
+  if (FLAGS_max_vertices == 0 || FLAGS_max_vertices > store::kMaxVertexId + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_vertices must be in 1..%d (vertex ids are "
+                        "32-bit)",
+                        store::kMaxVertexId + 1));
+  }
   store::GraphSourceOptions o;
+  o.read.max_vertices = FLAGS_max_vertices;
   o.seed = FLAGS_seed;
   o.threads = FLAGS_threads;
   o.clean.symmetrize = FLAGS_symmetrize;

@@ -95,6 +95,11 @@ int LoadCommand() {
         "dmg load needs exactly one of --image=FILE and "
         "--memory_nodes=HOST:PORT,..."));
   }
+  if (!FLAGS_image.empty()) {
+    if (absl::Status s = store::CheckOutputPath(FLAGS_image); !s.ok()) {
+      return ReportError(s);
+    }
+  }
   std::vector<transport::HostPort> nodes;
   if (!FLAGS_memory_nodes.empty()) {
     absl::StatusOr<std::vector<transport::HostPort>> parsed =

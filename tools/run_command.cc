@@ -26,8 +26,10 @@
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "reference/compare.h"
+#include "store/generator.h"
 #include "store/graph_source.h"
 #include "store/image_file.h"
+#include "store/reader.h"
 #include "tools/cli.h"
 #include "tools/embedded_cluster.h"
 #include "tools/graph_flags.h"
@@ -194,6 +196,28 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   }
   return store::WriteFileAtomically(
       path, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+}
+
+// SSSP on a graph with negative weights is bad input: named at the file and
+// line of the first one when --graph is a text file (read again to find it;
+// only on this error path), else by the graph and the weight.
+absl::Status NegativeWeightError(const store::GraphSourceOptions& options,
+                                 int32_t min_weight) {
+  constexpr absl::string_view kWhy =
+      "; SSSP needs non-negative weights (or --unit_weights)";
+  if (!store::IsGeneratorSpec(FLAGS_graph) &&
+      !store::LooksLikeStoreImage(FLAGS_graph)) {
+    store::ReadOptions read = options.read;
+    read.reject_negative_weights = true;
+    absl::StatusOr<store::EdgeList> located =
+        store::ReadGraphFile(FLAGS_graph, read);
+    if (!located.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(located.status().message(), kWhy));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(FLAGS_graph, ": has weight ", min_weight, kWhy));
 }
 
 // A source that reaches no other vertex made a run that measured nothing
@@ -465,6 +489,14 @@ int RunCommand() {
       remote && FLAGS_graph.empty() ? store::GraphSourceOptions()
                                     : GraphSourceOptionsFromFlags();
   if (!options.ok()) return ReportError(options.status());
+  // Outputs that cannot be written are refused before any work is done.
+  for (const std::string* out :
+       {&FLAGS_output, &FLAGS_stats_json, &FLAGS_summary_json}) {
+    if (out->empty() || *out == "-") continue;
+    if (absl::Status s = store::CheckOutputPath(*out); !s.ok()) {
+      return ReportError(s);
+    }
+  }
   // --threads counts without --graph too (a run on loaded memory nodes).
   if (options->threads == 0) options->threads = std::max(0, FLAGS_threads);
   if (options->threads == 0) options->threads = DefaultThreads();
@@ -584,6 +616,11 @@ int RunCommand() {
     if (!image.ok()) return ReportError(image.status());
     if (absl::Status s = CheckLayoutFlags(*image); !s.ok()) {
       return ReportError(s);
+    }
+    if (a == "sssp" && !FLAGS_unit_weights && image->weighted() &&
+        image->superblock().min_weight < 0) {
+      return ReportError(
+          NegativeWeightError(*options, image->superblock().min_weight));
     }
     rss_start = compute::CurrentRssBytes();
     absl::StatusOr<std::unique_ptr<EmbeddedCluster>> c =
