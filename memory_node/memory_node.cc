@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
+#include <new>
 
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
@@ -26,6 +28,49 @@ void MemoryNode::Guard(const Region& r, bool open) {
                AlignedBuffer::kAlignment * AlignedBuffer::kAlignment;
   PCHECK(::mprotect(const_cast<std::byte*>(r.buffer.data()), len,
                     open ? PROT_READ | PROT_WRITE : PROT_NONE) == 0);
+}
+
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes (0 when unknown).
+uint64_t AvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<AlignedBuffer> MemoryNode::NewBuffer(uint64_t bytes,
+                                                    const std::string& name) {
+  // Without a --memory_mb capacity, what the machine has: a client asking
+  // for more (2^40 bytes, say) gets an error reply instead of a daemon that
+  // throws while allocating or is OOM-killed while zeroing the pages.
+  if (options_.capacity_bytes == 0) {
+    const uint64_t available = AvailableBytes();
+    if (available > 0 && bytes > available) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "memory node %d: %d bytes for '%s' are more than the %d bytes this "
+          "machine has available",
+          id(), bytes, name, available));
+    }
+  } else if (bytes > options_.capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory node %d: %d bytes for '%s' exceed its %d-byte capacity", id(),
+        bytes, name, options_.capacity_bytes));
+  }
+  try {
+    return AlignedBuffer(bytes);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("memory node %d: allocating %d bytes for '%s' failed",
+                        id(), bytes, name));
+  }
 }
 
 absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
@@ -76,7 +121,9 @@ absl::Status MemoryNode::LoadStore(AlignedBuffer bytes) {
 
 absl::StatusOr<RegionInfo> MemoryNode::ServeCreateStore(uint64_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("empty store");
-  if (absl::Status s = LoadStore(AlignedBuffer(bytes)); !s.ok()) return s;
+  absl::StatusOr<AlignedBuffer> buffer = NewBuffer(bytes, "store");
+  if (!buffer.ok()) return buffer.status();
+  if (absl::Status s = LoadStore(*std::move(buffer)); !s.ok()) return s;
   return RegionInfo{id(), transport::kStoreRegion, bytes, "store"};
 }
 
@@ -220,7 +267,9 @@ absl::StatusOr<RegionInfo> MemoryNode::ServeAllocate(uint64_t bytes,
   if (bytes == 0) {
     return absl::InvalidArgumentError("cannot allocate an empty region");
   }
-  return AddRegion(AlignedBuffer(bytes), name);
+  absl::StatusOr<AlignedBuffer> buffer = NewBuffer(bytes, name);
+  if (!buffer.ok()) return buffer.status();
+  return AddRegion(*std::move(buffer), name);
 }
 
 absl::Status MemoryNode::ServeFree(uint32_t region) {

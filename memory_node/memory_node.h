@@ -93,6 +93,11 @@ class MemoryNode : public transport::MemoryTarget {
   absl::Status Access(uint32_t region, uint64_t offset, uint64_t length,
                       size_t alignment, Fn&& fn);
   void CountAtomic();
+  // A zeroed buffer for a region, or ResourceExhausted (an error reply)
+  // when it cannot fit: over the capacity, over what the machine has
+  // available, or refused by the allocator.
+  absl::StatusOr<AlignedBuffer> NewBuffer(uint64_t bytes,
+                                          const std::string& name);
 
   // The position among the memory nodes; `dmg load` may assign it after
   // the daemon started (messages name it, so it is read where they are).

@@ -161,6 +161,34 @@ TEST(TcpWireTest, BadRequestsAreRejectedAndLogged) {
   EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
 }
 
+// A region or store bigger than the machine can hold gets an error reply
+// (issue 13: such requests went unanswered and leaked the connection), and
+// the connection and the daemon go on serving.
+TEST(TcpWireTest, AllocationsThatCannotFitGetAnErrorReply) {
+  for (uint64_t capacity : {uint64_t{0}, uint64_t{1} << 20}) {
+    memory_node::MemoryNode::Options options;
+    options.capacity_bytes = capacity;
+    memory_node::MemoryNode node(0, options);
+    auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto control = transport::TcpControl::Connect(
+        {{"127.0.0.1", (*server)->port()}}, transport::TcpOptions());
+    ASSERT_TRUE(control.ok()) << control.status();
+    SCOPED_TRACE(capacity == 0 ? "no capacity: the machine's" : "1 MiB");
+    const uint64_t huge = uint64_t{1} << 50;
+    auto region = (*control)->Allocate(0, huge, "huge");
+    EXPECT_TRUE(absl::IsResourceExhausted(region.status())) << region.status();
+    auto store = (*control)->CreateStore(0, huge);
+    EXPECT_TRUE(absl::IsResourceExhausted(store.status())) << store.status();
+    // Still serving, on the same connection: a small region fits.
+    auto small = (*control)->Allocate(0, 4096, "small");
+    EXPECT_TRUE(small.ok()) << small.status();
+    auto list = (*control)->List(0);
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_EQ(list->size(), 1u);
+  }
+}
+
 TEST(TcpWireTest, OversizedFrameDropsTheConnection) {
   memory_node::MemoryNode node(0);
   auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
@@ -234,8 +262,7 @@ class FakeServer {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
-              0);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
     EXPECT_EQ(listen(listen_fd_, 1), 0);
     socklen_t len = sizeof(a);
     getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
@@ -247,8 +274,8 @@ class FakeServer {
         std::string payload(h.length, '\0');
         if (h.length > 0 && read(fd, payload.data(), h.length) <= 0) break;
         wire::FrameHeader rh{wire::kMagic,
-                             static_cast<uint16_t>(h.type | wire::kReplyBit),
-                             0, reply_length, h.request_id};
+                             static_cast<uint16_t>(h.type | wire::kReplyBit), 0,
+                             reply_length, h.request_id};
         std::string frame(reinterpret_cast<char*>(&rh), sizeof(rh));
         frame += std::string(reply_length, '\xAB');
         if (write(fd, frame.data(), frame.size()) < 0) break;
