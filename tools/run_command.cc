@@ -439,7 +439,6 @@ std::vector<FlagGroup> RunFlagGroups() {
   return groups;
 }
 
-std::vector<std::string> RunFlagNames() { return FlagNames(RunFlagGroups()); }
 
 std::string AlgorithmHelp() {
   std::string text;

@@ -13,7 +13,6 @@ namespace dmg::cli {
 
 // Every flag `dmg run` accepts, in the groups its help shows.
 std::vector<FlagGroup> RunFlagGroups();
-std::vector<std::string> RunFlagNames();
 // One line per algorithm (name, what it computes, its flags), from the
 // registry, for `dmg help`.
 std::string AlgorithmHelp();
