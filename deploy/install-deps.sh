@@ -10,7 +10,7 @@ if [ "${1:-}" = --runtime ]; then
   # The shared libraries dmg links (ldd), the rxe/mlx verbs providers and
   # the `rdma` tool (deploy/softroce-setup.sh).
   PACKAGES=(libabsl20220623 libgflags2.2 libgoogle-glog0v6 libibverbs1
-            librdmacm1 ibverbs-providers libstdc++6 zlib1g liblzma5 iproute2)
+            librdmacm1 ibverbs-providers libssl3 libstdc++6 zlib1g liblzma5 iproute2)
 elif [ $# -gt 0 ]; then
   echo "usage: install-deps.sh [--runtime]" >&2; exit 2
 else
@@ -19,6 +19,7 @@ PACKAGES=(
   libabsl-dev libgflags-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libibverbs-dev librdmacm-dev
+  libssl-dev  # HMAC-SHA-256 of the memory-node handshake (transport/auth.h)
   zlib1g-dev liblzma-dev xz-utils gzip
   clang  # checks the lock annotations (ThreadSafetyAnnotations test)
   python3-matplotlib  # plots of deploy/experiments/*.py

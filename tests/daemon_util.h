@@ -59,6 +59,7 @@ class Daemon {
     }
   }
   const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
   void Signal(int sig) { kill(pid_, sig); }
   // Waits for the process; returns its wait status.
   int Wait() {

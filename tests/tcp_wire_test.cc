@@ -18,6 +18,7 @@
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "memory_node/memory_node.h"
+#include "tests/raw_wire_client.h"
 #include "transport/tcp_server.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
@@ -48,48 +49,8 @@ class WarningCollector : public google::LogSink {
   std::string text_;
 };
 
-class RawClient {
- public:
-  explicit RawClient(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    timeval tv{5, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~RawClient() { close(fd_); }
-  void Send(uint16_t type, const std::string& payload,
-            uint32_t magic = wire::kMagic) {
-    wire::FrameHeader h{magic, type, 0, static_cast<uint32_t>(payload.size()),
-                        7};
-    std::string frame(reinterpret_cast<char*>(&h), sizeof(h));
-    frame += payload;
-    ASSERT_EQ(write(fd_, frame.data(), frame.size()),
-              static_cast<ssize_t>(frame.size()));
-  }
-  // Reads one reply; returns false if the server closed the connection.
-  bool Receive(wire::FrameHeader* h, std::string* payload) {
-    if (!ReadAll(h, sizeof(*h))) return false;
-    payload->resize(h->length);
-    return ReadAll(payload->data(), h->length);
-  }
-
- private:
-  bool ReadAll(void* p, size_t n) {
-    char* at = static_cast<char*>(p);
-    while (n > 0) {
-      ssize_t r = read(fd_, at, n);
-      if (r <= 0) return false;
-      at += r;
-      n -= r;
-    }
-    return true;
-  }
-  int fd_;
-};
+using testing::RawClient;
+using transport::Role;
 
 std::string ReadOp(uint32_t region, uint64_t offset, uint32_t length) {
   std::string payload;
@@ -112,6 +73,8 @@ TEST(TcpWireTest, BadRequestsAreRejectedAndLogged) {
   auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
   ASSERT_TRUE(server.ok()) << server.status();
   RawClient client((*server)->port());
+  // Regions added in-process belong to no job: only the admin reaches them.
+  ASSERT_TRUE(client.Hello(Role::kAdmin, "test").ok());
   wire::FrameHeader h;
   std::string reply;
 
@@ -156,6 +119,7 @@ TEST(TcpWireTest, BadRequestsAreRejectedAndLogged) {
   bad.Send(wire::kBatch, "", 0x12345678);
   EXPECT_FALSE(bad.Receive(&h, &reply));
   RawClient again((*server)->port());
+  ASSERT_TRUE(again.Hello(Role::kAdmin, "test").ok());
   again.Send(wire::kBatch, ReadOp(region->id, 8, 8));
   ASSERT_TRUE(again.Receive(&h, &reply));
   EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
@@ -171,8 +135,10 @@ TEST(TcpWireTest, AllocationsThatCannotFitGetAnErrorReply) {
     memory_node::MemoryNode node(0, options);
     auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
     ASSERT_TRUE(server.ok()) << server.status();
+    transport::TcpOptions admin;
+    admin.credentials.role = Role::kAdmin;
     auto control = transport::TcpControl::Connect(
-        {{"127.0.0.1", (*server)->port()}}, transport::TcpOptions());
+        {{"127.0.0.1", (*server)->port()}}, admin);
     ASSERT_TRUE(control.ok()) << control.status();
     SCOPED_TRACE(capacity == 0 ? "no capacity: the machine's" : "1 MiB");
     const uint64_t huge = uint64_t{1} << 50;
@@ -215,6 +181,7 @@ TEST(TcpWireTest, ShutdownRequestStopsTheServer) {
   auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
   ASSERT_TRUE(server.ok());
   RawClient client((*server)->port());
+  ASSERT_TRUE(client.Hello(Role::kAdmin, "test").ok());
   client.Send(wire::kShutdown, "");
   wire::FrameHeader h;
   std::string reply;
@@ -234,6 +201,7 @@ TEST(TcpWireTest, AReusedReplyBufferCarriesNoStaleBytes) {
   auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
   ASSERT_TRUE(server.ok());
   RawClient client((*server)->port());
+  ASSERT_TRUE(client.Hello(Role::kAdmin, "test").ok());
   wire::FrameHeader h;
   std::string reply;
   // Big, small, failing, small again: each reply is exactly its READ.

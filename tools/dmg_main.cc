@@ -25,6 +25,7 @@
 #include "tools/memory_node_command.h"
 #include "tools/progress.h"
 #include "tools/run_command.h"
+#include "tools/secret_command.h"
 #include "tools/status_command.h"
 #include "tools/transport_flags.h"
 #include "tools/version.h"
@@ -153,6 +154,16 @@ const std::vector<Command>& Commands() {
        "memory node answers. Exit 0 when an rdma run can work here, 1 when "
        "not (--transport=tcp: RDMA findings do not fail).",
        Grouped(DoctorFlagNames()), DoctorCommand},
+      {"secret",
+       "dmg secret --output=FILE\n"
+       "       dmg secret --job_only --secret_file=CLUSTER --output=FILE",
+       "Writes a new cluster secret to FILE (mode 0600, never over an "
+       "existing file). Give the same file to dmg memory-node, dmg load and "
+       "dmg run with --secret_file=FILE or DMG_SECRET_FILE: every "
+       "connection to a memory node then proves it holds the secret. "
+       "--job_only writes the job key derived from the cluster secret: "
+       "enough to run jobs, not to load a store or stop a memory node.",
+       {{"flags", SecretFlagNames()}}, SecretCommand},
   };
   return *commands;
 }

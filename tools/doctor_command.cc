@@ -485,9 +485,9 @@ std::string BytesText(uint64_t bytes) {
 }
 
 std::vector<std::string> DoctorFlagNames() {
-  return {"memory_nodes",      "transport",   "threads",
-          "memory_mb",         "rdma_device", "transport_timeout_ms",
-          "rdma_staging_bytes"};
+  return {"memory_nodes",       "transport",   "threads",
+          "memory_mb",          "rdma_device", "transport_timeout_ms",
+          "rdma_staging_bytes", "secret_file"};
 }
 
 int DoctorCommand() {

@@ -36,10 +36,12 @@ double Since(std::chrono::steady_clock::time_point t) {
 // run says the store is incomplete instead of reading a mix of two graphs.
 absl::Status Upload(const store::StoreImage& image,
                     const std::vector<transport::HostPort>& nodes) {
-  transport::TcpOptions options;
-  options.timeout_ms = FLAGS_transport_timeout_ms;
+  // Creating and writing a store needs the admin role.
+  absl::StatusOr<transport::TcpOptions> options =
+      ClientOptions(transport::Role::kAdmin, "dmg-load");
+  if (!options.ok()) return options.status();
   absl::StatusOr<std::unique_ptr<transport::TcpTransport>> t =
-      transport::TcpTransport::Connect(nodes, options);
+      transport::TcpTransport::Connect(nodes, *options);
   if (!t.ok()) return t.status();
   absl::StatusOr<std::unique_ptr<transport::Endpoint>> ep = (*t)->NewEndpoint();
   if (!ep.ok()) return ep.status();
@@ -81,8 +83,8 @@ absl::Status Upload(const store::StoreImage& image,
 
 std::vector<std::string> LoadFlagNames() {
   std::vector<std::string> names = GraphFlagNames();
-  names.insert(names.end(),
-               {"image", "memory_nodes", "transport_timeout_ms", "progress"});
+  names.insert(names.end(), {"image", "memory_nodes", "transport_timeout_ms",
+                             "secret_file", "progress"});
   return names;
 }
 

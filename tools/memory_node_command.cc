@@ -8,7 +8,9 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -28,14 +30,57 @@ DEFINE_uint32(node_id, 0,
               "memory-node: which node of the image's layout this is (with "
               "--image)");
 DEFINE_int32(io_threads, 2, "memory-node: I/O threads");
+DEFINE_int32(max_connections, 1024,
+             "memory-node: connections open at once; more are closed at "
+             "accept");
+DEFINE_int32(handshake_timeout_ms, 10000,
+             "memory-node: a connection that has not finished its hello and "
+             "proof of the secret by then is closed");
+DEFINE_int32(frame_timeout_ms, 30000,
+             "memory-node: a request begun must arrive whole, and its reply "
+             "be taken, within this");
+DEFINE_int32(idle_timeout_s, 0,
+             "memory-node: close an authenticated connection silent this long "
+             "(0: never; compute nodes keep theirs for a whole job)");
+DEFINE_uint64(max_buffer_mb, 1024,
+              "memory-node: MiB of request and reply buffers all connections "
+              "together may hold; a request over it gets a busy error");
 DECLARE_string(image);
 DECLARE_string(transport);
 
 namespace dmg::cli {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Every connection is a descriptor: make room for --max_connections of
+// them (up to the hard limit), or say that there is less.
+void RaiseDescriptorLimit(int connections) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(connections) + 64;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = std::min(want, rl.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur < want) {
+    LOG(WARNING) << "descriptor limit " << rl.rlim_cur << " is below "
+                 << "--max_connections=" << connections
+                 << " (+64): raise ulimit -n";
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> MemoryNodeFlagNames() {
-  std::vector<std::string> names = {"listen", "transport", "memory_mb",
-                                    "image",  "node_id",   "io_threads"};
+  std::vector<std::string> names = {"listen",           "transport",
+                                    "memory_mb",        "image",
+                                    "node_id",          "io_threads",
+                                    "max_connections",  "handshake_timeout_ms",
+                                    "frame_timeout_ms", "idle_timeout_s",
+                                    "max_buffer_mb"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -90,6 +135,26 @@ int MemoryNodeCommand() {
   transport::TcpServerOptions server_options;
   server_options.io_threads = FLAGS_io_threads;
   server_options.node_id = FLAGS_node_id;
+  absl::StatusOr<std::optional<transport::Secret>> secret = SecretFromFlags();
+  if (!secret.ok()) return ReportError(secret.status());
+  if (*secret && !(*secret)->admin()) {
+    return ReportError(absl::InvalidArgumentError(
+        "a memory node needs the cluster secret, not a job-only key"));
+  }
+  server_options.secret = *std::move(secret);
+  if (FLAGS_max_connections < 1 || FLAGS_handshake_timeout_ms < 1 ||
+      FLAGS_frame_timeout_ms < 1 || FLAGS_idle_timeout_s < 0 ||
+      FLAGS_max_buffer_mb < 1) {
+    return ReportError(absl::InvalidArgumentError(
+        "--max_connections, --handshake_timeout_ms, --frame_timeout_ms and "
+        "--max_buffer_mb must be positive, --idle_timeout_s at least 0"));
+  }
+  server_options.limits.max_connections = FLAGS_max_connections;
+  server_options.limits.handshake_timeout_ms = FLAGS_handshake_timeout_ms;
+  server_options.limits.frame_timeout_ms = FLAGS_frame_timeout_ms;
+  server_options.limits.idle_timeout_ms = FLAGS_idle_timeout_s * 1000;
+  server_options.limits.max_buffer_bytes = FLAGS_max_buffer_mb << 20;
+  RaiseDescriptorLimit(FLAGS_max_connections);
   absl::StatusOr<std::unique_ptr<RdmaService>> rdma;
   if (FLAGS_transport == "rdma") {
     rdma = StartRdmaService((*listen)[0], &node, &server_options);
@@ -112,6 +177,16 @@ int MemoryNodeCommand() {
   LOG(INFO) << line;
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
+  if (!server_options.secret && !IsLoopback((*listen)[0].host)) {
+    std::fprintf(
+        stderr,
+        "dmg: WARNING: memory node on %s:%d is OPEN: it was started without "
+        "--secret_file, so anyone who reaches this port can read and write "
+        "every region, load a store and stop it. Start it with "
+        "--secret_file=FILE (`dmg secret --output=FILE` writes one) and give "
+        "the same file to dmg load and dmg run.\n",
+        (*listen)[0].host.c_str(), (*server)->port());
+  }
 
   std::thread signal_thread([&] {
     int sig = 0;

@@ -338,7 +338,12 @@ absl::StatusOr<JobPlace> ResolveJob() {
     return absl::InvalidArgumentError(
         "--compute_node_id needs --job=NAME, the same on every compute node");
   }
-  if (p.job.empty()) p.job = absl::StrCat("dmg-", getpid());
+  // Unique across hosts: the memory nodes scope regions by job name.
+  if (p.job.empty()) {
+    char host[256] = "host";
+    gethostname(host, sizeof(host) - 1);
+    p.job = absl::StrCat("dmg-", host, "-", getpid());
+  }
   return p;
 }
 
@@ -438,7 +443,6 @@ std::vector<FlagGroup> RunFlagGroups() {
   for (const std::string& n : RdmaFlagNames()) groups[3].flags.push_back(n);
   return groups;
 }
-
 
 std::string AlgorithmHelp() {
   std::string text;
@@ -600,7 +604,7 @@ int RunCommand() {
   if (remote) {
     ProgressTicker ticker("connecting to " + FLAGS_memory_nodes);
     absl::StatusOr<std::unique_ptr<transport::Transport>> t =
-        ConnectTransport(transport, FLAGS_memory_nodes);
+        ConnectTransport(transport, FLAGS_memory_nodes, place->job);
     if (!t.ok()) return ReportError(t.status());
     network = *std::move(t);
     rss_start = compute::CurrentRssBytes();

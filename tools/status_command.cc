@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
 #include "tools/cli.h"
+#include "tools/transport_flags.h"
 #include "transport/tcp_transport.h"
 
 DEFINE_int32(wait_ms, 0,
@@ -25,10 +26,25 @@ namespace dmg::cli {
 MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
                                uint32_t position) {
   MemoryNodeStatus st;
-  transport::TcpOptions options;
-  options.timeout_ms = FLAGS_transport_timeout_ms;
+  // The admin sees every job's regions; a job key sees the store.
+  absl::StatusOr<std::optional<transport::Secret>> secret = SecretFromFlags();
+  if (!secret.ok()) {
+    st.line =
+        absl::StrFormat("memory node %s (position %d): %s", node.ToString(),
+                        position, secret.status().message());
+    return st;
+  }
+  const bool admin = !*secret || (*secret)->admin();
+  absl::StatusOr<transport::TcpOptions> options = ClientOptions(
+      admin ? transport::Role::kAdmin : transport::Role::kJob, "dmg-status");
+  if (!options.ok()) {
+    st.line =
+        absl::StrFormat("memory node %s (position %d): %s", node.ToString(),
+                        position, options.status().message());
+    return st;
+  }
   absl::StatusOr<std::unique_ptr<transport::TcpControl>> c =
-      transport::TcpControl::Connect({node}, options);
+      transport::TcpControl::Connect({node}, *options);
   if (!c.ok()) {
     st.line = absl::StrFormat("memory node %s (position %d): down: %s",
                               node.ToString(), position, c.status().message());
@@ -68,7 +84,8 @@ MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
 }
 
 std::vector<std::string> StatusFlagNames() {
-  return {"memory_nodes", "wait_ms", "require_store", "transport_timeout_ms"};
+  return {"memory_nodes", "wait_ms", "require_store", "transport_timeout_ms",
+          "secret_file"};
 }
 
 int StatusCommand() {

@@ -1,6 +1,7 @@
 #include "tools/transport_flags.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
@@ -11,6 +12,10 @@
 
 DEFINE_int32(transport_timeout_ms, 10000,
              "bound on every network wait; a dead peer is reported within it");
+DEFINE_string(secret_file, "",
+              "file holding the cluster secret (`dmg secret` writes one); "
+              "default: $DMG_SECRET_FILE; neither: the memory nodes must be "
+              "open");
 DEFINE_string(rdma_device, "",
               "RDMA device (default: the one bound to the "
               "address)");
@@ -94,18 +99,50 @@ constexpr char kNoRdmaBuild[] =
 }  // namespace
 
 std::vector<std::string> RdmaFlagNames() {
-  return {"transport_timeout_ms", "rdma_device",   "rdma_port",
-          "rdma_gid_index",       "rdma_sq_depth", "rdma_cq_depth",
-          "rdma_staging_bytes"};
+  return {"secret_file",   "transport_timeout_ms", "rdma_device",
+          "rdma_port",     "rdma_gid_index",       "rdma_sq_depth",
+          "rdma_cq_depth", "rdma_staging_bytes"};
+}
+
+absl::StatusOr<std::optional<transport::Secret>> SecretFromFlags() {
+  std::string path = FLAGS_secret_file;
+  if (path.empty()) {
+    const char* env = std::getenv("DMG_SECRET_FILE");
+    if (env != nullptr) path = env;
+  }
+  if (path.empty()) return std::optional<transport::Secret>();
+  absl::StatusOr<transport::Secret> secret = transport::Secret::ReadFile(path);
+  if (!secret.ok()) return secret.status();
+  return std::optional<transport::Secret>(*std::move(secret));
+}
+
+absl::StatusOr<transport::TcpOptions> ClientOptions(transport::Role role,
+                                                    const std::string& job) {
+  transport::TcpOptions tcp;
+  tcp.timeout_ms = FLAGS_transport_timeout_ms;
+  tcp.credentials.role = role;
+  tcp.credentials.job = job;
+  absl::StatusOr<std::optional<transport::Secret>> secret = SecretFromFlags();
+  if (!secret.ok()) return secret.status();
+  tcp.credentials.secret = *std::move(secret);
+  if (tcp.credentials.secret && role == transport::Role::kAdmin &&
+      !tcp.credentials.secret->admin()) {
+    return absl::PermissionDeniedError(
+        "the secret file holds a job-only key; this command needs the "
+        "cluster secret");
+  }
+  return tcp;
 }
 
 absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
-    const std::string& kind, const std::string& list) {
+    const std::string& kind, const std::string& list, const std::string& job) {
   absl::StatusOr<std::vector<transport::HostPort>> nodes =
       transport::ParseHostPorts(list);
   if (!nodes.ok()) return nodes.status();
-  transport::TcpOptions tcp;
-  tcp.timeout_ms = FLAGS_transport_timeout_ms;
+  absl::StatusOr<transport::TcpOptions> options =
+      ClientOptions(transport::Role::kJob, job);
+  if (!options.ok()) return options.status();
+  const transport::TcpOptions& tcp = *options;
   if (kind == "tcp") {
     absl::StatusOr<std::unique_ptr<transport::TcpTransport>> t =
         transport::TcpTransport::Connect(*nodes, tcp);
@@ -116,7 +153,8 @@ absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
   if (kind == "rdma") {
 #ifdef DMG_HAVE_RDMA
     absl::StatusOr<std::unique_ptr<transport::rdma::RdmaTransport>> t =
-        transport::rdma::RdmaTransport::Connect(*nodes, RdmaOptionsFromFlags());
+        transport::rdma::RdmaTransport::Connect(*nodes, RdmaOptionsFromFlags(),
+                                                tcp.credentials);
     if (!t.ok()) return t.status();
     if (absl::Status s = CheckNodeOrder((*t)->control()); !s.ok()) return s;
     return std::unique_ptr<transport::Transport>(std::move(*t));

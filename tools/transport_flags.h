@@ -4,6 +4,7 @@
 #define DMG_TOOLS_TRANSPORT_FLAGS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,21 @@
 
 namespace dmg::cli {
 
-std::vector<std::string> RdmaFlagNames();  // rdma_* and transport_timeout_ms
+// rdma_*, transport_timeout_ms and secret_file.
+std::vector<std::string> RdmaFlagNames();
+
+// The cluster secret named by --secret_file, else by $DMG_SECRET_FILE;
+// none when neither is set.
+absl::StatusOr<std::optional<transport::Secret>> SecretFromFlags();
+// What a client of the memory nodes presents: `role`, `job` and the secret.
+absl::StatusOr<transport::TcpOptions> ClientOptions(transport::Role role,
+                                                    const std::string& job);
 
 // Connects to the memory nodes in `list` ("host:port,...") with `kind`
-// ("tcp" or "rdma"), checking each node reports the id its position implies.
+// ("tcp" or "rdma") as a client of job `job`, checking each node reports
+// the id its position implies.
 absl::StatusOr<std::unique_ptr<transport::Transport>> ConnectTransport(
-    const std::string& kind, const std::string& list);
+    const std::string& kind, const std::string& list, const std::string& job);
 
 // The RDMA half of a memory node: owns the RDMA server and fills the tcp
 // server's hooks so the region table carries remote addresses and keys.

@@ -5,11 +5,15 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -21,16 +25,124 @@ namespace dmg::transport {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// At most 10 lines per 10 s for one kind of message (a client that fails
+// on purpose must not fill the disk); the ones dropped are counted in the
+// next line that gets through.
+class LogLimiter {
+ public:
+  static constexpr int kBurst = 10;
+  // Whether to log now; *note is what to prefix: how many were dropped
+  // since the last line, or that the next ones will be.
+  bool Allow(std::string* note) {
+    std::lock_guard lock(mu_);
+    const Clock::time_point now = Clock::now();
+    if (now - window_ > std::chrono::seconds(10)) {
+      window_ = now;
+      in_window_ = 0;
+    }
+    if (in_window_ >= kBurst) {
+      ++suppressed_;
+      return false;
+    }
+    ++in_window_;
+    note->clear();
+    if (suppressed_ > 0) {
+      *note = absl::StrFormat("(%d similar lines suppressed) ",
+                              std::exchange(suppressed_, 0));
+    }
+    if (in_window_ == kBurst) {
+      *note += "(similar lines suppressed for 10 s after this one) ";
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  Clock::time_point window_{};
+  int in_window_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
+// LOG(WARNING) through a LogLimiter.
+#define DMG_LOG_LIMITED(limiter)                           \
+  if (std::string dmg_note; !(limiter).Allow(&dmg_note)) { \
+  } else                                                   \
+    LOG(WARNING) << dmg_note
+
+// A byte buffer whose capacity is exactly what was asked for, so what every
+// connection holds can be counted against the daemon's cap. Its contents
+// are not zeroed: every byte of a reply is written before it is sent.
+class ByteBuffer {
+ public:
+  char* data() { return data_.get(); }
+  size_t capacity() const { return capacity_; }
+  // Room for n bytes, keeping the first `keep`. Throws std::bad_alloc.
+  void Reserve(size_t n, size_t keep) {
+    if (n <= capacity_) return;
+    std::unique_ptr<char[]> p(new char[n]);
+    if (keep > 0) std::memcpy(p.get(), data_.get(), keep);
+    data_ = std::move(p);
+    capacity_ = n;
+  }
+  void Release() {
+    data_.reset();
+    capacity_ = 0;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t capacity_ = 0;
+};
+
+}  // namespace
+
 struct TcpServer::Impl {
   MemoryTarget* target;
   TcpServerOptions options;
+  std::atomic<uint32_t> node_id{0};
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::vector<std::thread> threads;
+
+  // One accepted connection. Its session and its watchdog run on the
+  // connection's strand, so they never touch it at the same time.
+  struct Conn {
+    explicit Conn(const asio::any_io_executor& ex) : socket(ex), timer(ex) {}
+    tcp::socket socket;
+    asio::steady_timer timer;
+    // When the watchdog closes the connection, and what it waits for then.
+    Clock::time_point deadline = Clock::time_point::max();
+    const char* waiting_for = "hello";
+    int waiting_ms = 0;
+    bool done = false;
+    std::string peer;
+    bool hello = false, authenticated = false;
+    Role role = Role::kJob;
+    std::string job;
+    Nonce client_nonce{}, server_nonce{};
+    std::vector<uint32_t> owned;  // regions it allocated, freed at close
+    ByteBuffer payload, frame;    // kept across requests, up to a bound
+    uint64_t held = 0;  // bytes of its buffers counted against the cap
+  };
+
   std::mutex mu;
   std::condition_variable stopped_cv;
   bool stopped = false;
-  std::set<std::shared_ptr<tcp::socket>> sockets;  // guarded by mu
+  std::set<std::shared_ptr<Conn>> conns;  // guarded by mu
+
+  // The job each region was allocated by (absent: the store, and regions a
+  // process added in-process).
+  std::shared_mutex owners_mu;
+  std::unordered_map<uint32_t, std::string> owners;  // guarded by owners_mu
+
+  std::atomic<int> connections{0};
+  std::atomic<uint64_t> buffered{0}, max_buffered{0};
+  std::atomic<uint64_t> refused{0}, auth_failures{0}, timeouts{0}, denied{0};
+  LogLimiter refuse_log, auth_log, frame_log, timeout_log, denied_log;
 
   void RequestStop() {
     std::lock_guard lock(mu);
@@ -38,12 +150,203 @@ struct TcpServer::Impl {
     stopped_cv.notify_all();
   }
 
-  // Handles one request; returns the reply payload (or an error status).
-  absl::StatusOr<std::string> Handle(const wire::FrameHeader& h,
-                                     const std::string& payload,
-                                     std::vector<uint32_t>& owned,
-                                     bool* shutdown) {
-    wire::Reader r(payload.data(), payload.size());
+  // ------------------------------------------------------------- budget
+
+  // Sets what `c` holds to `bytes` when all connections together stay
+  // within the cap (a shrink always succeeds).
+  bool Account(Conn& c, uint64_t bytes) {
+    if (bytes <= c.held) {
+      buffered -= c.held - bytes;
+      c.held = bytes;
+      return true;
+    }
+    const uint64_t more = bytes - c.held;
+    uint64_t now = buffered.load();
+    do {
+      if (now + more > options.limits.max_buffer_bytes) return false;
+    } while (!buffered.compare_exchange_weak(now, now + more));
+    c.held = bytes;
+    uint64_t peak = max_buffered.load();
+    while (now + more > peak &&
+           !max_buffered.compare_exchange_weak(peak, now + more)) {
+    }
+    return true;
+  }
+
+  // Grows one of c's buffers to n bytes (keeping `keep`), within the cap.
+  bool Grow(Conn& c, ByteBuffer& b, size_t n, size_t keep) {
+    if (n <= b.capacity()) return true;
+    if (!Account(c, c.held - b.capacity() + n)) return false;
+    try {
+      b.Reserve(n, keep);
+    } catch (const std::bad_alloc&) {
+      Account(c, c.payload.capacity() + c.frame.capacity());
+      return false;
+    }
+    return true;
+  }
+
+  absl::Status BusyError(uint64_t bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory node busy: %d more bytes of request buffers would exceed its "
+        "cap of %d bytes for all connections together; retry, or raise "
+        "--max_buffer_mb",
+        bytes, options.limits.max_buffer_bytes));
+  }
+
+  void SetDeadline(Conn& c, int ms, const char* what) {
+    c.deadline = ms > 0 ? Clock::now() + std::chrono::milliseconds(ms)
+                        : Clock::time_point::max();
+    c.waiting_for = what;
+    c.waiting_ms = ms;
+  }
+  // Between requests: the rest of the handshake time, or the idle bound.
+  void SetWaitingDeadline(Conn& c) {
+    if (c.authenticated) {
+      SetDeadline(c, options.limits.idle_timeout_ms, "request");
+    }
+  }
+
+  // ------------------------------------------------------------- access
+
+  absl::Status Deny(Conn& c, const std::string& what) {
+    ++denied;
+    DMG_LOG_LIMITED(denied_log)
+        << "denied " << c.peer << " (" << RoleName(c.role) << ", job '" << c.job
+        << "'): " << what;
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "permission denied: %s (this connection is %s '%s')", what,
+        c.role == Role::kAdmin ? "the admin" : "job", c.job));
+  }
+  static bool IsAdmin(const Conn& c) { return c.role == Role::kAdmin; }
+
+  // A job touches the store read-only and only its own job's regions.
+  absl::Status CheckBatch(Conn& c, const std::vector<wire::WireOp>& ops) {
+    if (IsAdmin(c)) return absl::OkStatus();
+    std::shared_lock lock(owners_mu);
+    uint32_t allowed = kStoreRegion;  // last region found to be the job's
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const wire::WireOp& op = ops[i];
+      if (op.region == kStoreRegion) {
+        if (op.kind == static_cast<uint8_t>(OpKind::kRead)) continue;
+        lock.unlock();
+        return Deny(c, absl::StrFormat("operation %d of the batch writes the "
+                                       "store, which is read-only to jobs",
+                                       i));
+      }
+      if (op.region == allowed) continue;
+      auto it = owners.find(op.region);
+      if (it == owners.end() || it->second != c.job) {
+        const bool foreign = it != owners.end();
+        lock.unlock();
+        return NoSuchRegion(c, op.region, foreign,
+                            absl::StrFormat("operation %d of the batch", i));
+      }
+      allowed = op.region;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckOwner(Conn& c, uint32_t region, const char* what) {
+    if (IsAdmin(c)) return absl::OkStatus();
+    std::shared_lock lock(owners_mu);
+    auto it = owners.find(region);
+    if (it != owners.end() && it->second == c.job) return absl::OkStatus();
+    const bool foreign = it != owners.end();
+    lock.unlock();
+    return NoSuchRegion(c, region, foreign, what);
+  }
+
+  // Another job's region is answered as one that does not exist (NotFound,
+  // as for an unknown id), so a job cannot even learn which ids are taken;
+  // the attempt is counted and logged.
+  absl::Status NoSuchRegion(Conn& c, uint32_t region, bool foreign,
+                            const std::string& what) {
+    if (foreign) {
+      ++denied;
+      DMG_LOG_LIMITED(denied_log)
+          << "denied " << c.peer << " (" << RoleName(c.role) << ", job '"
+          << c.job << "'): " << what << ": region " << region
+          << " belongs to another job";
+    }
+    return absl::NotFoundError(
+        absl::StrFormat("memory node %d: %s: no region %d of job '%s'",
+                        node_id.load(), what, region, c.job));
+  }
+
+  // ------------------------------------------------------------- requests
+
+  absl::StatusOr<std::string> HandleHello(Conn& c, wire::Reader& r) {
+    uint32_t version;
+    uint8_t role;
+    std::string job;
+    Nonce nonce;
+    if (!r.Get(&version)) {
+      return absl::InvalidArgumentError("malformed hello");
+    }
+    if (version != wire::kProtocolVersion) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "protocol version %d, memory node speaks %d: use the same dmg "
+          "release on compute and memory nodes",
+          version, wire::kProtocolVersion));
+    }
+    if (!r.Get(&role) || !r.GetString(&job) || !r.Get(&nonce) ||
+        (role != static_cast<uint8_t>(Role::kJob) &&
+         role != static_cast<uint8_t>(Role::kAdmin)) ||
+        job.size() > wire::kMaxJobName) {
+      return absl::InvalidArgumentError("malformed hello");
+    }
+    if (c.hello) return absl::FailedPreconditionError("a second hello");
+    c.hello = true;
+    c.role = static_cast<Role>(role);
+    c.job = std::move(job);
+    c.client_nonce = nonce;
+    const bool auth_required = options.secret.has_value();
+    if (auth_required) {
+      c.server_nonce = NewNonce();
+      c.waiting_for = "proof of the secret";
+    } else {
+      c.authenticated = true;
+    }
+    std::string out;
+    wire::Writer w(&out);
+    w.Put(wire::kProtocolVersion);
+    w.Put(node_id.load());
+    w.Put(static_cast<uint8_t>(auth_required));
+    w.Put(c.server_nonce);
+    return out;
+  }
+
+  absl::StatusOr<std::string> HandleAuth(Conn& c, wire::Reader& r) {
+    Digest proof;
+    if (!c.hello || c.authenticated || !options.secret || !r.Get(&proof)) {
+      return absl::FailedPreconditionError(
+          "an authentication request out of place");
+    }
+    absl::StatusOr<Digest> key = options.secret->KeyFor(c.role);
+    if (!key.ok() ||
+        !SameDigest(proof, ClientProof(*key, c.server_nonce, c.client_nonce,
+                                       c.role, c.job))) {
+      ++auth_failures;
+      DMG_LOG_LIMITED(auth_log)
+          << "authentication failed: " << c.peer << " (as " << RoleName(c.role)
+          << " of job '" << c.job << "') does not hold the cluster secret";
+      return absl::PermissionDeniedError(
+          "authentication failed: wrong secret (or a job key asking for the "
+          "admin role)");
+    }
+    c.authenticated = true;
+    VLOG(1) << c.peer << " authenticated as " << RoleName(c.role) << " of job '"
+            << c.job << "'";
+    std::string out;
+    wire::Writer(&out).Put(
+        ServerProof(*key, c.server_nonce, c.client_nonce, c.role, c.job));
+    return out;
+  }
+
+  // Handles one control request; returns the reply payload (or an error).
+  absl::StatusOr<std::string> Handle(Conn& c, const wire::FrameHeader& h,
+                                     wire::Reader& r, bool* shutdown) {
     std::string out;
     wire::Writer w(&out);
     auto malformed = [&] {
@@ -51,20 +354,20 @@ struct TcpServer::Impl {
           absl::StrFormat("malformed request of type %d", h.type));
     };
     switch (h.type) {
-      case wire::kHello: {
-        uint32_t version;
-        if (!r.Get(&version)) return malformed();
-        if (version != wire::kProtocolVersion) {
-          return absl::FailedPreconditionError(
-              absl::StrFormat("protocol version %d, memory node speaks %d",
-                              version, wire::kProtocolVersion));
-        }
-        w.Put(wire::kProtocolVersion);
-        w.Put(options.node_id);
-        return out;
-      }
+      case wire::kHello:
+        return HandleHello(c, r);
+      case wire::kAuth:
+        return HandleAuth(c, r);
       case wire::kListRegions: {
         std::vector<RegionInfo> regions = target->ServeList();
+        if (!IsAdmin(c)) {
+          std::shared_lock lock(owners_mu);
+          std::erase_if(regions, [&](const RegionInfo& region) {
+            if (region.id == kStoreRegion) return false;
+            auto it = owners.find(region.id);
+            return it == owners.end() || it->second != c.job;
+          });
+        }
         w.Put(static_cast<uint32_t>(regions.size()));
         for (RegionInfo& region : regions) {
           if (options.register_region) {
@@ -80,23 +383,28 @@ struct TcpServer::Impl {
       case wire::kCreateStore: {
         uint64_t bytes;
         std::string name;
-        uint32_t node_id = 0;
+        uint32_t id = 0;
         if (!r.Get(&bytes)) return malformed();
-        if (h.type == wire::kAllocate ? !r.GetString(&name)
-                                      : !r.Get(&node_id)) {
+        if (h.type == wire::kAllocate ? !r.GetString(&name) : !r.Get(&id)) {
           return malformed();
         }
         if (h.type == wire::kCreateStore) {
+          if (!IsAdmin(c))
+            return Deny(c, "creating the store needs the admin role");
           if (options.deregister_region)
             options.deregister_region(kStoreRegion);
-          options.node_id = node_id;
-          target->AssignNodeId(node_id);
+          node_id.store(id);
+          target->AssignNodeId(id);
         }
         absl::StatusOr<RegionInfo> region =
             h.type == wire::kAllocate ? target->ServeAllocate(bytes, name)
                                       : target->ServeCreateStore(bytes);
         if (!region.ok()) return region.status();
-        if (h.type == wire::kAllocate) owned.push_back(region->id);
+        if (h.type == wire::kAllocate) {
+          c.owned.push_back(region->id);
+          std::unique_lock lock(owners_mu);
+          owners[region->id] = c.job;
+        }
         if (options.register_region) {
           if (absl::Status s = options.register_region(&*region); !s.ok()) {
             return s;
@@ -108,12 +416,24 @@ struct TcpServer::Impl {
       case wire::kFree: {
         uint32_t region;
         if (!r.Get(&region)) return malformed();
+        if (region == kStoreRegion && !IsAdmin(c)) {
+          return Deny(c, "freeing the store needs the admin role");
+        }
+        if (region != kStoreRegion) {
+          if (absl::Status s = CheckOwner(c, region, "free"); !s.ok()) {
+            return s;
+          }
+        }
         if (options.deregister_region) options.deregister_region(region);
         if (absl::Status s = target->ServeFree(region); !s.ok()) return s;
-        std::erase(owned, region);
+        std::erase(c.owned, region);
+        std::unique_lock lock(owners_mu);
+        owners.erase(region);
         return out;
       }
       case wire::kShutdown:
+        if (!IsAdmin(c))
+          return Deny(c, "stopping the memory node needs the admin role");
         *shutdown = true;
         return out;
       case wire::kBatch:  // Session serves batches through HandleBatch
@@ -124,10 +444,11 @@ struct TcpServer::Impl {
     }
   }
 
-  // Serves a batch into `frame` after its header's bytes: status is
+  // Serves a batch into c.frame after its header's bytes: status is
   // returned, payload (READ bytes and atomics' old values) written in place,
-  // so the reply leaves from the buffer the memory was read into.
-  absl::Status HandleBatch(wire::Reader& r, std::string* frame) {
+  // so the reply leaves from the buffer the memory was read into; *size is
+  // the reply's bytes, header included.
+  absl::Status HandleBatch(Conn& c, wire::Reader& r, size_t* size) {
     uint32_t count;
     if (!r.Get(&count) || count > wire::kMaxOpsPerBatch) {
       return absl::InvalidArgumentError("malformed batch");
@@ -138,6 +459,7 @@ struct TcpServer::Impl {
     }
     std::vector<wire::WireOp> ops(count);
     std::memcpy(ops.data(), ops_bytes, ops.size() * sizeof(wire::WireOp));
+    if (absl::Status s = CheckBatch(c, ops); !s.ok()) return s;
     // Size the reply: status, then READ payloads and atomic results.
     uint64_t reply_bytes = 0;
     for (const wire::WireOp& op : ops) {
@@ -150,10 +472,9 @@ struct TcpServer::Impl {
     if (reply_bytes > wire::kMaxPayload) {
       return absl::InvalidArgumentError("batch reply would be too large");
     }
-    // Grows only: a session's buffer is reused, so a steady stream of
-    // batches allocates (and zero-fills) nothing.
-    frame->resize(sizeof(wire::FrameHeader) + reply_bytes);
-    char* const data = frame->data() + sizeof(wire::FrameHeader);
+    *size = sizeof(wire::FrameHeader) + reply_bytes;
+    if (!Grow(c, c.frame, *size, 0)) return BusyError(*size);
+    char* const data = c.frame.data() + sizeof(wire::FrameHeader);
     uint64_t at = 0;
     std::vector<Op> reads;
     for (uint32_t i = 0; i < count; ++i) {
@@ -213,7 +534,8 @@ struct TcpServer::Impl {
               absl::StrFormat("unknown operation kind %d", op.kind));
       }
       if (!s.ok()) {
-        LOG(WARNING) << "rejected operation " << i << " of a batch: " << s;
+        LOG(WARNING) << "rejected operation " << i << " of a batch from "
+                     << c.peer << ": " << s;
         return absl::Status(s.code(),
                             absl::StrFormat("operation %d of the batch: %s", i,
                                             std::string(s.message())));
@@ -222,102 +544,228 @@ struct TcpServer::Impl {
     return absl::OkStatus();
   }
 
-  asio::awaitable<void> Session(std::shared_ptr<tcp::socket> socket) {
-    std::vector<uint32_t> owned;
+  // The largest payload a frame of this type may announce on `c`.
+  static uint32_t FrameCap(const Conn& c, uint16_t type) {
+    if (!c.authenticated) return wire::kMaxHandshakePayload;
+    return type == wire::kBatch ? wire::kMaxPayload : wire::kMaxControlPayload;
+  }
+
+  asio::awaitable<void> Session(std::shared_ptr<Conn> c) {
     boost::system::error_code ec;
     auto token = asio::redirect_error(asio::use_awaitable, ec);
-    std::string peer;
-    {
-      boost::system::error_code e2;
-      auto ep = socket->remote_endpoint(e2);
-      peer =
-          e2 ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
-    }
-    // Reused across requests (their capacity kept, up to a bound), so large
-    // batches cost no allocation or page faults each time.
-    std::string payload;
-    std::string frame;
+    SetDeadline(*c, options.limits.handshake_timeout_ms, "hello");
+    // Kept across requests (up to a bound), so large batches cost no
+    // allocation or page faults each time.
     constexpr size_t kKeepBytes = 64u << 20;
+    std::string error_frame;
     while (true) {
       wire::FrameHeader h;
-      co_await asio::async_read(*socket, asio::buffer(&h, sizeof(h)), token);
+      co_await asio::async_read(c->socket, asio::buffer(&h, sizeof(h)), token);
       if (ec) break;
-      if (h.magic != wire::kMagic || h.length > wire::kMaxPayload) {
-        LOG(WARNING) << "dropping " << peer << ": bad frame (magic 0x"
-                     << std::hex << h.magic << std::dec << ", length "
-                     << h.length << ")";
+      if (c->authenticated) {
+        SetDeadline(*c, options.limits.frame_timeout_ms, "the rest of a frame");
+      }
+      if (h.magic != wire::kMagic || h.length > FrameCap(*c, h.type)) {
+        DMG_LOG_LIMITED(frame_log)
+            << "dropping " << c->peer << ": bad frame (magic 0x" << std::hex
+            << h.magic << std::dec << ", type " << h.type << ", length "
+            << h.length << (c->authenticated ? "" : ", before authentication")
+            << ")";
         break;
       }
-      payload.resize(h.length);
-      co_await asio::async_read(*socket, asio::buffer(payload), token);
+      // Nothing but the handshake before it is done (the payload, at most
+      // kMaxHandshakePayload then, is read only so the error reply is not
+      // lost to a reset).
+      absl::Status status;
+      bool close_after = false;
+      if (!c->authenticated && h.type != wire::kHello &&
+          h.type != wire::kAuth) {
+        status = absl::PermissionDeniedError(
+            "not authenticated: a connection begins with hello (and the "
+            "proof of the cluster secret when the memory node has one)");
+        DMG_LOG_LIMITED(auth_log)
+            << "refusing request type " << h.type << " from " << c->peer
+            << ": not authenticated";
+        close_after = true;
+      }
+      // The payload, read in growing steps, each counted against the cap
+      // before it is allocated: a header announcing 256 MiB costs nothing
+      // until the bytes come.
+      size_t got = 0;
+      bool busy = false;
+      while (!busy && got < h.length) {
+        const size_t step =
+            std::min<size_t>(h.length - got, std::max<size_t>(64u << 10, got));
+        if (got + step > c->payload.capacity()) {
+          if (!Grow(*c, c->payload, got + step, got)) {
+            c->frame.Release();  // not needed until the reply; try again
+            Account(*c, c->payload.capacity());
+            if (!Grow(*c, c->payload, got + step, got)) {
+              status = BusyError(h.length - got);
+              close_after = true;  // the rest of the payload is unread
+              busy = true;
+              break;
+            }
+          }
+        }
+        co_await asio::async_read(
+            c->socket, asio::buffer(c->payload.data() + got, step), token);
+        if (ec) break;
+        got += step;
+      }
       if (ec) break;
       bool shutdown = false;
-      absl::Status status;
-      if (h.type == wire::kBatch) {
-        wire::Reader r(payload.data(), payload.size());
-        status = HandleBatch(r, &frame);
-      } else {
-        absl::StatusOr<std::string> reply =
-            Handle(h, payload, owned, &shutdown);
-        status = reply.status();
-        if (reply.ok()) {
-          frame.resize(sizeof(wire::FrameHeader));
-          frame += *reply;
+      size_t reply_size = sizeof(wire::FrameHeader);
+      if (status.ok()) {
+        wire::Reader r(c->payload.data(), h.length);
+        if (h.type == wire::kBatch) {
+          status = HandleBatch(*c, r, &reply_size);
+        } else {
+          absl::StatusOr<std::string> reply = Handle(*c, h, r, &shutdown);
+          status = reply.status();
+          if (reply.ok()) {
+            reply_size += reply->size();
+            if (Grow(*c, c->frame, reply_size, 0)) {
+              std::memcpy(c->frame.data() + sizeof(wire::FrameHeader),
+                          reply->data(), reply->size());
+            } else {
+              status = BusyError(reply_size);
+            }
+          }
+        }
+        if (!status.ok() && (h.type == wire::kHello || h.type == wire::kAuth)) {
+          close_after = true;  // a failed handshake ends the connection
         }
       }
       wire::FrameHeader rh{wire::kMagic,
                            static_cast<uint16_t>(h.type | wire::kReplyBit), 0,
                            0, h.request_id};
+      // Error replies are small and leave from a buffer of their own.
+      char* out = c->frame.data();
       if (!status.ok()) {
         rh.type |= wire::kErrorBit;
-        frame.resize(sizeof(wire::FrameHeader));
-        wire::Writer w(&frame);
+        error_frame.assign(sizeof(wire::FrameHeader), '\0');
+        wire::Writer w(&error_frame);
         wire::PutStatus(w, status);
-        if (h.type != wire::kBatch) {
-          LOG(WARNING) << "request from " << peer << " failed: " << status;
+        out = error_frame.data();
+        reply_size = error_frame.size();
+        if (h.type != wire::kBatch &&
+            status.code() != absl::StatusCode::kPermissionDenied) {
+          LOG(WARNING) << "request from " << c->peer << " failed: " << status;
         }
       }
-      rh.length = static_cast<uint32_t>(frame.size() - sizeof(rh));
-      std::memcpy(frame.data(), &rh, sizeof(rh));
-      co_await asio::async_write(*socket, asio::buffer(frame), token);
-      if (ec) break;
-      if (frame.capacity() > kKeepBytes) std::string().swap(frame);
-      if (payload.capacity() > kKeepBytes) std::string().swap(payload);
+      rh.length = static_cast<uint32_t>(reply_size - sizeof(rh));
+      std::memcpy(out, &rh, sizeof(rh));
+      if (!c->authenticated || close_after) {
+        // (the handshake deadline keeps running)
+      } else {
+        SetDeadline(*c, options.limits.frame_timeout_ms,
+                    "the reply to be taken");
+      }
+      co_await asio::async_write(c->socket, asio::buffer(out, reply_size),
+                                 token);
+      if (ec || close_after) break;
+      if (c->frame.capacity() > kKeepBytes) c->frame.Release();
+      if (c->payload.capacity() > kKeepBytes) c->payload.Release();
+      Account(*c, c->payload.capacity() + c->frame.capacity());
+      SetWaitingDeadline(*c);
       if (shutdown) {
-        LOG(INFO) << "shutdown requested by " << peer;
+        LOG(INFO) << "shutdown requested by " << c->peer;
         RequestStop();
       }
     }
-    for (uint32_t region : owned) {
+    c->done = true;
+    c->timer.cancel();
+    boost::system::error_code ignored;
+    c->socket.close(ignored);
+    c->payload.Release();
+    c->frame.Release();
+    Account(*c, 0);
+    for (uint32_t region : c->owned) {
+      {
+        std::unique_lock lock(owners_mu);
+        if (owners.erase(region) == 0) continue;  // an admin freed it
+      }
       if (options.deregister_region) options.deregister_region(region);
       absl::Status s = target->ServeFree(region);
       LOG_IF(WARNING, !s.ok()) << "freeing region " << region << ": " << s;
     }
-    if (!owned.empty()) {
-      LOG(INFO) << peer << " disconnected; freed its " << owned.size()
+    if (!c->owned.empty()) {
+      LOG(INFO) << c->peer << " disconnected; freed its " << c->owned.size()
                 << " region(s)";
     }
+    --connections;
     std::lock_guard lock(mu);
-    sockets.erase(socket);
+    conns.erase(c);
+  }
+
+  // Closes a connection whose deadline passed: a handshake never finished,
+  // a frame never completed, a reply never taken, or (with an idle bound)
+  // nothing said for too long. Checks a few times per shortest bound.
+  asio::awaitable<void> Watchdog(std::shared_ptr<Conn> c) {
+    const TcpServerLimits& l = options.limits;
+    int shortest = 1000;
+    for (int ms :
+         {l.handshake_timeout_ms, l.frame_timeout_ms, l.idle_timeout_ms}) {
+      if (ms > 0) shortest = std::min(shortest, ms);
+    }
+    const auto tick = std::chrono::milliseconds(std::max(10, shortest / 4));
+    boost::system::error_code ec;
+    while (!c->done) {
+      c->timer.expires_after(tick);
+      co_await c->timer.async_wait(
+          asio::redirect_error(asio::use_awaitable, ec));
+      if (c->done) break;
+      if (Clock::now() >= c->deadline) {
+        ++timeouts;
+        DMG_LOG_LIMITED(timeout_log)
+            << "closing " << c->peer << ": no " << c->waiting_for << " within "
+            << c->waiting_ms << " ms";
+        c->socket.close(ec);  // the session's pending operation fails
+        break;
+      }
+    }
   }
 
   asio::awaitable<void> Accept() {
     boost::system::error_code ec;
     while (true) {
-      auto socket = std::make_shared<tcp::socket>(io);
+      auto c = std::make_shared<Conn>(asio::make_strand(io));
       co_await acceptor.async_accept(
-          *socket, asio::redirect_error(asio::use_awaitable, ec));
+          c->socket, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) break;
         LOG(WARNING) << "accept failed: " << ec.message();
+        // Out of descriptors, say: wait instead of spinning on it.
+        asio::steady_timer pause(io, std::chrono::milliseconds(100));
+        co_await pause.async_wait(
+            asio::redirect_error(asio::use_awaitable, ec));
         continue;
       }
-      socket->set_option(tcp::no_delay(true), ec);
+      {
+        boost::system::error_code e2;
+        auto ep = c->socket.remote_endpoint(e2);
+        c->peer =
+            e2 ? "?"
+               : ep.address().to_string() + ":" + std::to_string(ep.port());
+      }
+      if (connections.load() >= options.limits.max_connections) {
+        ++refused;
+        DMG_LOG_LIMITED(refuse_log)
+            << "refusing " << c->peer << ": " << connections.load()
+            << " connections open (--max_connections="
+            << options.limits.max_connections << ")";
+        c->socket.close(ec);
+        continue;
+      }
+      ++connections;
+      c->socket.set_option(tcp::no_delay(true), ec);
       {
         std::lock_guard lock(mu);
-        sockets.insert(socket);
+        conns.insert(c);
       }
-      asio::co_spawn(io, Session(socket), asio::detached);
+      asio::co_spawn(c->socket.get_executor(), Session(c), asio::detached);
+      asio::co_spawn(c->socket.get_executor(), Watchdog(c), asio::detached);
     }
   }
 };
@@ -330,6 +778,11 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
   auto impl = std::make_unique<Impl>();
   impl->target = target;
   impl->options = std::move(options);
+  impl->node_id.store(impl->options.node_id);
+  if (impl->options.secret && !impl->options.secret->admin()) {
+    return absl::InvalidArgumentError(
+        "a memory node needs the cluster secret, not a job-only key");
+  }
   boost::system::error_code ec;
   asio::ip::address address = asio::ip::make_address(host, ec);
   if (ec) {
@@ -350,6 +803,11 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
     return absl::UnavailableError(absl::StrFormat("cannot listen on %s:%d: %s",
                                                   host, port, ec.message()));
   }
+  if (!impl->options.secret && !address.is_loopback()) {
+    LOG(WARNING) << "listening on " << host << ":" << port
+                 << " with no secret: anyone who reaches this port may read "
+                    "and write every region and stop this memory node";
+  }
   Impl* p = impl.get();
   asio::co_spawn(p->io, p->Accept(), asio::detached);
   for (int i = 0; i < std::max(1, p->options.io_threads); ++i) {
@@ -363,6 +821,18 @@ uint16_t TcpServer::port() const {
   return impl_->acceptor.local_endpoint(ec).port();
 }
 
+TcpServerStats TcpServer::stats() const {
+  TcpServerStats s;
+  s.connections = impl_->connections.load();
+  s.buffered_bytes = impl_->buffered.load();
+  s.max_buffered_bytes = impl_->max_buffered.load();
+  s.refused_connections = impl_->refused.load();
+  s.auth_failures = impl_->auth_failures.load();
+  s.timeouts = impl_->timeouts.load();
+  s.denied_requests = impl_->denied.load();
+  return s;
+}
+
 void TcpServer::Wait() {
   std::unique_lock lock(impl_->mu);
   impl_->stopped_cv.wait(lock, [&] { return impl_->stopped; });
@@ -374,7 +844,13 @@ void TcpServer::Stop() {
     boost::system::error_code ec;
     p->acceptor.close(ec);
     std::lock_guard lock(p->mu);
-    for (auto& s : p->sockets) s->close(ec);
+    for (const auto& c : p->conns) {
+      asio::post(c->socket.get_executor(), [c] {
+        boost::system::error_code e;
+        c->socket.close(e);
+        c->timer.cancel();
+      });
+    }
   });
   // Sessions notice their closed sockets and end; then the context runs dry.
   for (auto& t : impl_->threads) t.join();

@@ -5,21 +5,61 @@
 // MemoryTarget before it touches memory; errors go back to the client and to
 // the log. Regions a connection allocates are freed when it closes, so a
 // compute node that dies leaves nothing behind.
+//
+// Nothing is accepted before the hello (and, with a secret, the challenge-
+// response of transport/auth.h); then the connection's role and job decide
+// what it may touch: a job reads the store and only its own job's regions;
+// only an admin creates or writes the store, sees every job, or stops the
+// daemon. Every frame is bounded before anything is allocated for it, and
+// the bytes all connections buffer together are capped; a connection that
+// does not finish its handshake, or a frame, in time is closed.
 #ifndef DMG_TRANSPORT_TCP_SERVER_H_
 #define DMG_TRANSPORT_TCP_SERVER_H_
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "transport/auth.h"
 #include "transport/memory_target.h"
 
 namespace dmg::transport {
 
+struct TcpServerLimits {
+  // Connections open at once; more are closed as soon as accepted.
+  int max_connections = 1024;
+  // The hello and the challenge-response must be done within this.
+  int handshake_timeout_ms = 10000;
+  // A frame begun must arrive whole, and its reply be taken, within this.
+  int frame_timeout_ms = 30000;
+  // An authenticated connection that sends nothing for this long is closed
+  // (0: never; a compute node's control connection idles for a whole job).
+  int idle_timeout_ms = 0;
+  // Request and reply buffers of all connections together.
+  uint64_t max_buffer_bytes = uint64_t{1} << 30;
+};
+
+// What the server has seen, for tests and logs.
+struct TcpServerStats {
+  int connections = 0;          // open now
+  uint64_t buffered_bytes = 0;  // held in request/reply buffers now
+  uint64_t max_buffered_bytes = 0;
+  uint64_t refused_connections = 0;  // over max_connections
+  uint64_t auth_failures = 0;
+  uint64_t timeouts = 0;         // handshake, frame or idle
+  uint64_t denied_requests = 0;  // not allowed to the connection's role/job
+};
+
 struct TcpServerOptions {
   int io_threads = 2;
   uint32_t node_id = 0;
+  // The cluster secret every client must prove it holds; none: the server
+  // is open (anyone who reaches the port is trusted with the role it asks
+  // for) and says so loudly unless it listens on loopback only.
+  std::optional<Secret> secret;
+  TcpServerLimits limits;
   // Filled in by an RDMA server: registers a region with the NIC and returns
   // its remote address and key (for the region table). Empty for tcp only.
   std::function<absl::Status(RegionInfo*)> register_region;
@@ -35,6 +75,7 @@ class TcpServer {
   ~TcpServer();
 
   uint16_t port() const;
+  TcpServerStats stats() const;
   // Blocks until a client sends kShutdown or Stop() is called.
   void Wait();
   // Closes the listener and every connection and joins the I/O threads.

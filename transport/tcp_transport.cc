@@ -216,6 +216,77 @@ absl::Status TcpConnection::ReceiveError(const wire::FrameHeader& h) {
                                       std::string(s.message())));
 }
 
+absl::StatusOr<uint32_t> TcpConnection::Handshake(const Credentials& cred) {
+  if (cred.job.size() > wire::kMaxJobName) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("job name of %d bytes; at most %d", cred.job.size(),
+                        wire::kMaxJobName));
+  }
+  std::optional<Digest> key;
+  if (cred.secret) {
+    absl::StatusOr<Digest> k = cred.secret->KeyFor(cred.role);
+    if (!k.ok()) return k.status();
+    key = *k;
+  }
+  const Nonce client_nonce = NewNonce();
+  std::string hello;
+  wire::Writer w(&hello);
+  w.Put(wire::kProtocolVersion);
+  w.Put(static_cast<uint8_t>(cred.role));
+  w.PutString(cred.job);
+  w.Put(client_nonce);
+  absl::StatusOr<std::string> reply = Call(wire::kHello, hello);
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  uint32_t version, id;
+  uint8_t auth_required;
+  Nonce server_nonce;
+  if (!r.Get(&version) || !r.Get(&id) || !r.Get(&auth_required) ||
+      !r.Get(&server_nonce)) {
+    impl_->broken = true;
+    return absl::DataLossError("malformed hello reply from memory node " +
+                               node_.ToString());
+  }
+  if (!auth_required) {
+    if (key) {
+      // It could be anyone's daemon: never send it the job's data.
+      impl_->broken = true;
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "memory node %s asks for no secret, but this client was given "
+          "one: it is not a node of this cluster, or it was started without "
+          "--secret_file",
+          node_.ToString()));
+    }
+    return id;
+  }
+  if (!key) {
+    impl_->broken = true;
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "memory node %s requires the cluster secret: pass --secret_file=FILE "
+        "or set DMG_SECRET_FILE",
+        node_.ToString()));
+  }
+  std::string auth;
+  wire::Writer(&auth).Put(
+      ClientProof(*key, server_nonce, client_nonce, cred.role, cred.job));
+  absl::StatusOr<std::string> proof = Call(wire::kAuth, auth);
+  if (!proof.ok()) {
+    impl_->broken = true;
+    return proof.status();
+  }
+  Digest server_proof;
+  wire::Reader pr(proof->data(), proof->size());
+  if (!pr.Get(&server_proof) ||
+      !SameDigest(server_proof, ServerProof(*key, server_nonce, client_nonce,
+                                            cred.role, cred.job))) {
+    impl_->broken = true;
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "memory node %s did not prove it holds the cluster secret",
+        node_.ToString()));
+  }
+  return id;
+}
+
 // ---------------------------------------------------------------- control
 
 absl::StatusOr<std::unique_ptr<TcpControl>> TcpControl::Connect(
@@ -225,18 +296,10 @@ absl::StatusOr<std::unique_ptr<TcpControl>> TcpControl::Connect(
     absl::StatusOr<std::unique_ptr<TcpConnection>> c =
         TcpConnection::Connect(node, options);
     if (!c.ok()) return c.status();
-    std::string hello;
-    wire::Writer(&hello).Put(wire::kProtocolVersion);
-    absl::StatusOr<std::string> reply = (*c)->Call(wire::kHello, hello);
-    if (!reply.ok()) return reply.status();
-    wire::Reader r(reply->data(), reply->size());
-    uint32_t version, id;
-    if (!r.Get(&version) || !r.Get(&id)) {
-      return absl::DataLossError("malformed hello reply from " +
-                                 node.ToString());
-    }
+    absl::StatusOr<uint32_t> id = (*c)->Handshake(options.credentials);
+    if (!id.ok()) return id.status();
     control->connections_.push_back(*std::move(c));
-    control->reported_ids_.push_back(id);
+    control->reported_ids_.push_back(*id);
   }
   return control;
 }
@@ -504,6 +567,8 @@ class TcpEndpoint : public Endpoint {
       absl::StatusOr<std::unique_ptr<TcpConnection>> c =
           TcpConnection::Connect(nodes_[node], options_);
       if (!c.ok()) return c.status();
+      absl::StatusOr<uint32_t> id = (*c)->Handshake(options_.credentials);
+      if (!id.ok()) return id.status();
       conns_[node] = *std::move(c);
     }
     return conns_[node].get();

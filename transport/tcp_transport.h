@@ -13,12 +13,14 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "transport/auth.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
 
@@ -35,8 +37,20 @@ struct HostPort {
 absl::StatusOr<std::vector<HostPort>> ParseHostPorts(
     const std::string& list, bool allow_any_port = false);
 
+// Who a client is to the memory nodes (transport/auth.h).
+struct Credentials {
+  Role role = Role::kJob;
+  // The job this client acts for: it may touch only regions that
+  // connections of the same job allocated (and read the store).
+  std::string job;
+  // The cluster secret or a job key; none: the memory nodes must be open
+  // (a client with a secret refuses a node that asks for none).
+  std::optional<Secret> secret;
+};
+
 struct TcpOptions {
   int timeout_ms = 10000;  // bound on every connect, send and receive
+  Credentials credentials;
 };
 
 // One blocking-with-deadline request/reply connection to one memory node.
@@ -70,6 +84,9 @@ class TcpConnection {
     if (absl::Status s = Send(type, payload); !s.ok()) return s;
     return Receive(type);
   }
+  // The hello (and the challenge-response when the memory node asks for
+  // it) that must open every connection; returns the node id it reports.
+  absl::StatusOr<uint32_t> Handshake(const Credentials& credentials);
   const HostPort& node() const { return node_; }
   // Bytes that have arrived and not been received yet (0 on error).
   size_t BytesArrived();

@@ -6,7 +6,13 @@
 //
 // A request's reply carries the same request id and type | kReplyBit; a
 // failed request is answered with kReplyBit | kErrorBit and an ErrorPayload.
-// Every length is checked against kMaxPayload before anything is allocated.
+// Every length is checked before anything is allocated: against
+// kMaxHandshakePayload until the connection is authenticated, against
+// kMaxControlPayload for control requests and kMaxPayload for batches.
+//
+// A connection starts with kHello (and, when the memory node holds a
+// secret, kAuth: the challenge-response of transport/auth.h); the memory
+// node answers nothing else before that.
 #ifndef DMG_TRANSPORT_WIRE_H_
 #define DMG_TRANSPORT_WIRE_H_
 
@@ -22,18 +28,25 @@
 namespace dmg::transport::wire {
 
 inline constexpr uint32_t kMagic = 0x57474d44;  // "DMGW"
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: hello binds a role and a job, and kAuth proves them.
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr uint32_t kMaxPayload = 256u << 20;
+inline constexpr uint32_t kMaxControlPayload = 64u << 10;
+inline constexpr uint32_t kMaxHandshakePayload = 1024;
+inline constexpr uint32_t kMaxJobName = 200;
 inline constexpr uint32_t kMaxOpsPerBatch = 1 << 16;
 
 enum MessageType : uint16_t {
-  kHello = 1,        // {u32 version} -> {u32 version, u32 node_id}
+  // {u32 version, u8 role, string job, 16-byte client nonce} ->
+  // {u32 version, u32 node_id, u8 auth_required, 16-byte server nonce}
+  kHello = 1,
   kListRegions = 2,  // {} -> RegionList
   kAllocate = 3,     // {u64 bytes, string name} -> RegionEntry
   kFree = 4,         // {u32 region} -> {}
   kBatch = 5,        // BatchRequest -> BatchReply
   kCreateStore = 6,  // {u64 bytes, u32 node_id} -> RegionEntry
   kShutdown = 7,     // {} -> {}  (the daemon stops after replying)
+  kAuth = 8,         // {32-byte client proof} -> {32-byte server proof}
 };
 inline constexpr uint16_t kReplyBit = 0x8000;
 inline constexpr uint16_t kErrorBit = 0x4000;

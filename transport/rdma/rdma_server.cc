@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
+#include "transport/transport.h"
 
 namespace dmg::transport::rdma {
 
@@ -258,10 +259,14 @@ absl::StatusOr<RegionKey> RdmaServer::Register(uint32_t region,
   }
   auto reg = std::make_unique<Registration>();
   reg->memory = memory;
-  reg->mr.reset(ibv_reg_mr(pd_.get(), memory.data(), memory.size(),
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+  // The store is read-only to every QP: `dmg load` writes it over the
+  // authenticated control plane, never through a region key.
+  const int access = region == kStoreRegion
+                         ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ
+                         : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                                IBV_ACCESS_REMOTE_WRITE |
-                               IBV_ACCESS_REMOTE_ATOMIC));
+                               IBV_ACCESS_REMOTE_ATOMIC;
+  reg->mr.reset(ibv_reg_mr(pd_.get(), memory.data(), memory.size(), access));
   if (reg->mr == nullptr) {
     int err = errno;
     return absl::ResourceExhaustedError(absl::StrFormat(

@@ -6,11 +6,13 @@
 namespace dmg::transport::rdma {
 
 absl::StatusOr<std::unique_ptr<RdmaTransport>> RdmaTransport::Connect(
-    const std::vector<HostPort>& nodes, const RdmaOptions& options) {
+    const std::vector<HostPort>& nodes, const RdmaOptions& options,
+    const Credentials& credentials) {
   // Fail fast, with the one clear line, on machines without RDMA.
   if (absl::Status s = CheckRdmaDevices(options.device); !s.ok()) return s;
   TcpOptions tcp;
   tcp.timeout_ms = options.timeout_ms;
+  tcp.credentials = credentials;
   absl::StatusOr<std::unique_ptr<TcpControl>> control =
       TcpControl::Connect(nodes, tcp);
   if (!control.ok()) return control.status();

@@ -22,9 +22,11 @@ namespace dmg::transport::rdma {
 class RdmaTransport : public ControlPlaneTransport {
  public:
   // nodes[i] is memory node i; its control port and rdma_cm port are the
-  // same number.
+  // same number. The control connections carry `credentials`, so region
+  // keys reach only an authenticated client of the right job.
   static absl::StatusOr<std::unique_ptr<RdmaTransport>> Connect(
-      const std::vector<HostPort>& nodes, const RdmaOptions& options);
+      const std::vector<HostPort>& nodes, const RdmaOptions& options,
+      const Credentials& credentials = {});
 
   std::string name() const override { return "rdma"; }
   absl::StatusOr<std::unique_ptr<Endpoint>> NewEndpoint() override;

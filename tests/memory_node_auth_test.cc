@@ -1,0 +1,466 @@
+// Issue 13, build items 1 and 2, against a real TcpServer over loopback:
+// without the cluster secret (or with a wrong one) a client cannot read or
+// write one byte; the store is read-only to jobs; a job sees and touches only
+// its own job's regions; creating the store and stopping the daemon need the
+// admin role. The attacks are hand-made frames on raw sockets (no DMG client
+// code in between), and every test checks what the memory node served.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "memory_node/memory_node.h"
+#include "tests/raw_wire_client.h"
+#include "tests/test_util.h"
+#include "transport/auth.h"
+#include "transport/tcp_server.h"
+#include "transport/tcp_transport.h"
+#include "transport/wire.h"
+
+namespace dmg {
+namespace {
+
+namespace wire = transport::wire;
+using testing::RawClient;
+using transport::Role;
+using transport::Secret;
+
+std::string OneOp(transport::OpKind kind, uint32_t region, uint64_t offset,
+                  uint32_t length, const std::string& data = "") {
+  std::string payload;
+  wire::Writer w(&payload);
+  w.Put(uint32_t{1});
+  wire::WireOp op{};
+  op.kind = static_cast<uint8_t>(kind);
+  op.region = region;
+  op.offset = offset;
+  op.length = length;
+  op.operand = 1;
+  w.Put(op);
+  payload += data;
+  return payload;
+}
+
+absl::Status Request(RawClient& c, uint16_t type, const std::string& payload,
+                     std::string* reply = nullptr) {
+  c.Send(type, payload);
+  wire::FrameHeader h;
+  std::string body;
+  if (!c.Receive(&h, &body)) return absl::UnavailableError("closed");
+  if (reply != nullptr) *reply = body;
+  return RawClient::ReplyStatus(h, body);
+}
+
+// A memory node with a 1 MiB store of known bytes, served with `secret`.
+class SecuredNode {
+ public:
+  explicit SecuredNode(std::optional<Secret> secret,
+                       transport::TcpServerLimits limits = {}) {
+    AlignedBuffer store(1 << 20);
+    for (size_t i = 0; i < store.size(); ++i) {
+      store.data()[i] = std::byte(i * 13 + 5);
+    }
+    original_.assign(reinterpret_cast<const char*>(store.data()), store.size());
+    EXPECT_TRUE(node_.LoadStore(std::move(store)).ok());
+    transport::TcpServerOptions options;
+    options.secret = std::move(secret);
+    options.limits = limits;
+    auto server = transport::TcpServer::Start(&node_, "127.0.0.1", 0, options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  uint16_t port() const { return server_->port(); }
+  transport::HostPort address() const { return {"127.0.0.1", port()}; }
+  memory_node::MemoryNode& node() { return node_; }
+  transport::TcpServer& server() { return *server_; }
+  bool StoreIntact() {
+    std::string now(original_.size(), '\0');
+    EXPECT_TRUE(node_.ServeRead(0, 0, now.data(), now.size()).ok());
+    return now == original_;
+  }
+
+ private:
+  memory_node::MemoryNode node_{0};
+  std::string original_;
+  std::unique_ptr<transport::TcpServer> server_;
+};
+
+Secret NewSecret() {
+  absl::StatusOr<Secret> s = Secret::Generate();
+  EXPECT_TRUE(s.ok());
+  return *s;
+}
+
+transport::TcpOptions Client(Role role, const std::string& job,
+                             std::optional<Secret> secret) {
+  transport::TcpOptions o;
+  o.timeout_ms = 5000;
+  o.credentials.role = role;
+  o.credentials.job = job;
+  o.credentials.secret = std::move(secret);
+  return o;
+}
+
+TEST(SecretTest, FilesAreWrittenPrivateAndReadBackOnlyWhenPrivate) {
+  testing::TempDir dir;
+  const Secret secret = NewSecret();
+  const std::string path = dir.file("cluster.secret");
+  ASSERT_TRUE(secret.WriteFile(path).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Never over an existing file.
+  EXPECT_FALSE(NewSecret().WriteFile(path).ok());
+  absl::StatusOr<Secret> back = Secret::ReadFile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->admin());
+  EXPECT_TRUE(transport::SameDigest(*back->KeyFor(Role::kAdmin),
+                                    *secret.KeyFor(Role::kAdmin)));
+  // The job key: the same job proof, no admin one.
+  const Secret job = secret.JobOnly();
+  EXPECT_FALSE(job.admin());
+  EXPECT_TRUE(transport::SameDigest(*job.KeyFor(Role::kJob),
+                                    *secret.KeyFor(Role::kJob)));
+  EXPECT_TRUE(absl::IsPermissionDenied(job.KeyFor(Role::kAdmin).status()));
+  EXPECT_FALSE(transport::SameDigest(*secret.KeyFor(Role::kJob),
+                                     *secret.KeyFor(Role::kAdmin)));
+  // Readable by others, not a secret file, not a regular file.
+  chmod(path.c_str(), 0644);
+  absl::StatusOr<Secret> open = Secret::ReadFile(path);
+  EXPECT_TRUE(absl::IsPermissionDenied(open.status())) << open.status();
+  EXPECT_NE(open.status().message().find("chmod 600"), std::string::npos);
+  const std::string junk = dir.file("junk");
+  { std::ofstream(junk) << "hello\n"; }
+  chmod(junk.c_str(), 0600);
+  absl::StatusOr<Secret> bad = Secret::ReadFile(junk);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_NE(bad.status().message().find("line 1"), std::string::npos);
+  EXPECT_FALSE(Secret::ReadFile("/dev/null").ok());
+  EXPECT_TRUE(absl::IsNotFound(Secret::ReadFile(dir.file("none")).status()));
+}
+
+// Raw sockets against a node with a secret: nothing but the handshake is
+// answered before the proof, and a wrong proof or a replayed one ends the
+// connection. Not one byte of the store is read or written.
+TEST(MemoryNodeAuthTest, WithoutTheSecretNothingIsServed) {
+  const Secret secret = NewSecret();
+  SecuredNode n(secret);
+  const std::string read_store = OneOp(transport::OpKind::kRead, 0, 0, 4096);
+  const std::string write_store =
+      OneOp(transport::OpKind::kWrite, 0, 0, 4, "EVIL");
+  // No hello at all: READ, WRITE, list, allocate, free, create, shutdown.
+  const std::vector<std::pair<uint16_t, std::string>> requests = {
+      {wire::kBatch, read_store},
+      {wire::kBatch, write_store},
+      {wire::kListRegions, ""},
+      {wire::kAllocate, std::string(10, '\0')},
+      {wire::kFree, std::string(4, '\0')},
+      {wire::kCreateStore, std::string(12, '\1')},
+      {wire::kShutdown, ""}};
+  for (const auto& [type, payload] : requests) {
+    SCOPED_TRACE(type);
+    RawClient c(n.port());
+    absl::Status s = Request(c, type, payload);
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+    EXPECT_TRUE(c.Closed());
+  }
+  // A hello, then requests without the proof.
+  {
+    RawClient c(n.port());
+    EXPECT_TRUE(c.Hello(Role::kAdmin, "evil").ok());  // asks for the proof
+    EXPECT_TRUE(absl::IsPermissionDenied(Request(c, wire::kBatch, read_store)));
+    EXPECT_TRUE(c.Closed());
+  }
+  // A wrong secret, for either role.
+  for (Role role : {Role::kJob, Role::kAdmin}) {
+    RawClient c(n.port());
+    absl::Status s = c.Hello(role, "evil", *NewSecret().KeyFor(role));
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+    EXPECT_TRUE(c.Closed());
+  }
+  // A job key claiming the admin role.
+  {
+    RawClient c(n.port());
+    absl::Status s = c.Hello(Role::kAdmin, "evil", *secret.KeyFor(Role::kJob));
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  }
+  // A proof recorded from a good exchange, replayed on a new connection
+  // (its server nonce is new, so the proof is worth nothing).
+  std::string recorded;
+  {
+    RawClient good(n.port());
+    ASSERT_TRUE(
+        good.Hello(Role::kAdmin, "ops", *secret.KeyFor(Role::kAdmin)).ok());
+    recorded = good.last_proof();
+  }
+  {
+    RawClient replay(n.port());
+    EXPECT_TRUE(replay.Hello(Role::kAdmin, "ops").ok());
+    EXPECT_TRUE(
+        absl::IsPermissionDenied(Request(replay, wire::kAuth, recorded)));
+    EXPECT_TRUE(replay.Closed());
+  }
+  EXPECT_EQ(n.node().served().bytes_read, 0u);
+  EXPECT_EQ(n.node().served().bytes_written, 0u);
+  EXPECT_TRUE(n.StoreIntact());
+  EXPECT_GE(n.server().stats().auth_failures, 4u);
+
+  // The DMG client: no secret, a wrong one, then the right one.
+  auto none = transport::TcpControl::Connect(
+      {n.address()}, Client(Role::kJob, "j", std::nullopt));
+  EXPECT_TRUE(absl::IsPermissionDenied(none.status())) << none.status();
+  EXPECT_NE(none.status().message().find("--secret_file"), std::string::npos);
+  auto wrong = transport::TcpControl::Connect(
+      {n.address()}, Client(Role::kJob, "j", NewSecret()));
+  EXPECT_TRUE(absl::IsPermissionDenied(wrong.status())) << wrong.status();
+  auto right = transport::TcpTransport::Connect(
+      {n.address()}, Client(Role::kJob, "j", secret.JobOnly()));
+  ASSERT_TRUE(right.ok()) << right.status();
+  auto ep = (*right)->NewEndpoint();
+  ASSERT_TRUE(ep.ok());
+  char buf[64];
+  (*ep)->Read(0, 0, 0, buf, sizeof(buf));
+  ASSERT_TRUE((*ep)->Flush().ok());
+  EXPECT_EQ(buf[1], char(1 * 13 + 5));
+}
+
+// A client holding a secret never talks to a node that asks for none: it
+// could be anyone's, feeding the job made-up bytes.
+TEST(MemoryNodeAuthTest, AClientWithASecretRefusesAnOpenNode) {
+  SecuredNode open(std::nullopt);
+  auto c = transport::TcpControl::Connect({open.address()},
+                                          Client(Role::kJob, "j", NewSecret()));
+  EXPECT_TRUE(absl::IsPermissionDenied(c.status())) << c.status();
+  EXPECT_NE(c.status().message().find("asks for no secret"), std::string::npos);
+}
+
+// Access rules hold whatever the client: checked with raw frames after a
+// successful handshake, with a secret and without one.
+TEST(MemoryNodeAuthTest, JobsReadTheStoreAndTouchOnlyTheirOwnRegions) {
+  const Secret secret = NewSecret();
+  for (bool with_secret : {true, false}) {
+    SCOPED_TRACE(with_secret ? "with a secret" : "open");
+    SecuredNode n(with_secret ? std::optional<Secret>(secret) : std::nullopt);
+    auto key = [&](Role r) {
+      return with_secret ? std::optional(*secret.KeyFor(r)) : std::nullopt;
+    };
+    RawClient a(n.port()), b(n.port());
+    ASSERT_TRUE(a.Hello(Role::kJob, "alice", key(Role::kJob)).ok());
+    ASSERT_TRUE(b.Hello(Role::kJob, "bob", key(Role::kJob)).ok());
+    // The store: READ yes; WRITE, CAS and FAA no.
+    std::string reply;
+    ASSERT_TRUE(Request(a, wire::kBatch,
+                        OneOp(transport::OpKind::kRead, 0, 8, 8), &reply)
+                    .ok());
+    EXPECT_EQ(reply.size(), 8u);
+    for (transport::OpKind kind :
+         {transport::OpKind::kWrite, transport::OpKind::kCompareAndSwap,
+          transport::OpKind::kFetchAndAdd}) {
+      absl::Status s =
+          Request(a, wire::kBatch,
+                  OneOp(kind, 0, 64, kind == transport::OpKind::kWrite ? 4 : 8,
+                        kind == transport::OpKind::kWrite ? "EVIL" : ""));
+      EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+      EXPECT_NE(s.message().find("read-only"), std::string::npos) << s;
+    }
+    EXPECT_TRUE(n.StoreIntact());
+    // Creating or freeing the store and stopping the node: admin only.
+    std::string create;
+    wire::Writer cw(&create);
+    cw.Put(uint64_t{4096});
+    cw.Put(uint32_t{0});
+    EXPECT_TRUE(
+        absl::IsPermissionDenied(Request(a, wire::kCreateStore, create)));
+    std::string free_store(4, '\0');
+    EXPECT_TRUE(absl::IsPermissionDenied(Request(a, wire::kFree, free_store)));
+    EXPECT_TRUE(absl::IsPermissionDenied(Request(a, wire::kShutdown, "")));
+    EXPECT_TRUE(n.StoreIntact());
+
+    // Alice's region: Bob cannot see, read, write or free it.
+    std::string alloc;
+    wire::Writer aw(&alloc);
+    aw.Put(uint64_t{4096});
+    aw.PutString("alice.state");
+    ASSERT_TRUE(Request(a, wire::kAllocate, alloc, &reply).ok());
+    wire::Reader rr(reply.data(), reply.size());
+    transport::RegionInfo region;
+    ASSERT_TRUE(wire::GetRegion(rr, 0, &region));
+    ASSERT_TRUE(
+        Request(a, wire::kBatch,
+                OneOp(transport::OpKind::kWrite, region.id, 0, 4, "MINE"))
+            .ok());
+    auto listed = [&](RawClient& c) {
+      std::string list;
+      EXPECT_TRUE(Request(c, wire::kListRegions, "", &list).ok());
+      wire::Reader lr(list.data(), list.size());
+      uint32_t count = 0;
+      lr.Get(&count);
+      std::vector<uint32_t> ids;
+      for (uint32_t i = 0; i < count; ++i) {
+        transport::RegionInfo info;
+        EXPECT_TRUE(wire::GetRegion(lr, 0, &info));
+        ids.push_back(info.id);
+      }
+      return ids;
+    };
+    EXPECT_EQ(listed(a), (std::vector<uint32_t>{0, region.id}));
+    EXPECT_EQ(listed(b), (std::vector<uint32_t>{0}));
+    for (const std::string& op :
+         {OneOp(transport::OpKind::kRead, region.id, 0, 4),
+          OneOp(transport::OpKind::kWrite, region.id, 0, 4, "EVIL"),
+          OneOp(transport::OpKind::kFetchAndAdd, region.id, 0, 8)}) {
+      absl::Status s = Request(b, wire::kBatch, op);
+      EXPECT_TRUE(absl::IsNotFound(s)) << s;  // as if it did not exist
+    }
+    std::string free_it;
+    wire::Writer(&free_it).Put(region.id);
+    EXPECT_TRUE(absl::IsNotFound(Request(b, wire::kFree, free_it)));
+    // Alice's bytes are untouched; a read with the job's own name works.
+    ASSERT_TRUE(Request(a, wire::kBatch,
+                        OneOp(transport::OpKind::kRead, region.id, 0, 4),
+                        &reply)
+                    .ok());
+    EXPECT_EQ(reply, "MINE");
+    // Another connection of Alice's job shares her regions.
+    RawClient a2(n.port());
+    ASSERT_TRUE(a2.Hello(Role::kJob, "alice", key(Role::kJob)).ok());
+    EXPECT_TRUE(Request(a2, wire::kBatch,
+                        OneOp(transport::OpKind::kRead, region.id, 0, 4))
+                    .ok());
+    // The admin sees everything and may stop the node.
+    RawClient admin(n.port());
+    ASSERT_TRUE(admin.Hello(Role::kAdmin, "ops", key(Role::kAdmin)).ok());
+    EXPECT_EQ(listed(admin), (std::vector<uint32_t>{0, region.id}));
+    EXPECT_GE(n.server().stats().denied_requests, 8u);
+    EXPECT_TRUE(Request(admin, wire::kShutdown, "").ok());
+    n.server().Wait();
+  }
+}
+
+// The daemon's memory under hostile connections: idle ones and half-sent
+// handshakes are closed at the handshake deadline, oversized headers before
+// authentication are dropped at once, and an authenticated client that
+// announces 256 MiB frames and sends nothing holds only the first step of
+// its buffer. The cap holds throughout, and a real client is served after.
+TEST(MemoryNodeAuthTest, HostileConnectionsCannotExhaustTheDaemon) {
+  // Both ends of 2,400 connections live in this process.
+  struct rlimit rl;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 5000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  const Secret secret = NewSecret();
+  transport::TcpServerLimits limits;
+  limits.handshake_timeout_ms = 400;
+  limits.frame_timeout_ms = 400;
+  limits.max_buffer_bytes = 16u << 20;
+  limits.max_connections = 4000;
+  SecuredNode n(secret, limits);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 2000; ++i) {  // idle
+    clients.push_back(std::make_unique<RawClient>(n.port()));
+  }
+  for (int i = 0; i < 200; ++i) {  // half-sent hello
+    auto c = std::make_unique<RawClient>(n.port());
+    const std::string hello = RawClient::Frame(
+        wire::kHello,
+        RawClient::HelloPayload(Role::kJob, "slow", transport::NewNonce()));
+    EXPECT_TRUE(c->Write(hello.substr(0, i % 2 ? 10 : hello.size() - 3)));
+    clients.push_back(std::move(c));
+  }
+  for (int i = 0; i < 100; ++i) {  // oversized headers, unauthenticated
+    auto c = std::make_unique<RawClient>(n.port());
+    wire::FrameHeader h{wire::kMagic, wire::kBatch, 0, wire::kMaxPayload, 1};
+    EXPECT_TRUE(c->Write(std::string(reinterpret_cast<char*>(&h), sizeof(h))));
+    clients.push_back(std::move(c));
+  }
+  for (int i = 0; i < 100; ++i) {  // authenticated, then announce 256 MiB
+    auto c = std::make_unique<RawClient>(n.port());
+    ASSERT_TRUE(c->Hello(Role::kJob, "big", *secret.KeyFor(Role::kJob)).ok());
+    wire::FrameHeader h{wire::kMagic, wire::kBatch, 0, wire::kMaxPayload, 1};
+    EXPECT_TRUE(c->Write(std::string(reinterpret_cast<char*>(&h), sizeof(h)) +
+                         std::string(100, 'x')));
+    clients.push_back(std::move(c));
+  }
+  // Past every deadline, the server has closed them all.
+  for (int wait = 0; wait < 100 && n.server().stats().connections > 0; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const transport::TcpServerStats st = n.server().stats();
+  EXPECT_EQ(st.connections, 0);
+  EXPECT_LE(st.max_buffered_bytes, limits.max_buffer_bytes);
+  // Idle, half-sent and the authenticated 256 MiB announcers time out; the
+  // unauthenticated oversized headers were dropped at once.
+  EXPECT_GE(st.timeouts, 2000u + 200u + 100u);
+  EXPECT_EQ(st.buffered_bytes, 0u);
+  for (auto& c : clients) EXPECT_TRUE(c->Closed());
+  // Served afterwards.
+  auto t = transport::TcpTransport::Connect({n.address()},
+                                            Client(Role::kJob, "j", secret));
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto ep = (*t)->NewEndpoint();
+  ASSERT_TRUE(ep.ok());
+  std::string bytes(4096, '\0');
+  (*ep)->Read(0, 0, 0, bytes.data(), bytes.size());
+  ASSERT_TRUE((*ep)->Flush().ok());
+  EXPECT_TRUE(n.StoreIntact());
+}
+
+// Over the connection limit a client is closed at once; the ones inside it
+// are served, and a slot that frees up is taken again.
+TEST(MemoryNodeAuthTest, ConnectionsOverTheLimitAreClosed) {
+  transport::TcpServerLimits limits;
+  limits.max_connections = 8;
+  SecuredNode n(std::nullopt, limits);
+  std::vector<std::unique_ptr<RawClient>> inside;
+  for (int i = 0; i < 8; ++i) {
+    inside.push_back(std::make_unique<RawClient>(n.port()));
+    ASSERT_TRUE(inside.back()->Hello(Role::kJob, "j").ok());
+  }
+  RawClient over(n.port());
+  EXPECT_TRUE(over.Closed());
+  EXPECT_GE(n.server().stats().refused_connections, 1u);
+  inside.pop_back();
+  for (int wait = 0; wait < 100 && n.server().stats().connections > 7; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  RawClient again(n.port());
+  EXPECT_TRUE(again.Hello(Role::kJob, "j").ok());
+}
+
+// Requests bigger than the daemon's buffer cap get a busy error, not an
+// allocation; the connection's buffers are given back.
+TEST(MemoryNodeAuthTest, ARequestOverTheBufferCapGetsABusyError) {
+  transport::TcpServerLimits limits;
+  limits.max_buffer_bytes = 4u << 20;
+  SecuredNode n(std::nullopt, limits);
+  RawClient c(n.port());
+  ASSERT_TRUE(c.Hello(Role::kJob, "j").ok());
+  // A READ whose reply (8 MiB) is over the cap: busy, connection usable.
+  std::string reply;
+  absl::Status s =
+      Request(c, wire::kBatch, OneOp(transport::OpKind::kRead, 0, 0, 1 << 20));
+  EXPECT_TRUE(s.ok()) << s;
+  std::string many;
+  wire::Writer w(&many);
+  w.Put(uint32_t{8});
+  for (int i = 0; i < 8; ++i) {
+    wire::WireOp op{};
+    op.kind = static_cast<uint8_t>(transport::OpKind::kRead);
+    op.length = 1 << 20;
+    w.Put(op);
+  }
+  s = Request(c, wire::kBatch, many);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_TRUE(
+      Request(c, wire::kBatch, OneOp(transport::OpKind::kRead, 0, 0, 64)).ok());
+  EXPECT_LE(n.server().stats().max_buffered_bytes, limits.max_buffer_bytes);
+}
+
+}  // namespace
+}  // namespace dmg

@@ -1,0 +1,208 @@
+// Issue 13 (items 1 and 2) as an operator and an attacker meet it: `dmg
+// secret`, a `dmg memory-node --secret_file` daemon, `dmg load` and `dmg run`
+// with and without the secret, the issue's forged 4-byte WRITE into the
+// store, and 2,000 idle + 200 half-sent connections + 100 oversized headers
+// against the daemon, which stays within its cap and then serves a job
+// whose answers verify.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/daemon_util.h"
+#include "tests/raw_wire_client.h"
+#include "tests/test_util.h"
+#include "transport/auth.h"
+#include "transport/wire.h"
+
+namespace dmg {
+namespace {
+
+namespace wire = transport::wire;
+using testing::Daemon;
+using testing::RawClient;
+using testing::RunCommand;
+using testing::RunDmg;
+using testing::TempDir;
+
+uint16_t PortOf(const std::string& address) {
+  return static_cast<uint16_t>(
+      std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+uint64_t RssBytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "VmRSS:") {
+      uint64_t kib = 0;
+      f >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+TEST(SecretProcessTest,
+     OnlyHoldersOfTheSecretLoadAndRunAndForgedWritesAreRefused) {
+  TempDir dir;
+  const std::string secret = dir.file("cluster.secret");
+  const std::string job_key = dir.file("job.key");
+  ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
+  struct stat st;
+  ASSERT_EQ(stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  testing::CommandResult again = RunDmg("secret --output=" + secret);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("never overwritten"), std::string::npos)
+      << again.err;
+  ASSERT_EQ(RunDmg("secret --job_only --secret_file=" + secret +
+                   " --output=" + job_key)
+                .exit_code,
+            0);
+
+  Daemon node("--transport=tcp --secret_file=" + secret, dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  // Loading needs the cluster secret itself.
+  testing::CommandResult no_secret = RunDmg("load --graph=kron:12" + nodes);
+  EXPECT_EQ(no_secret.exit_code, 2) << no_secret.err;
+  EXPECT_NE(no_secret.err.find("requires the cluster secret"),
+            std::string::npos)
+      << no_secret.err;
+  testing::CommandResult job_only =
+      RunDmg("load --graph=kron:12 --secret_file=" + job_key + nodes);
+  EXPECT_EQ(job_only.exit_code, 2) << job_only.err;
+  EXPECT_NE(job_only.err.find("job-only key"), std::string::npos)
+      << job_only.err;
+  ASSERT_EQ(
+      RunDmg("load --graph=kron:12 --secret_file=" + secret + nodes).exit_code,
+      0);
+  // Running: not without a secret; with the job key (from the environment).
+  const std::string job = "run --algo=bfs --graph=kron:12 --verify" + nodes;
+  testing::CommandResult refused = RunDmg(job);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  testing::CommandResult ok =
+      RunCommand("DMG_SECRET_FILE=" + job_key + " " + DMG_BINARY + " " + job);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("verify: OK"), std::string::npos) << ok.out;
+
+  // The issue's reproducer: a forged 4-byte WRITE into an edge target of
+  // the store, from a client that holds the job key. Refused.
+  absl::StatusOr<transport::Secret> key = transport::Secret::ReadFile(job_key);
+  ASSERT_TRUE(key.ok());
+  {
+    RawClient forger(PortOf(node.address()));
+    ASSERT_TRUE(forger
+                    .Hello(transport::Role::kJob, "forger",
+                           *key->KeyFor(transport::Role::kJob))
+                    .ok());
+    std::string payload;
+    wire::Writer w(&payload);
+    w.Put(uint32_t{1});
+    wire::WireOp op{};
+    op.kind = static_cast<uint8_t>(transport::OpKind::kWrite);
+    op.offset = 8192;
+    op.length = 4;
+    w.Put(op);
+    payload += std::string("\xff\xff\xff\x7f", 4);
+    forger.Send(wire::kBatch, payload);
+    wire::FrameHeader h;
+    std::string reply;
+    ASSERT_TRUE(forger.Receive(&h, &reply));
+    absl::Status s = RawClient::ReplyStatus(h, reply);
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+    // Nor may a job stop the daemon.
+    forger.Send(wire::kShutdown, "");
+    ASSERT_TRUE(forger.Receive(&h, &reply));
+    EXPECT_TRUE(absl::IsPermissionDenied(RawClient::ReplyStatus(h, reply)));
+  }
+  ok = RunDmg(job + " --secret_file=" + secret);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(node.log().find("read-only to jobs"), std::string::npos);
+  node.Signal(SIGTERM);
+  EXPECT_EQ(node.Wait(), 0);
+}
+
+TEST(SecretProcessTest,
+     HostileConnectionsLeaveTheDaemonWithinItsCapAndServing) {
+  struct rlimit rl;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 3000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  TempDir dir;
+  const std::string secret = dir.file("s");
+  ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
+  constexpr uint64_t kCapMb = 64;
+  Daemon node("--transport=tcp --secret_file=" + secret +
+                  " --handshake_timeout_ms=1000 --max_connections=4000"
+                  " --max_buffer_mb=" +
+                  std::to_string(kCapMb),
+              dir.file("node.log"));
+  const std::string nodes =
+      " --memory_nodes=" + node.address() + " --secret_file=" + secret;
+  ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
+  const uint64_t rss_before = RssBytes(node.pid());
+  const uint16_t port = PortOf(node.address());
+  std::vector<std::unique_ptr<RawClient>> attackers;
+  for (int i = 0; i < 2000; ++i) {
+    attackers.push_back(std::make_unique<RawClient>(port));
+  }
+  for (int i = 0; i < 200; ++i) {
+    auto c = std::make_unique<RawClient>(port);
+    wire::FrameHeader h{wire::kMagic, wire::kHello, 0, 40, 1};
+    c->Write(std::string(reinterpret_cast<char*>(&h), 9));  // half a header
+    attackers.push_back(std::move(c));
+  }
+  for (int i = 0; i < 100; ++i) {
+    auto c = std::make_unique<RawClient>(port);
+    wire::FrameHeader h{wire::kMagic, wire::kBatch, 0, wire::kMaxPayload, 1};
+    c->Write(std::string(reinterpret_cast<char*>(&h), sizeof(h)));
+    attackers.push_back(std::move(c));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t rss_during = RssBytes(node.pid());
+  // Every attacker is closed at its deadline.
+  int closed = 0;
+  for (auto& c : attackers) closed += c->Closed();
+  EXPECT_EQ(closed, 2300);
+  const uint64_t rss_after = RssBytes(node.pid());
+  EXPECT_LT(rss_during, rss_before + (kCapMb << 20))
+      << rss_before << " -> " << rss_during;
+  EXPECT_LT(rss_after, rss_before + (kCapMb << 20));
+  // Then a job is served and verifies.
+  testing::CommandResult r =
+      RunDmg("run --algo=bfs --graph=kron:14 --verify" + nodes);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("verify: OK"), std::string::npos) << r.out;
+  // The log says what happened without 2,300 lines of it.
+  const std::string log = node.log();
+  EXPECT_NE(log.find("within 1000 ms"), std::string::npos);
+  EXPECT_NE(log.find("similar lines suppressed"), std::string::npos);
+  EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 200) << log;
+  std::printf(
+      "daemon RSS: %.1f MB before, %.1f MB under 2,300 hostile "
+      "connections, %.1f MB after (cap %d MiB)\n",
+      rss_before / 1e6, rss_during / 1e6, rss_after / 1e6,
+      static_cast<int>(kCapMb));
+  node.Signal(SIGTERM);
+  EXPECT_EQ(node.Wait(), 0);
+}
+
+TEST(SecretProcessTest, AnOpenDaemonOnANonLoopbackAddressSaysSo) {
+  testing::CommandResult r =
+      RunCommand(std::string("timeout -s INT 2 ") + DMG_BINARY +
+                 " memory-node --listen=0.0.0.0:0 --transport=tcp");
+  EXPECT_NE(r.err.find("is OPEN"), std::string::npos) << r.err;
+  testing::CommandResult quiet =
+      RunCommand(std::string("timeout -s INT 2 ") + DMG_BINARY +
+                 " memory-node --listen=127.0.0.1:0 --transport=tcp");
+  EXPECT_EQ(quiet.err.find("is OPEN"), std::string::npos) << quiet.err;
+}
+
+}  // namespace
+}  // namespace dmg
