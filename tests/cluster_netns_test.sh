@@ -13,9 +13,12 @@ C=(deploy/cluster --state "$work/state" "$file")
 trap '"${C[@]}" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 # A private name and subnet, so a cluster someone else has up is untouched.
+# Real (non-loopback) addresses: the nodes share a cluster secret.
+"$DMG_BIN" secret --output="$work/secret" >/dev/null
 cat > "$file" <<TOML
 name = "t-netns"
 backend = "netns"
+secret_file = "$work/secret"
 [netns]
 subnet = "10.77.41.0/24"
 [[memory_nodes]]
@@ -36,6 +39,20 @@ echo "cluster_netns_test: graph $graph"
 "${C[@]}" status --require_store >/dev/null && { echo "FAIL: a store before load"; exit 1; }
 "${C[@]}" load "$graph"
 "${C[@]}" status --require_store
+# Without the secret, a client in the compute namespace gets nothing.
+first=$(sed -n 's/.*"addr": "\([0-9.]*:[0-9]*\)".*/\1/p' "$work/state/state.json" | head -1)
+if [ -n "$first" ]; then
+  if ip netns exec dmg-t-netns-c0 env -u DMG_SECRET_FILE "$DMG_BIN" run --algo=bfs \
+       --memory_nodes="$first" >"$work/nosecret.log" 2>&1; then
+    echo "FAIL: a job without the secret ran"; exit 1
+  fi
+  grep -q "requires the cluster secret" "$work/nosecret.log" \
+    || { echo "FAIL: no clear refusal:"; cat "$work/nosecret.log"; exit 1; }
+  echo "cluster_netns_test: a job without the secret is refused"
+fi
+if grep -l "is OPEN" "$work"/state/logs/*.log 2>/dev/null; then
+  echo "FAIL: a memory node ran open"; exit 1
+fi
 for algo in pagerank bfs; do
   out=$("${C[@]}" run --algo=$algo --graph="$graph" --verify)
   echo "$out"

@@ -1178,5 +1178,82 @@ TEST_F(RdmaRemoteTest, BigBatchAndInvalidBatchAmongOthersInFlight) {
   EXPECT_EQ(std::memcmp(&word0, image_.data(), 8), 0);  // C's WRITE: never
 }
 
+
+// Issue 13 against a real memory-node daemon: a queue pair is admitted only
+// with a ticket from the daemon's (authenticated) control plane, each ticket
+// admits one QP, the store takes no WRITE through its key, and a key that
+// is forged or whose region was freed gets nothing.
+TEST_F(RdmaRemoteTest, AQueuePairNeedsATicketFromTheControlPlane) {
+  const std::vector<NodeAddress> addresses = {{nodes_[0].host, nodes_[0].port}};
+  RegionResolver none = [](uint32_t, uint32_t) -> absl::StatusOr<RegionKey> {
+    return absl::NotFoundError("no keys here");
+  };
+  for (const std::string& ticket :
+       {std::string(), std::string(wire::kRdmaTicketBytes, 'x')}) {
+    auto ep = RdmaEndpoint::Connect(options_, addresses, none, {ticket});
+    EXPECT_FALSE(ep.ok()) << "a QP without a valid ticket was admitted";
+  }
+  absl::StatusOr<std::string> ticket = transport_->control().RdmaTicket(0);
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  auto first = RdmaEndpoint::Connect(options_, addresses, none, {*ticket});
+  EXPECT_TRUE(first.ok()) << first.status();
+  auto again = RdmaEndpoint::Connect(options_, addresses, none, {*ticket});
+  EXPECT_FALSE(again.ok()) << "a ticket admitted two QPs";
+}
+
+TEST_F(RdmaRemoteTest, TheStoreTakesNoWritesAndForgedOrStaleKeysGetNothing) {
+  absl::StatusOr<std::vector<RegionInfo>> regions =
+      transport_->control().List(0);
+  ASSERT_TRUE(regions.ok()) << regions.status();
+  const RegionInfo* store = nullptr;
+  for (const RegionInfo& r : *regions) {
+    if (r.id == kStoreRegion) store = &r;
+  }
+  ASSERT_NE(store, nullptr) << "load a store into the memory node first";
+  auto read_store = [&](std::vector<std::byte>* out) {
+    auto ep = *transport_->NewEndpoint();
+    out->assign(64, std::byte{0});
+    ep->Read(0, kStoreRegion, 0, out->data(), out->size());
+    return ep->Flush();
+  };
+  std::vector<std::byte> before, after;
+  ASSERT_TRUE(read_store(&before).ok());
+  {
+    auto ep = *transport_->NewEndpoint();
+    const uint64_t evil = 0x7fffffff7fffffffull;
+    ep->Write(0, kStoreRegion, 0, &evil, sizeof(evil));
+    EXPECT_FALSE(ep->Flush().ok()) << "an RDMA WRITE into the store landed";
+  }
+  ASSERT_TRUE(read_store(&after).ok());
+  EXPECT_EQ(before, after);
+  // Keys that are not what the memory node handed out for a live region.
+  absl::StatusOr<RegionInfo> gone = transport_->AllocateRegion(0, 4096, "gone");
+  ASSERT_TRUE(gone.ok());
+  absl::StatusOr<std::vector<RegionInfo>> listed = transport_->control().List(0);
+  ASSERT_TRUE(listed.ok());
+  RegionKey stale{};
+  for (const RegionInfo& r : *listed) {
+    if (r.id == gone->id) stale = {r.remote_addr, r.rkey, r.length};
+  }
+  ASSERT_NE(stale.rkey, 0u);
+  ASSERT_TRUE(transport_->FreeRegion(0, gone->id).ok());
+  const RegionKey forged{store->remote_addr, store->rkey ^ 0x5a5a00,
+                         store->length};
+  for (const RegionKey& key : {stale, forged}) {
+    absl::StatusOr<std::string> ticket = transport_->control().RdmaTicket(0);
+    ASSERT_TRUE(ticket.ok());
+    RegionResolver resolver =
+        [key](uint32_t, uint32_t) -> absl::StatusOr<RegionKey> { return key; };
+    auto ep = RdmaEndpoint::Connect(options_,
+                                    {{nodes_[0].host, nodes_[0].port}},
+                                    resolver, {*ticket});
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    std::vector<std::byte> got(64, std::byte{0});
+    (*ep)->Read(0, 77, 0, got.data(), got.size());
+    EXPECT_FALSE((*ep)->Flush().ok()) << "a READ with a bad key succeeded";
+    EXPECT_EQ(got, std::vector<std::byte>(64, std::byte{0}));
+  }
+}
+
 }  // namespace
 }  // namespace dmg::transport::rdma

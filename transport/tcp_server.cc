@@ -431,6 +431,12 @@ struct TcpServer::Impl {
         owners.erase(region);
         return out;
       }
+      case wire::kRdmaTicket:
+        if (!options.issue_rdma_ticket) {
+          return absl::FailedPreconditionError(
+              "this memory node serves no rdma (started with --transport=tcp)");
+        }
+        return options.issue_rdma_ticket();
       case wire::kShutdown:
         if (!IsAdmin(c))
           return Deny(c, "stopping the memory node needs the admin role");

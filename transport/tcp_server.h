@@ -64,6 +64,9 @@ struct TcpServerOptions {
   // its remote address and key (for the region table). Empty for tcp only.
   std::function<absl::Status(RegionInfo*)> register_region;
   std::function<void(uint32_t region)> deregister_region;
+  // Filled in by an RDMA server: a fresh single-use ticket that admits one
+  // queue pair (kRdmaTicket, asked on an authenticated connection).
+  std::function<std::string()> issue_rdma_ticket;
 };
 
 class TcpServer {

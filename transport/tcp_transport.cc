@@ -372,6 +372,14 @@ absl::Status TcpControl::Shutdown(uint32_t node) {
   return Call(node, wire::kShutdown, "").status();
 }
 
+absl::StatusOr<std::string> TcpControl::RdmaTicket(uint32_t node) {
+  absl::StatusOr<std::string> reply = Call(node, wire::kRdmaTicket, "");
+  if (reply.ok() && reply->size() != wire::kRdmaTicketBytes) {
+    return absl::DataLossError("malformed rdma ticket reply");
+  }
+  return reply;
+}
+
 // ---------------------------------------------------------------- data
 
 namespace {

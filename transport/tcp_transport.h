@@ -119,6 +119,8 @@ class TcpControl {
   absl::Status Free(uint32_t node, uint32_t region);
   absl::StatusOr<std::vector<RegionInfo>> List(uint32_t node);
   absl::Status Shutdown(uint32_t node);
+  // A single-use ticket that admits one RDMA queue pair to `node`.
+  absl::StatusOr<std::string> RdmaTicket(uint32_t node);
 
  private:
   absl::StatusOr<std::string> Call(uint32_t node, uint16_t type,

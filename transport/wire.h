@@ -47,7 +47,10 @@ enum MessageType : uint16_t {
   kCreateStore = 6,  // {u64 bytes, u32 node_id} -> RegionEntry
   kShutdown = 7,     // {} -> {}  (the daemon stops after replying)
   kAuth = 8,         // {32-byte client proof} -> {32-byte server proof}
+  // {} -> {kRdmaTicketBytes}: admits one RDMA QP (rdma_cm private data)
+  kRdmaTicket = 9,
 };
+inline constexpr size_t kRdmaTicketBytes = 16;
 inline constexpr uint16_t kReplyBit = 0x8000;
 inline constexpr uint16_t kErrorBit = 0x4000;
 

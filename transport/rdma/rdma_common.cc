@@ -212,6 +212,12 @@ absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* channel,
       e.listen_id = event->listen_id;
       e.responder_resources = event->param.conn.responder_resources;
       e.initiator_depth = event->param.conn.initiator_depth;
+      if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+          event->param.conn.private_data != nullptr) {
+        e.private_data.assign(
+            static_cast<const char*>(event->param.conn.private_data),
+            event->param.conn.private_data_len);
+      }
       rdma_ack_cm_event(event);
       return e;
     }

@@ -163,6 +163,9 @@ struct CmEvent {
   rdma_cm_id* listen_id = nullptr;
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
+  // A connect request's private data (an admission ticket), as received:
+  // the CM may pad it with zeros.
+  std::string private_data;
 };
 
 // Waits up to timeout_ms for the next event (timeout_ms == 0: only looks),

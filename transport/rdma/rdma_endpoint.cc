@@ -148,7 +148,7 @@ RdmaEndpoint::~RdmaEndpoint() {
 
 absl::StatusOr<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Connect(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-    RegionResolver resolver) {
+    RegionResolver resolver, const std::vector<std::string>& tickets) {
   if (absl::Status s = CheckRdmaDevices(options.device); !s.ok()) return s;
   if (options.send_queue_depth < 1 || options.completion_queue_depth < 1 ||
       options.signal_every < 1 || options.staging_bytes < 8 ||
@@ -167,16 +167,19 @@ absl::StatusOr<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Connect(
   if (!staging.ok()) return staging.status();
   ep->staging_ = std::move(*staging);
   for (uint32_t i = 0; i < nodes.size(); ++i) {
-    if (absl::Status s = ep->ConnectNode(i, nodes[i]); !s.ok()) return s;
+    const std::string ticket = i < tickets.size() ? tickets[i] : "";
+    if (absl::Status s = ep->ConnectNode(i, nodes[i], ticket); !s.ok()) {
+      return s;
+    }
   }
   return ep;
 }
 
 absl::StatusOr<std::unique_ptr<Endpoint>> ConnectEndpoint(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-    RegionResolver resolver) {
+    RegionResolver resolver, const std::vector<std::string>& tickets) {
   absl::StatusOr<std::unique_ptr<RdmaEndpoint>> ep =
-      RdmaEndpoint::Connect(options, nodes, std::move(resolver));
+      RdmaEndpoint::Connect(options, nodes, std::move(resolver), tickets);
   if (!ep.ok()) return ep.status();
   return std::unique_ptr<Endpoint>(std::move(*ep));
 }
@@ -214,7 +217,8 @@ absl::StatusOr<RdmaEndpoint::Device*> RdmaEndpoint::DeviceFor(
 }
 
 absl::Status RdmaEndpoint::ConnectNode(uint32_t node,
-                                       const NodeAddress& address) {
+                                       const NodeAddress& address,
+                                       const std::string& ticket) {
   auto owned = std::make_unique<Connection>();
   Connection& c = *owned;
   c.node = node;
@@ -317,6 +321,8 @@ absl::Status RdmaEndpoint::ConnectNode(uint32_t node,
       static_cast<uint8_t>(std::clamp(limits.max_qp_rd_atom, 1, 16));
   param.retry_count = 7;
   param.rnr_retry_count = 7;
+  param.private_data = ticket.empty() ? nullptr : ticket.data();
+  param.private_data_len = static_cast<uint8_t>(ticket.size());
   if (rdma_connect(id, &param) != 0) {
     return absl::UnavailableError(absl::StrFormat("rdma: %s: rdma_connect: %s",
                                                   c.name, ErrnoText(errno)));

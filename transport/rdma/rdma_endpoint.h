@@ -65,10 +65,13 @@ using NodeAddress = std::pair<std::string, uint16_t>;
 class RdmaEndpoint : public Endpoint {
  public:
   // Connects to every node (nodes[i] is memory node i) via rdma_cm. Fails at
-  // once, with one line, when the machine has no RDMA device.
+  // once, with one line, when the machine has no RDMA device. tickets[i],
+  // when given, goes to node i in the connect request: a memory-node daemon
+  // admits only QPs that bring a ticket its authenticated control plane
+  // issued (kRdmaTicketBytes, used once).
   static absl::StatusOr<std::unique_ptr<RdmaEndpoint>> Connect(
       const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-      RegionResolver resolver);
+      RegionResolver resolver, const std::vector<std::string>& tickets = {});
 
   ~RdmaEndpoint() override;
   RdmaEndpoint(const RdmaEndpoint&) = delete;
@@ -111,7 +114,8 @@ class RdmaEndpoint : public Endpoint {
   };
 
   RdmaEndpoint(const RdmaOptions& options, RegionResolver resolver);
-  absl::Status ConnectNode(uint32_t node, const NodeAddress& address);
+  absl::Status ConnectNode(uint32_t node, const NodeAddress& address,
+                           const std::string& ticket);
   absl::StatusOr<Device*> DeviceFor(ibv_context* ctx);
   absl::StatusOr<RegionKey> Key(uint32_t node, uint32_t region);
 
@@ -170,7 +174,7 @@ class RdmaEndpoint : public Endpoint {
 // The same, as a plain Endpoint.
 absl::StatusOr<std::unique_ptr<Endpoint>> ConnectEndpoint(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-    RegionResolver resolver);
+    RegionResolver resolver, const std::vector<std::string>& tickets = {});
 
 }  // namespace dmg::transport::rdma
 

@@ -30,9 +30,11 @@ struct RdmaServer::Registration {
 RdmaServer::RdmaServer(const RdmaOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<RdmaServer>> RdmaServer::Start(
-    const RdmaOptions& options, const std::string& host, uint16_t port) {
+    const RdmaOptions& options, const std::string& host, uint16_t port,
+    Admission admit) {
   if (absl::Status s = CheckRdmaDevices(options.device); !s.ok()) return s;
   std::unique_ptr<RdmaServer> server(new RdmaServer(options));
+  server->admit_ = std::move(admit);
   if (absl::Status s = server->Init(host, port); !s.ok()) return s;
   return server;
 }
@@ -195,6 +197,16 @@ void RdmaServer::OnConnectRequest(const CmEvent& e) {
         "it arrived on device %s, the server serves %s",
         id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : "?",
         ibv_get_device_name(ctx_->device)));
+    return;
+  }
+  if (admit_ && !admit_(e.private_data)) {
+    // Not through reject(): a client that tries on purpose gets a line in
+    // twenty, not a full disk.
+    LOG_EVERY_N(WARNING, 20)
+        << "rdma server: rejecting a connection without a valid ticket (a "
+           "QP is admitted only with one from an authenticated control "
+           "connection); " << google::COUNTER << " so far";
+    rdma_reject(id.get(), nullptr, 0);
     return;
   }
   auto conn = std::make_unique<Connection>();

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,8 +31,13 @@ class RdmaServer {
   // device (e.g. the soft-RoCE interface's); "" or "0.0.0.0" binds every
   // address but then serves only one device (options.device, or the first).
   // Fails at once, with one line, when the machine has no RDMA device.
+  //
+  // With `admit`, a connect request is accepted only when admit(its private
+  // data) says so (the daemon's tickets); without, every one is.
+  using Admission = std::function<bool(const std::string& private_data)>;
   static absl::StatusOr<std::unique_ptr<RdmaServer>> Start(
-      const RdmaOptions& options, const std::string& host, uint16_t port);
+      const RdmaOptions& options, const std::string& host, uint16_t port,
+      Admission admit = nullptr);
 
   // Stops accepting, disconnects every client (their next operation fails),
   // deregisters all memory and frees every verbs resource.
@@ -67,6 +73,7 @@ class RdmaServer {
   void Drop(rdma_cm_id* id, bool disconnect);
 
   const RdmaOptions options_;
+  Admission admit_;
   uint16_t port_ = 0;
   std::string binding_;
   // Declaration order is destruction order reversed: connections go before
