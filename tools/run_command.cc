@@ -53,7 +53,7 @@ DEFINE_bool(unit_weights, false, "sssp: treat every arc as weight 1");
 DEFINE_string(output, "",
               "write 'vertex value' lines, in vertex order (a count: alone "
               "on one line; the last trial's; '-': stdout, and the summary "
-              "goes to stderr)");
+              "goes to stderr); dmg secret: the file to write");
 DEFINE_string(stats_json, "",
               "write the engine's figures (per superstep; the last trial's) "
               "as JSON ('-': stdout)");
