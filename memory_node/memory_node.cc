@@ -116,6 +116,25 @@ absl::Status MemoryNode::LoadStore(AlignedBuffer bytes) {
   regions_[0] = std::make_unique<Region>(Region{std::move(bytes), "store"});
   if (options_.guard_memory) Guard(*regions_[0], false);
   bytes_in_use_ = bytes_in_use_ - old + regions_[0]->buffer.size();
+  store_generation_.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status MemoryNode::ServeCommitStore(uint32_t staging) {
+  std::unique_lock lock(mu_);
+  if (staging == transport::kStoreRegion || staging >= regions_.size() ||
+      regions_[staging] == nullptr) {
+    return absl::NotFoundError(absl::StrFormat(
+        "memory node %d: no staged store in region %d", id(), staging));
+  }
+  // The old store's bytes go (the staged ones were counted when allocated).
+  if (regions_[0]) {
+    if (options_.guard_memory) Guard(*regions_[0], true);
+    bytes_in_use_ -= regions_[0]->buffer.size();
+  }
+  regions_[0] = std::move(regions_[staging]);
+  regions_[0]->name = "store";
+  store_generation_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -274,9 +293,9 @@ absl::StatusOr<RegionInfo> MemoryNode::ServeAllocate(uint64_t bytes,
 
 absl::Status MemoryNode::ServeFree(uint32_t region) {
   std::unique_lock lock(mu_);
-  // The store image is never freed by a job.
-  if (region >= regions_.size() || regions_[region] == nullptr ||
-      regions_[region]->name == "store") {
+  // The store is never freed (a region a client merely named "store" is).
+  if (region == transport::kStoreRegion || region >= regions_.size() ||
+      regions_[region] == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("memory node %d: cannot free region %d", id(), region));
   }

@@ -72,6 +72,10 @@ class MemoryNode : public transport::MemoryTarget {
       uint64_t bytes, const std::string& name) override;
   absl::StatusOr<transport::RegionInfo> ServeCreateStore(
       uint64_t bytes) override;
+  absl::Status ServeCommitStore(uint32_t staging) override;
+  uint64_t store_generation() const override {
+    return store_generation_.load(std::memory_order_acquire);
+  }
   absl::StatusOr<std::span<std::byte>> RegionMemory(uint32_t region) override;
   uint64_t bytes_in_use() const;
   absl::Status ServeFree(uint32_t region) override;
@@ -108,7 +112,9 @@ class MemoryNode : public transport::MemoryTarget {
   std::vector<std::unique_ptr<Region>> regions_ =
       std::vector<std::unique_ptr<Region>>(1);
   uint64_t bytes_in_use_ = 0;  // guarded by mu_
-  std::mutex guard_mu_;        // serializes operations in guard_memory mode
+  // Bumped, with mu_ held exclusively, whenever region 0 changes.
+  std::atomic<uint64_t> store_generation_{0};
+  std::mutex guard_mu_;  // serializes operations in guard_memory mode
 
   std::atomic<uint64_t> reads_{0}, writes_{0}, atomics_{0};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};

@@ -1178,7 +1178,6 @@ TEST_F(RdmaRemoteTest, BigBatchAndInvalidBatchAmongOthersInFlight) {
   EXPECT_EQ(std::memcmp(&word0, image_.data(), 8), 0);  // C's WRITE: never
 }
 
-
 // Issue 13 against a real memory-node daemon: a queue pair is admitted only
 // with a ticket from the daemon's (authenticated) control plane, each ticket
 // admits one QP, the store takes no WRITE through its key, and a key that
@@ -1229,7 +1228,8 @@ TEST_F(RdmaRemoteTest, TheStoreTakesNoWritesAndForgedOrStaleKeysGetNothing) {
   // Keys that are not what the memory node handed out for a live region.
   absl::StatusOr<RegionInfo> gone = transport_->AllocateRegion(0, 4096, "gone");
   ASSERT_TRUE(gone.ok());
-  absl::StatusOr<std::vector<RegionInfo>> listed = transport_->control().List(0);
+  absl::StatusOr<std::vector<RegionInfo>> listed =
+      transport_->control().List(0);
   ASSERT_TRUE(listed.ok());
   RegionKey stale{};
   for (const RegionInfo& r : *listed) {
@@ -1244,9 +1244,8 @@ TEST_F(RdmaRemoteTest, TheStoreTakesNoWritesAndForgedOrStaleKeysGetNothing) {
     ASSERT_TRUE(ticket.ok());
     RegionResolver resolver =
         [key](uint32_t, uint32_t) -> absl::StatusOr<RegionKey> { return key; };
-    auto ep = RdmaEndpoint::Connect(options_,
-                                    {{nodes_[0].host, nodes_[0].port}},
-                                    resolver, {*ticket});
+    auto ep = RdmaEndpoint::Connect(
+        options_, {{nodes_[0].host, nodes_[0].port}}, resolver, {*ticket});
     ASSERT_TRUE(ep.ok()) << ep.status();
     std::vector<std::byte> got(64, std::byte{0});
     (*ep)->Read(0, 77, 0, got.data(), got.size());

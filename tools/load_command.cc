@@ -1,6 +1,7 @@
 #include "tools/load_command.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "gflags/gflags.h"
@@ -20,6 +21,10 @@ DEFINE_string(memory_nodes, "",
 DECLARE_int32(transport_timeout_ms);
 DECLARE_uint32(layout_memory_nodes);
 
+DEFINE_bool(force, false,
+            "load: replace stores that running jobs are using (those jobs "
+            "then fail with an error; they never read a mix of two graphs)");
+
 namespace dmg::cli {
 namespace {
 
@@ -28,14 +33,18 @@ double Since(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-// Copies each node's slice of the image into its store region, in batches of
-// WRITEs over the tcp data plane. Every node's store is created before any
-// is written (a node without room fails the load before it changed any
-// bytes), and node 0's first chunk, which holds the superblock, is written
-// last: a load that fails or is killed half way leaves no superblock, so a
-// run says the store is incomplete instead of reading a mix of two graphs.
+// A load is a transaction per node: each node's slice is written, in
+// batches of WRITEs over the tcp data plane, into a staging region beside
+// the store it serves, and only once every node has its new slice are they
+// switched (kCommitStore). A load that fails or is killed before that
+// leaves every node serving its old store (a staging region dies with the
+// loader's connection). Jobs pin the store they started on: a load is
+// refused while one runs (checked on every node before anything is
+// written), unless --force, which makes those jobs fail instead. Every node
+// records the load's id, and a job refuses nodes whose ids differ.
 absl::Status Upload(const store::StoreImage& image,
                     const std::vector<transport::HostPort>& nodes) {
+  const uint8_t force = FLAGS_force ? transport::wire::kCommitForce : 0;
   // Creating and writing a store needs the admin role.
   absl::StatusOr<transport::TcpOptions> options =
       ClientOptions(transport::Role::kAdmin, "dmg-load");
@@ -45,22 +54,34 @@ absl::Status Upload(const store::StoreImage& image,
   if (!t.ok()) return t.status();
   absl::StatusOr<std::unique_ptr<transport::Endpoint>> ep = (*t)->NewEndpoint();
   if (!ep.ok()) return ep.status();
+  // Names this load on every node (jobs check all nodes agree).
+  uint64_t load_id = 0;
+  while (load_id == 0) {
+    const transport::Nonce n = transport::NewNonce();
+    std::memcpy(&load_id, n.data(), sizeof(load_id));
+  }
+  std::vector<uint32_t> staged(nodes.size(), 0);
   auto failed = [&](uint32_t k, const absl::Status& s) {
     return absl::Status(
-        s.code(), absl::StrFormat("loading memory node %s (position %d): %s; "
-                                  "the load is incomplete: run dmg load again",
-                                  nodes[k].ToString(), k, s.message()));
+        s.code(),
+        absl::StrFormat("loading memory node %s (position %d): %s; the "
+                        "store it had still serves",
+                        nodes[k].ToString(), k, s.message()));
   };
+  // Refused at once if jobs hold the stores (unless --force).
   for (uint32_t k = 0; k < nodes.size(); ++k) {
     auto [begin, end] = store::NodeSlice(image.superblock(), k);
-    absl::StatusOr<transport::RegionInfo> store =
-        (*t)->control().CreateStore(k, end - begin);
-    if (!store.ok()) return failed(k, store.status());
+    absl::StatusOr<transport::RegionInfo> staging =
+        (*t)->control().CreateStore(k, end - begin, load_id);
+    if (!staging.ok()) return failed(k, staging.status());
+    staged[k] = staging->id;
+    absl::StatusOr<uint64_t> check = (*t)->control().CommitStore(
+        k, force | transport::wire::kCommitCheckOnly);
+    if (!check.ok()) return failed(k, check.status());
   }
   constexpr uint64_t kChunk = 4 << 20, kBatch = 16;
   auto write = [&](uint32_t k, uint64_t begin, uint64_t at, uint64_t end) {
-    (*ep)->Write(k, transport::kStoreRegion, at - begin,
-                 image.bytes().data() + at,
+    (*ep)->Write(k, staged[k], at - begin, image.bytes().data() + at,
                  static_cast<uint32_t>(std::min(kChunk, end - at)));
   };
   for (uint32_t k = nodes.size(); k-- > 0;) {
@@ -76,6 +97,21 @@ absl::Status Upload(const store::StoreImage& image,
     absl::PrintF("  memory node %d (%s): %d bytes\n", k, nodes[k].ToString(),
                  end - begin);
   }
+  // Every node's new store is in place beside its old one: switch them.
+  // Until the last switch, a job that starts sees nodes of two loads and
+  // is refused by their load ids; never a mix.
+  for (uint32_t k = 0; k < nodes.size(); ++k) {
+    absl::StatusOr<uint64_t> committed = (*t)->control().CommitStore(k, force);
+    if (!committed.ok()) {
+      return absl::Status(
+          committed.status().code(),
+          absl::StrFormat("switching memory node %s (position %d) to the new "
+                          "store: %s; nodes before it switched, so the "
+                          "cluster holds two loads: run dmg load again",
+                          nodes[k].ToString(), k,
+                          committed.status().message()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -83,8 +119,9 @@ absl::Status Upload(const store::StoreImage& image,
 
 std::vector<std::string> LoadFlagNames() {
   std::vector<std::string> names = GraphFlagNames();
-  names.insert(names.end(), {"image", "memory_nodes", "transport_timeout_ms",
-                             "secret_file", "progress"});
+  names.insert(names.end(),
+               {"image", "memory_nodes", "force", "transport_timeout_ms",
+                "secret_file", "progress"});
   return names;
 }
 

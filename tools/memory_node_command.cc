@@ -112,10 +112,13 @@ int MemoryNodeCommand() {
   memory_node::MemoryNode::Options options;
   options.capacity_bytes = FLAGS_memory_mb << 20;
   memory_node::MemoryNode node(FLAGS_node_id, options);
+  uint64_t load_id = 0;
   if (!FLAGS_image.empty()) {
     absl::StatusOr<store::StoreImage> image = store::ReadImageFile(FLAGS_image);
     if (!image.ok()) return ReportError(image.status());
     const store::Superblock sb = image->superblock();
+    // Every node started from this image holds the same load.
+    load_id = uint64_t{sb.crc32} | uint64_t{1} << 32;
     if (FLAGS_node_id >= sb.num_memory_nodes) {
       return ReportError(absl::InvalidArgumentError(absl::StrFormat(
           "--node_id=%d but %s is laid out for %d memory node(s)",
@@ -135,6 +138,7 @@ int MemoryNodeCommand() {
   transport::TcpServerOptions server_options;
   server_options.io_threads = FLAGS_io_threads;
   server_options.node_id = FLAGS_node_id;
+  server_options.initial_load_id = load_id;
   absl::StatusOr<std::optional<transport::Secret>> secret = SecretFromFlags();
   if (!secret.ok()) return ReportError(secret.status());
   if (*secret && !(*secret)->admin()) {

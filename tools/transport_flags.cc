@@ -82,6 +82,24 @@ absl::Status CheckNodeOrder(transport::TcpControl& control) {
           "order) first",
           control.node(i).ToString(), i));
     }
+    if (i > 0) {
+      // Every node must hold the same load: a load under way, one that
+      // failed half way, or a list that mixes clusters is refused here,
+      // not read as a mix of graphs.
+      absl::StatusOr<transport::TcpControl::StoreInfo> first =
+          control.GetStoreInfo(0);
+      absl::StatusOr<transport::TcpControl::StoreInfo> mine =
+          control.GetStoreInfo(i);
+      if (!first.ok()) return first.status();
+      if (!mine.ok()) return mine.status();
+      if (first->load_id != mine->load_id) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "memory nodes %s and %s hold stores of different loads: a `dmg "
+            "load` is under way or stopped half way (run it again), or "
+            "--memory_nodes mixes two clusters",
+            control.node(0).ToString(), control.node(i).ToString()));
+      }
+    }
     if (control.reported_id(i) != i) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "memory node %s holds node %d of the store but is listed at "

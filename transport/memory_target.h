@@ -47,6 +47,14 @@ class MemoryTarget {
   // (Re)creates the store region (id kStoreRegion) of `bytes` zero bytes,
   // replacing any store already there; the loader then WRITEs the image.
   virtual absl::StatusOr<RegionInfo> ServeCreateStore(uint64_t bytes) = 0;
+  // Makes region `staging` (written by the loader) the store, atomically:
+  // a READ of the store sees all of the old one or all of the new one, and
+  // store_generation() has moved on before any READ sees the new bytes.
+  virtual absl::Status ServeCommitStore(uint32_t staging) {
+    return absl::UnimplementedError("this memory target has no staged loads");
+  }
+  // Changes every time the store is replaced.
+  virtual uint64_t store_generation() const { return 0; }
   // The loader told this target its position among the memory nodes (the
   // slice of the store it holds), so its messages and logs name it.
   virtual void AssignNodeId(uint32_t id) {}

@@ -9,6 +9,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <shared_mutex>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "transport/wire.h"
 
@@ -125,8 +127,15 @@ struct TcpServer::Impl {
     std::string job;
     Nonce client_nonce{}, server_nonce{};
     std::vector<uint32_t> owned;  // regions it allocated, freed at close
-    ByteBuffer payload, frame;    // kept across requests, up to a bound
-    uint64_t held = 0;  // bytes of its buffers counted against the cap
+    // A job's connections pin the store generation the job started on.
+    bool pinned = false;
+    uint64_t generation = 0;
+    // A loader's staged store, until it commits (0: none).
+    uint32_t staging = 0;
+    uint32_t staging_node_id = 0;
+    uint64_t staging_load_id = 0;
+    ByteBuffer payload, frame;  // kept across requests, up to a bound
+    uint64_t held = 0;          // bytes of its buffers counted against the cap
   };
 
   std::mutex mu;
@@ -138,6 +147,16 @@ struct TcpServer::Impl {
   // process added in-process).
   std::shared_mutex owners_mu;
   std::unordered_map<uint32_t, std::string> owners;  // guarded by owners_mu
+
+  // The store's generation each job started on, and how many of its
+  // connections are open; the load id of the current store.
+  struct Pin {
+    uint64_t generation = 0;
+    int connections = 0;
+  };
+  std::mutex pins_mu;
+  std::map<std::string, Pin> pins;  // guarded by pins_mu
+  uint64_t load_id = 0;             // guarded by pins_mu
 
   std::atomic<int> connections{0};
   std::atomic<uint64_t> buffered{0}, max_buffered{0};
@@ -207,6 +226,93 @@ struct TcpServer::Impl {
     }
   }
 
+  // ------------------------------------------------------------- loads
+
+  // A job's first connection pins the current store; later ones of the same
+  // job get the same generation, so a job never mixes two stores.
+  void Authenticated(Conn& c) {
+    c.authenticated = true;
+    if (c.role != Role::kJob) return;
+    std::lock_guard lock(pins_mu);
+    Pin& pin = pins[c.job];
+    if (pin.connections++ == 0) pin.generation = target->store_generation();
+    c.pinned = true;
+    c.generation = pin.generation;
+  }
+  void Unpin(Conn& c) {
+    if (!c.pinned) return;
+    std::lock_guard lock(pins_mu);
+    auto it = pins.find(c.job);
+    if (it != pins.end() && --it->second.connections == 0) pins.erase(it);
+    c.pinned = false;
+  }
+
+  absl::Status Replaced(const Conn& c) {
+    return absl::AbortedError(absl::StrFormat(
+        "memory node %d: the store job '%s' started on was replaced by a "
+        "`dmg load --force` while the job ran; run the job again",
+        node_id.load(), c.job));
+  }
+
+  absl::StatusOr<std::string> HandleCommit(Conn& c, wire::Reader& r) {
+    uint8_t flags;
+    if (!r.Get(&flags)) return absl::InvalidArgumentError("malformed commit");
+    if (!IsAdmin(c)) return Deny(c, "committing a store needs the admin role");
+    if (c.staging == 0) {
+      return absl::FailedPreconditionError(
+          "no staged store on this connection to commit");
+    }
+    std::unique_lock lock(pins_mu);
+    const uint64_t current = target->store_generation();
+    std::vector<std::string> users;
+    for (const auto& [job, pin] : pins) {
+      if (pin.generation == current && current > 0) users.push_back(job);
+    }
+    if (!users.empty() && !(flags & wire::kCommitForce)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "memory node %d: the store is in use by %d job(s) ('%s'): a load "
+          "now would make them fail; wait for them, or `dmg load --force`",
+          node_id.load(), users.size(), absl::StrJoin(users, "', '")));
+    }
+    if (flags & wire::kCommitCheckOnly) {
+      std::string out;
+      wire::Writer(&out).Put(current);
+      return out;
+    }
+    if (options.deregister_region) options.deregister_region(kStoreRegion);
+    if (absl::Status s = target->ServeCommitStore(c.staging); !s.ok()) {
+      return s;
+    }
+    {
+      std::unique_lock owners_lock(owners_mu);
+      owners.erase(c.staging);
+    }
+    std::erase(c.owned, c.staging);
+    c.staging = 0;
+    load_id = c.staging_load_id;
+    node_id.store(c.staging_node_id);
+    target->AssignNodeId(c.staging_node_id);
+    if (!users.empty()) {
+      LOG(WARNING) << "store replaced by a forced load from " << c.peer
+                   << " while " << users.size() << " job(s) ran on it ('"
+                   << absl::StrJoin(users, "', '") << "'): they fail";
+    }
+    std::string out;
+    wire::Writer(&out).Put(target->store_generation());
+    return out;
+  }
+
+  absl::StatusOr<std::string> HandleStoreInfo(Conn& c) {
+    std::lock_guard lock(pins_mu);
+    const uint64_t current = target->store_generation();
+    if (c.pinned && c.generation != current) return Replaced(c);
+    std::string out;
+    wire::Writer w(&out);
+    w.Put(current);
+    w.Put(load_id);
+    return out;
+  }
+
   // ------------------------------------------------------------- access
 
   absl::Status Deny(Conn& c, const std::string& what) {
@@ -223,6 +329,11 @@ struct TcpServer::Impl {
   // A job touches the store read-only and only its own job's regions.
   absl::Status CheckBatch(Conn& c, const std::vector<wire::WireOp>& ops) {
     if (IsAdmin(c)) return absl::OkStatus();
+    if (c.pinned && c.generation != target->store_generation()) {
+      for (const wire::WireOp& op : ops) {
+        if (op.region == kStoreRegion) return Replaced(c);
+      }
+    }
     std::shared_lock lock(owners_mu);
     uint32_t allowed = kStoreRegion;  // last region found to be the job's
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -306,7 +417,7 @@ struct TcpServer::Impl {
       c.server_nonce = NewNonce();
       c.waiting_for = "proof of the secret";
     } else {
-      c.authenticated = true;
+      Authenticated(c);
     }
     std::string out;
     wire::Writer w(&out);
@@ -335,7 +446,7 @@ struct TcpServer::Impl {
           "authentication failed: wrong secret (or a job key asking for the "
           "admin role)");
     }
-    c.authenticated = true;
+    Authenticated(c);
     VLOG(1) << c.peer << " authenticated as " << RoleName(c.role) << " of job '"
             << c.job << "'";
     std::string out;
@@ -384,26 +495,44 @@ struct TcpServer::Impl {
         uint64_t bytes;
         std::string name;
         uint32_t id = 0;
+        uint64_t load = 0;
         if (!r.Get(&bytes)) return malformed();
-        if (h.type == wire::kAllocate ? !r.GetString(&name) : !r.Get(&id)) {
+        if (h.type == wire::kAllocate ? !r.GetString(&name)
+                                      : !r.Get(&id) || !r.Get(&load)) {
           return malformed();
         }
-        if (h.type == wire::kCreateStore) {
-          if (!IsAdmin(c))
+        const bool staging = h.type == wire::kCreateStore;
+        if (staging) {
+          if (!IsAdmin(c)) {
             return Deny(c, "creating the store needs the admin role");
-          if (options.deregister_region)
-            options.deregister_region(kStoreRegion);
-          node_id.store(id);
-          target->AssignNodeId(id);
+          }
+          if (bytes == 0) return absl::InvalidArgumentError("empty store");
+          // A new load on this connection replaces its earlier staging.
+          if (c.staging != 0) {
+            {
+              std::unique_lock lock(owners_mu);
+              owners.erase(c.staging);
+            }
+            std::erase(c.owned, c.staging);
+            (void)target->ServeFree(c.staging);
+            c.staging = 0;
+          }
+          name = "store.staging";
         }
-        absl::StatusOr<RegionInfo> region =
-            h.type == wire::kAllocate ? target->ServeAllocate(bytes, name)
-                                      : target->ServeCreateStore(bytes);
+        absl::StatusOr<RegionInfo> region = target->ServeAllocate(bytes, name);
         if (!region.ok()) return region.status();
-        if (h.type == wire::kAllocate) {
-          c.owned.push_back(region->id);
+        c.owned.push_back(region->id);
+        {
           std::unique_lock lock(owners_mu);
           owners[region->id] = c.job;
+        }
+        if (staging) {
+          // Written over tcp only; registered with a NIC once committed.
+          c.staging = region->id;
+          c.staging_node_id = id;
+          c.staging_load_id = load;
+          wire::PutRegion(w, *region);
+          return out;
         }
         if (options.register_region) {
           if (absl::Status s = options.register_region(&*region); !s.ok()) {
@@ -431,6 +560,10 @@ struct TcpServer::Impl {
         owners.erase(region);
         return out;
       }
+      case wire::kCommitStore:
+        return HandleCommit(c, r);
+      case wire::kStoreInfo:
+        return HandleStoreInfo(c);
       case wire::kRdmaTicket:
         if (!options.issue_rdma_ticket) {
           return absl::FailedPreconditionError(
@@ -466,6 +599,9 @@ struct TcpServer::Impl {
     std::vector<wire::WireOp> ops(count);
     std::memcpy(ops.data(), ops_bytes, ops.size() * sizeof(wire::WireOp));
     if (absl::Status s = CheckBatch(c, ops); !s.ok()) return s;
+    // A forced load may replace the store while this batch is served: then
+    // its READs may hold new bytes, and the batch fails instead.
+    const uint64_t generation = target->store_generation();
     // Size the reply: status, then READ payloads and atomic results.
     uint64_t reply_bytes = 0;
     for (const wire::WireOp& op : ops) {
@@ -545,6 +681,11 @@ struct TcpServer::Impl {
         return absl::Status(s.code(),
                             absl::StrFormat("operation %d of the batch: %s", i,
                                             std::string(s.message())));
+      }
+    }
+    if (c.pinned && target->store_generation() != generation) {
+      for (const wire::WireOp& op : ops) {
+        if (op.region == kStoreRegion) return Replaced(c);
       }
     }
     return absl::OkStatus();
@@ -682,6 +823,7 @@ struct TcpServer::Impl {
     }
     c->done = true;
     c->timer.cancel();
+    Unpin(*c);
     boost::system::error_code ignored;
     c->socket.close(ignored);
     c->payload.Release();
@@ -785,6 +927,7 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
   impl->target = target;
   impl->options = std::move(options);
   impl->node_id.store(impl->options.node_id);
+  impl->load_id = impl->options.initial_load_id;
   if (impl->options.secret && !impl->options.secret->admin()) {
     return absl::InvalidArgumentError(
         "a memory node needs the cluster secret, not a job-only key");

@@ -60,6 +60,10 @@ struct TcpServerOptions {
   // for) and says so loudly unless it listens on loopback only.
   std::optional<Secret> secret;
   TcpServerLimits limits;
+  // Identifies the load the store at start came from (an image's
+  // superblock checksum; 0: none), so compute nodes can tell that every
+  // memory node holds the same load.
+  uint64_t initial_load_id = 0;
   // Filled in by an RDMA server: registers a region with the NIC and returns
   // its remote address and key (for the region table). Empty for tcp only.
   std::function<absl::Status(RegionInfo*)> register_region;

@@ -331,11 +331,13 @@ absl::StatusOr<RegionInfo> TcpControl::Allocate(uint32_t node, uint64_t bytes,
 }
 
 absl::StatusOr<RegionInfo> TcpControl::CreateStore(uint32_t node,
-                                                   uint64_t bytes) {
+                                                   uint64_t bytes,
+                                                   uint64_t load_id) {
   std::string req;
   wire::Writer w(&req);
   w.Put(bytes);
   w.Put(node);
+  w.Put(load_id);
   absl::StatusOr<std::string> reply = Call(node, wire::kCreateStore, req);
   if (!reply.ok()) return reply.status();
   wire::Reader r(reply->data(), reply->size());
@@ -343,7 +345,29 @@ absl::StatusOr<RegionInfo> TcpControl::CreateStore(uint32_t node,
   if (!wire::GetRegion(r, node, &info)) {
     return absl::DataLossError("malformed create-store reply");
   }
-  reported_ids_[node] = node;
+  return info;
+}
+
+absl::StatusOr<uint64_t> TcpControl::CommitStore(uint32_t node, uint8_t flags) {
+  std::string req;
+  wire::Writer(&req).Put(flags);
+  absl::StatusOr<std::string> reply = Call(node, wire::kCommitStore, req);
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  uint64_t generation;
+  if (!r.Get(&generation)) return absl::DataLossError("malformed commit reply");
+  if (!(flags & wire::kCommitCheckOnly)) reported_ids_[node] = node;
+  return generation;
+}
+
+absl::StatusOr<TcpControl::StoreInfo> TcpControl::GetStoreInfo(uint32_t node) {
+  absl::StatusOr<std::string> reply = Call(node, wire::kStoreInfo, "");
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  StoreInfo info;
+  if (!r.Get(&info.generation) || !r.Get(&info.load_id)) {
+    return absl::DataLossError("malformed store info reply");
+  }
   return info;
 }
 

@@ -115,7 +115,18 @@ class TcpControl {
 
   absl::StatusOr<RegionInfo> Allocate(uint32_t node, uint64_t bytes,
                                       const std::string& name);
-  absl::StatusOr<RegionInfo> CreateStore(uint32_t node, uint64_t bytes);
+  // A staging region for a new store of `bytes` (the loader WRITEs it, then
+  // CommitStore); load_id names the load, the same on every node.
+  absl::StatusOr<RegionInfo> CreateStore(uint32_t node, uint64_t bytes,
+                                         uint64_t load_id = 0);
+  // Makes this connection's staged store the node's store (flags:
+  // wire::kCommitForce, kCommitCheckOnly); returns the new generation.
+  absl::StatusOr<uint64_t> CommitStore(uint32_t node, uint8_t flags);
+  struct StoreInfo {
+    uint64_t generation = 0;
+    uint64_t load_id = 0;
+  };
+  absl::StatusOr<StoreInfo> GetStoreInfo(uint32_t node);
   absl::Status Free(uint32_t node, uint32_t region);
   absl::StatusOr<std::vector<RegionInfo>> List(uint32_t node);
   absl::Status Shutdown(uint32_t node);

@@ -44,12 +44,25 @@ enum MessageType : uint16_t {
   kAllocate = 3,     // {u64 bytes, string name} -> RegionEntry
   kFree = 4,         // {u32 region} -> {}
   kBatch = 5,        // BatchRequest -> BatchReply
-  kCreateStore = 6,  // {u64 bytes, u32 node_id} -> RegionEntry
-  kShutdown = 7,     // {} -> {}  (the daemon stops after replying)
-  kAuth = 8,         // {32-byte client proof} -> {32-byte server proof}
+  // {u64 bytes, u32 node_id, u64 load_id} -> RegionEntry of a staging
+  // region: the loader WRITEs it, then kCommitStore makes it the store; if
+  // the loader's connection closes first, it is freed and the old store
+  // keeps serving.
+  kCreateStore = 6,
+  kShutdown = 7,  // {} -> {}  (the daemon stops after replying)
+  kAuth = 8,      // {32-byte client proof} -> {32-byte server proof}
   // {} -> {kRdmaTicketBytes}: admits one RDMA QP (rdma_cm private data)
   kRdmaTicket = 9,
+  // {u8 flags (kCommitForce, kCommitCheckOnly)} -> {u64 generation}: the
+  // connection's staged store replaces the store, refused while a job holds
+  // the current one unless forced (the job then fails, never reads a mix).
+  kCommitStore = 10,
+  // {} -> {u64 generation, u64 load_id} of the store this connection's job
+  // started on (Aborted when it was replaced since).
+  kStoreInfo = 11,
 };
+inline constexpr uint8_t kCommitForce = 1;
+inline constexpr uint8_t kCommitCheckOnly = 2;
 inline constexpr size_t kRdmaTicketBytes = 16;
 inline constexpr uint16_t kReplyBit = 0x8000;
 inline constexpr uint16_t kErrorBit = 0x4000;

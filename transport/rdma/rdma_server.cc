@@ -205,7 +205,8 @@ void RdmaServer::OnConnectRequest(const CmEvent& e) {
     LOG_EVERY_N(WARNING, 20)
         << "rdma server: rejecting a connection without a valid ticket (a "
            "QP is admitted only with one from an authenticated control "
-           "connection); " << google::COUNTER << " so far";
+           "connection); "
+        << google::COUNTER << " so far";
     rdma_reject(id.get(), nullptr, 0);
     return;
   }

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_format.h"
 #include "transport/auth.h"
-#include "transport/wire.h"
 #include "transport/rdma/rdma_endpoint.h"
+#include "transport/wire.h"
 
 namespace dmg::transport::rdma {
 
