@@ -53,7 +53,8 @@ std::string_view RegionKindName(RegionKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
+absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes,
+                                           uint64_t num_vertices) {
   if (bytes.size() < sizeof(BlockHeader)) {
     return absl::DataLossError(absl::StrFormat(
         "block of %d bytes is shorter than its header", bytes.size()));
@@ -102,6 +103,24 @@ absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
           absl::StrFormat("block at vertex %d: offsets decrease at vertex %d",
                           h.first_vertex, h.first_vertex + i));
     }
+  }
+  // Every target a vertex: one pass, no branch per edge (vectorized), so
+  // that nothing downstream indexes a vertex array with a forged id.
+  VertexId most = 0;
+  for (VertexId t : view.all_targets()) most = std::max(most, t);
+  if (h.edge_count > 0 && most >= num_vertices) {
+    // Cold: find whose target it is.
+    uint32_t i = 0;
+    while (i + 1 < h.vertex_count &&
+           (view.offsets_[i + 1] == view.offsets_[i] ||
+            *std::max_element(view.targets_ + view.offsets_[i],
+                              view.targets_ + view.offsets_[i + 1]) < most)) {
+      ++i;
+    }
+    return absl::DataLossError(absl::StrFormat(
+        "block at vertex %d: edge target %d of vertex %d is not a vertex (the "
+        "graph has %d)",
+        h.first_vertex, most, uint64_t{h.first_vertex} + i, num_vertices));
   }
   return view;
 }

@@ -169,7 +169,19 @@ uint32_t Crc32(std::span<const std::byte> bytes);
 // block is decoded into a plain one first (ParseAnyBlock, block_codec.h).
 class BlockView {
  public:
-  static absl::StatusOr<BlockView> Parse(std::span<const std::byte> bytes);
+  // Checks the header, the lengths, that the offsets are monotone and span
+  // the edges, and that every target is a vertex (< num_vertices: one pass,
+  // a max the compiler vectorizes), so that no id read from a block can
+  // index past a vertex array. Errors name the block's first vertex (and
+  // the vertex whose target is not a vertex).
+  static absl::StatusOr<BlockView> Parse(std::span<const std::byte> bytes,
+                                         uint64_t num_vertices);
+  // The same without a vertex count: targets are only checked to be ids
+  // (< 2^32 - 1). For tools that inspect a block alone; whatever indexes
+  // by the targets must use the form above.
+  static absl::StatusOr<BlockView> Parse(std::span<const std::byte> bytes) {
+    return Parse(bytes, kMaxVertexId + 1);
+  }
 
   VertexId first_vertex() const { return header_->first_vertex; }
   uint32_t vertex_count() const { return header_->vertex_count; }
