@@ -212,6 +212,11 @@ class GraphAwareBlockSource : public BlockSource {
     std::vector<store::Weight> weights;
   };
   std::vector<OffsetScratch> offset_scratch_;
+  // Per direction, per entry: the block's header was READ and found to be
+  // its directory entry's (push scans without cached headers check it
+  // once a job, before their first range READ of the block). Like the
+  // directory, O(blocks) and not in the bound.
+  std::unique_ptr<std::atomic<uint8_t>[]> header_checked_[2];
 };
 
 class PageLruBlockSource : public BlockSource {
