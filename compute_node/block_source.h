@@ -34,12 +34,24 @@
 namespace dmg::compute {
 
 // Parses bytes said to be directory entry `entry`'s block and checks them
-// against the directory (they came over the wire: never trusted). A
-// compressed block is decoded into a buffer of the calling thread's, valid
-// until its next call: use one view at a time.
+// against the directory (they came over the wire: never trusted): header,
+// length, offsets, and every target below n, the vertices the directory
+// tiles (RemoteGraph::Open checks that it tiles the graph's). A block that
+// passes can be indexed by its targets. A compressed block is decoded into
+// a buffer of the calling thread's, valid until its next call: use one view
+// at a time.
 absl::StatusOr<store::BlockView> ParseBlock(
     std::span<const store::DirectoryEntry> directory, uint32_t entry,
     const std::byte* bytes, uint32_t length);
+
+// Checks the header and offsets of entry `entry`'s block (a headers-only
+// read: BlockHeaderLength bytes) against the directory and returns its
+// vertex_count + 1 offsets: they start at 0, never decrease, and end at
+// the block's edge count, which its length bounds. Edge ranges cut from
+// them lie inside the block.
+absl::StatusOr<const uint32_t*> ParseBlockHeader(
+    std::span<const store::DirectoryEntry> directory, uint32_t entry,
+    const std::byte* bytes);
 
 // Bytes of a block's header and offsets: what a headers-only read moves.
 uint32_t BlockHeaderLength(const store::DirectoryEntry& e);
@@ -91,9 +103,11 @@ class BlockSource {
                          std::span<const store::Weight> weights)>;
   // Reads `ranges` (entries ascending, ranges of one entry ascending) and
   // calls per_range(k, ...) for each, in order; every target is checked to
-  // be a vertex. `headers` are direction d's cached offsets. The default
-  // reads the blocks whole; the graph-aware source READs just the ranges,
-  // one READ for ranges close together in a block.
+  // be a vertex (once per READ, or by ParseBlock for a whole block; a
+  // cached block was checked when admitted). `headers` are direction d's
+  // cached offsets. The default reads the blocks whole; the graph-aware
+  // source READs just the ranges, one READ for ranges close together in a
+  // block.
   virtual absl::Status ReadRanges(int worker, Direction d,
                                   std::span<const EdgeRange> ranges,
                                   const HeaderCache& headers,
@@ -189,13 +203,20 @@ class GraphAwareBlockSource : public BlockSource {
       uint64_t at;
     };
     std::vector<Run> runs;
-    std::vector<uint32_t> offsets;  // u32 words, or u16 (narrow blocks)
+    std::vector<uint32_t> offsets;   // u32 words, or u16 (narrow blocks)
     std::vector<int64_t> first_run;  // per entry of the unit; -1: whole
+    std::vector<uint32_t> sparse;    // entries read by ranges, ascending
+    std::vector<store::BlockHeader> headers;  // theirs, READ to be checked
     // A compressed segment, decoded.
     std::vector<VertexId> targets;
     std::vector<store::Weight> weights;
   };
   std::vector<OffsetScratch> offset_scratch_;
+  // Per direction, per entry: the block's header was READ and found to be
+  // its directory entry's (push scans without cached headers check it
+  // once a job, before their first range READ of the block). Like the
+  // directory, O(blocks) and not in the bound.
+  std::unique_ptr<std::atomic<uint8_t>[]> header_checked_[2];
 };
 
 class PageLruBlockSource : public BlockSource {

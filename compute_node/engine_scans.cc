@@ -36,18 +36,7 @@ bool ContinuesInNext(std::span<const DirectoryEntry> dir, uint32_t i) {
 // they came over the wire.
 absl::StatusOr<const uint32_t*> HeaderOffsets(
     std::span<const DirectoryEntry> dir, uint32_t i, const std::byte* p) {
-  store::BlockHeader h;
-  std::memcpy(&h, p, sizeof(h));
-  if (h.magic != store::kBlockMagic || h.first_vertex != dir[i].first_vertex ||
-      h.vertex_count != dir[i].vertex_count) {
-    return absl::DataLossError("block header disagrees with directory");
-  }
-  const auto* off =
-      reinterpret_cast<const uint32_t*>(p + sizeof(store::BlockHeader));
-  if (off[0] != 0 || off[h.vertex_count] != h.edge_count) {
-    return absl::DataLossError("block offsets are malformed");
-  }
-  return off;
+  return ParseBlockHeader(dir, i, p);
 }
 
 // Calls fn(v, N(v)) for every whole vertex of a block, assembling split

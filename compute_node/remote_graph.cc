@@ -32,8 +32,12 @@ absl::StatusOr<RemoteGraph> RemoteGraph::Open(transport::Endpoint& ep) {
   if (sb.num_regions > store::kMaxRegions || sb.num_memory_nodes == 0) {
     return absl::DataLossError("remote superblock fields out of range");
   }
+  // Bytes of each node's blocks region, by direction: every block must
+  // lie inside its own.
+  std::vector<uint64_t> blocks_bytes[2];
   for (int d = 0; d < 2; ++d) {
     g.block_base_[d].assign(sb.num_memory_nodes, 0);
+    blocks_bytes[d].assign(sb.num_memory_nodes, 0);
   }
   for (uint32_t i = 0; i < sb.num_regions; ++i) {
     const store::RegionEntry& r = sb.regions[i];
@@ -45,6 +49,7 @@ absl::StatusOr<RemoteGraph> RemoteGraph::Open(transport::Endpoint& ep) {
         // The node's store region starts at its slice of the image.
         g.block_base_[d][r.memory_node] =
             r.offset - store::NodeSlice(sb, r.memory_node).first;
+        blocks_bytes[d][r.memory_node] = r.length;
       }
       if (kind == store::DirectoryKind(dir) && r.memory_node == 0) {
         if (r.length % sizeof(DirectoryEntry) != 0 ||
@@ -66,19 +71,30 @@ absl::StatusOr<RemoteGraph> RemoteGraph::Open(transport::Endpoint& ep) {
       }
     }
   }
-  // The directory must tile the vertices; the engine relies on it.
+  // The directory must tile the vertices (ParseBlock takes n from it) and
+  // the edges in order (EntryEdges); the engine relies on both.
   for (int d = 0; d < 2; ++d) {
-    uint64_t next = 0;
+    uint64_t next = 0, last_edge = 0;
     for (size_t i = 0; i < g.dir_[d].size(); ++i) {
       const DirectoryEntry& e = g.dir_[d][i];
-      bool cont = (e.flags & store::kEntryFlagSplitPiece) && i > 0 &&
+      const bool split = e.flags & store::kEntryFlagSplitPiece;
+      bool cont = split && i > 0 &&
                   g.dir_[d][i - 1].first_vertex == e.first_vertex &&
                   (g.dir_[d][i - 1].flags & store::kEntryFlagSplitPiece);
       if ((cont ? e.first_vertex : next) != e.first_vertex ||
-          e.memory_node >= sb.num_memory_nodes || e.length > sb.block_size) {
-        return absl::DataLossError("remote directory is malformed");
+          e.vertex_count == 0 || (split && e.vertex_count != 1) ||
+          e.memory_node >= sb.num_memory_nodes || e.length > sb.block_size ||
+          e.length < sizeof(store::BlockHeader) ||
+          e.offset > blocks_bytes[d][e.memory_node] ||
+          e.length > blocks_bytes[d][e.memory_node] - e.offset ||
+          e.first_edge < last_edge || e.first_edge > sb.num_arcs ||
+          (i == 0 && e.first_edge != 0)) {
+        return absl::DataLossError(
+            absl::StrFormat("remote %s-directory is malformed at block %d",
+                            d == 0 ? "out" : "in", i));
       }
       next = uint64_t{e.first_vertex} + e.vertex_count;
+      last_edge = e.first_edge;
     }
     if (next != sb.num_vertices) {
       return absl::DataLossError("remote directory does not cover the graph");

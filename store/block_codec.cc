@@ -240,12 +240,15 @@ uint32_t EncodeBlock(const Csr& csr, VertexId first, uint32_t count,
 }
 
 absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
-                                        DecodeBuffer& buffer) {
-  if (bytes.size() < sizeof(BlockHeader)) return BlockView::Parse(bytes);
+                                        DecodeBuffer& buffer,
+                                        uint64_t num_vertices) {
+  if (bytes.size() < sizeof(BlockHeader)) {
+    return BlockView::Parse(bytes, num_vertices);
+  }
   BlockHeader h;
   std::memcpy(&h, bytes.data(), sizeof(h));
   if (h.magic != kBlockMagic || !(h.flags & kBlockFlagCompressed)) {
-    return BlockView::Parse(bytes);
+    return BlockView::Parse(bytes, num_vertices);
   }
   const bool weighted = h.flags & kBlockFlagWeighted;
   const bool narrow = h.flags & kBlockFlagNarrowOffsets;
@@ -329,7 +332,8 @@ absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
   const uint64_t used = sizeof(BlockHeader) + 4 * (uint64_t{k} + 1) +
                         uint64_t{h.edge_count} * (weighted ? 8 : 4);
   std::memset(out + used, 0, plain - used);
-  return BlockView::Parse({out, plain});
+  // The decoded targets, checked against the vertex count in one pass.
+  return BlockView::Parse({out, plain}, num_vertices);
 }
 
 absl::Status DecodeSegment(std::span<const std::byte> segment, VertexId v,

@@ -103,9 +103,17 @@ struct DecodeBuffer {
 // Parses a block in either encoding: a plain block in place; a compressed
 // one (checked while decoded: every segment exactly as long as its fields,
 // holding its vertex's edges, no id past 2^32 - 2) decoded into `buffer`,
-// whose view stays valid until the buffer is reused.
+// whose view stays valid until the buffer is reused. Either way every
+// target is checked to be below `num_vertices` (BlockView::Parse).
 absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
-                                        DecodeBuffer& buffer);
+                                        DecodeBuffer& buffer,
+                                        uint64_t num_vertices);
+// Without a vertex count (ids below 2^32 - 1 only), for tools that look at
+// a block alone.
+inline absl::StatusOr<BlockView> ParseAnyBlock(std::span<const std::byte> bytes,
+                                               DecodeBuffer& buffer) {
+  return ParseAnyBlock(bytes, buffer, kMaxVertexId + 1);
+}
 
 // Decodes one segment of vertex v (read on its own, so checked alone):
 // appends its targets (and, if weighted, weights) to the vectors, which are

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -39,6 +40,30 @@ uint32_t Crc32(std::span<const std::byte> bytes) {
   return static_cast<uint32_t>(total);
 }
 
+bool AnyIdAtLeast(std::span<const VertexId> ids, uint64_t n) {
+  if (n > 0xFFFFFFFFull) return false;  // every 32-bit id is below n
+  // GCC/Clang vector extensions: compares of four lanes, no branch.
+  typedef uint32_t Ids __attribute__((vector_size(16)));
+  typedef int32_t Mask __attribute__((vector_size(16)));
+  const uint32_t lim = static_cast<uint32_t>(n);
+  const Ids limit = {lim, lim, lim, lim};
+  Mask a = {0, 0, 0, 0}, b = a;
+  const VertexId* p = ids.data();
+  const size_t count = ids.size();
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    Ids x, y;
+    std::memcpy(&x, p + i, sizeof(x));
+    std::memcpy(&y, p + i + 4, sizeof(y));
+    a |= x >= limit;
+    b |= y >= limit;
+  }
+  a |= b;
+  bool any = (a[0] | a[1] | a[2] | a[3]) != 0;
+  for (; i < count; ++i) any |= p[i] >= lim;
+  return any;
+}
+
 std::string_view RegionKindName(RegionKind kind) {
   switch (kind) {
     case RegionKind::kOutDirectory:
@@ -53,7 +78,8 @@ std::string_view RegionKindName(RegionKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
+absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes,
+                                           uint64_t num_vertices) {
   if (bytes.size() < sizeof(BlockHeader)) {
     return absl::DataLossError(absl::StrFormat(
         "block of %d bytes is shorter than its header", bytes.size()));
@@ -102,6 +128,24 @@ absl::StatusOr<BlockView> BlockView::Parse(std::span<const std::byte> bytes) {
           absl::StrFormat("block at vertex %d: offsets decrease at vertex %d",
                           h.first_vertex, h.first_vertex + i));
     }
+  }
+  // Every target a vertex: one vectorized pass, so that nothing
+  // downstream indexes a vertex array with a forged id.
+  if (AnyIdAtLeast(view.all_targets(), num_vertices)) {
+    // Cold: find whose target it is.
+    const std::span<const VertexId> all = view.all_targets();
+    const VertexId most = *std::max_element(all.begin(), all.end());
+    uint32_t i = 0;
+    while (i + 1 < h.vertex_count &&
+           !AnyIdAtLeast({view.targets_ + view.offsets_[i],
+                          view.targets_ + view.offsets_[i + 1]},
+                         num_vertices)) {
+      ++i;
+    }
+    return absl::DataLossError(absl::StrFormat(
+        "block at vertex %d: edge target %d of vertex %d is not a vertex (the "
+        "graph has %d)",
+        h.first_vertex, most, uint64_t{h.first_vertex} + i, num_vertices));
   }
   return view;
 }

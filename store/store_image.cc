@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -10,6 +11,31 @@
 #include "store/block_codec.h"
 
 namespace dmg::store {
+namespace {
+
+// splitmix64's finalizer: a bijection of 64-bit words that spreads every
+// input bit over the output.
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+// Hashes of the arc u -> v (with its weight), summed per direction: a
+// changed, lost or added arc changes the sum (Mix is a bijection, so two
+// different arcs never hash alike); two changes cancel with probability
+// 2^-64.
+inline uint64_t PairHash(VertexId u, VertexId v) {
+  return Mix(((uint64_t{u} << 32) | v) ^ 0x6a09e667f3bcc909ull);
+}
+inline uint64_t ArcHash(VertexId u, VertexId v, Weight w) {
+  return Mix(PairHash(u, v) ^ static_cast<uint32_t>(w));
+}
+
+}  // namespace
+
 absl::StatusOr<StoreImage> StoreImage::FromBuffer(AlignedBuffer buffer,
                                                   std::string_view source,
                                                   Validation validation) {
@@ -17,10 +43,17 @@ absl::StatusOr<StoreImage> StoreImage::FromBuffer(AlignedBuffer buffer,
   if (absl::Status s = image.ValidateSuperblock(source); !s.ok()) return s;
   if (absl::Status s = image.ValidateRegions(source); !s.ok()) return s;
   if (validation == Validation::kFull) {
+    ArcDigest digest[2];
     for (Direction d : {Direction::kOut, Direction::kIn}) {
-      if (absl::Status s = image.ValidateDirection(source, d); !s.ok()) {
+      if (absl::Status s =
+              image.ValidateDirection(source, d, digest[static_cast<int>(d)]);
+          !s.ok()) {
         return s;
       }
+    }
+    if (absl::Status s = image.ValidateTranspose(source, digest[0], digest[1]);
+        !s.ok()) {
+      return s;
     }
   }
   return image;
@@ -113,17 +146,19 @@ absl::Status StoreImage::ValidateRegions(std::string_view source) const {
   return absl::OkStatus();
 }
 
-absl::Status StoreImage::ValidateDirection(std::string_view source,
-                                           Direction d) const {
+absl::Status StoreImage::ValidateDirection(std::string_view source, Direction d,
+                                           ArcDigest& digest) const {
   const Superblock& sb = superblock();
   std::span<const DirectoryEntry> dir = directory(d);
   std::string_view what = d == Direction::kOut ? "out" : "in";
-  auto bad = [&](size_t i, const std::string& why) {
+  auto bad = [&](size_t i, std::string_view why) {
     return absl::DataLossError(absl::StrFormat(
         "%s: %s-direction block %d is invalid: %s", source, what, i, why));
   };
-  uint64_t next_vertex = 0, next_edge = 0;
-  DecodeBuffer decoded;
+  // The directory, in order: its entries tile the vertices and the edges
+  // (first_edge never decreases; each block's edge count is checked below
+  // against the next entry's) and lie inside their regions.
+  uint64_t next_vertex = 0, last_edge = 0;
   for (size_t i = 0; i < dir.size(); ++i) {
     const DirectoryEntry& e = dir[i];
     const bool split = e.flags & kEntryFlagSplitPiece;
@@ -132,7 +167,8 @@ absl::Status StoreImage::ValidateDirection(std::string_view source,
                                dir[i - 1].first_vertex == e.first_vertex;
     uint64_t expected_first = continues_run ? e.first_vertex : next_vertex;
     if (e.first_vertex != expected_first || e.vertex_count == 0 ||
-        (split && e.vertex_count != 1) || e.first_edge != next_edge) {
+        (split && e.vertex_count != 1) || e.first_edge < last_edge ||
+        e.first_edge > sb.num_arcs || (i == 0 && e.first_edge != 0)) {
       return bad(i, "directory entries do not tile the vertices and edges");
     }
     if (e.memory_node >= sb.num_memory_nodes) return bad(i, "bad memory node");
@@ -141,43 +177,179 @@ absl::Status StoreImage::ValidateDirection(std::string_view source,
         e.length > region->length - e.offset || e.length > sb.block_size) {
       return bad(i, "block lies outside its region");
     }
-    const std::span<const std::byte> bytes =
-        RegionBytes(*region).subspan(e.offset, e.length);
-    if (bytes.size() >= sizeof(BlockHeader)) {
-      const uint32_t flags =
-          reinterpret_cast<const BlockHeader*>(bytes.data())->flags;
-      if (((flags & kBlockFlagCompressed) != 0) != compressed()) {
-        return bad(i, compressed() ? "a plain block in a compressed image"
-                                   : "a compressed block in a plain image");
-      }
-      // Readers of single segments locate them by the layout's offset
-      // width: every block must have it.
-      if (compressed() && ((flags & kBlockFlagNarrowOffsets) != 0) !=
-                              NarrowOffsets(sb.block_size)) {
-        return bad(i, "byte offsets of the wrong width for the block size");
-      }
-    }
-    absl::StatusOr<BlockView> view = ParseAnyBlock(bytes, decoded);
-    if (!view.ok()) return bad(i, std::string(view.status().message()));
-    if (view->first_vertex() != e.first_vertex ||
-        view->vertex_count() != e.vertex_count ||
-        view->first_edge() != e.first_edge || view->split_piece() != split ||
-        view->weighted() != weighted()) {
-      return bad(i, "block header disagrees with the directory");
-    }
-    for (VertexId t : view->all_targets()) {
-      if (t >= sb.num_vertices) return bad(i, "edge target out of range");
-    }
     next_vertex = uint64_t{e.first_vertex} + e.vertex_count;
-    next_edge += view->edge_count();
+    last_edge = e.first_edge;
   }
-  if (next_vertex != sb.num_vertices || next_edge != sb.num_arcs) {
+  if (next_vertex != sb.num_vertices) {
     return absl::DataLossError(absl::StrFormat(
-        "%s: %s-direction blocks cover %d vertices and %d arcs; superblock "
-        "says %d and %d",
-        source, what, next_vertex, next_edge, sb.num_vertices, sb.num_arcs));
+        "%s: %s-direction blocks cover %d vertices; superblock says %d", source,
+        what, next_vertex, sb.num_vertices));
+  }
+  // The blocks, in parallel over contiguous ranges: each parsed (header,
+  // offsets, every target < n), checked against its entry, its adjacency
+  // sorted, and its arcs hashed into the digest.
+  const bool out = d == Direction::kOut;
+  const bool symmetric = out && (sb.flags & kSuperblockFlagSymmetric);
+  struct Part {
+    ArcDigest digest;
+    bool any_weight = false;
+    size_t failed = ~size_t{0};  // the first invalid block of the range
+    std::string why;
+  };
+  const int threads = static_cast<int>(
+      std::clamp<size_t>(dir.size() / 64, 1, DefaultThreads()));
+  std::vector<Part> parts(threads);
+  ParallelRanges(dir.size(), threads, [&](int t, size_t begin, size_t end) {
+    Part& part = parts[t];
+    DecodeBuffer decoded;
+    auto fail = [&](size_t i, std::string why) {
+      part.failed = i;
+      part.why = std::move(why);
+    };
+    for (size_t i = begin; i < end; ++i) {
+      const DirectoryEntry& e = dir[i];
+      const bool split = e.flags & kEntryFlagSplitPiece;
+      const RegionEntry* region = FindRegion(BlocksKind(d), e.memory_node);
+      const std::span<const std::byte> bytes =
+          RegionBytes(*region).subspan(e.offset, e.length);
+      if (bytes.size() >= sizeof(BlockHeader)) {
+        BlockHeader h;
+        std::memcpy(&h, bytes.data(), sizeof(h));
+        if (((h.flags & kBlockFlagCompressed) != 0) != compressed()) {
+          return fail(i, compressed() ? "a plain block in a compressed image"
+                                      : "a compressed block in a plain image");
+        }
+        // Readers of single segments locate them by the layout's offset
+        // width: every block must have it.
+        if (compressed() && ((h.flags & kBlockFlagNarrowOffsets) != 0) !=
+                                NarrowOffsets(sb.block_size)) {
+          return fail(i, "byte offsets of the wrong width for the block size");
+        }
+        if (h.length != e.length) {
+          return fail(i, absl::StrFormat(
+                             "its length %d disagrees with the directory's %d",
+                             h.length, e.length));
+        }
+      }
+      absl::StatusOr<BlockView> view =
+          ParseAnyBlock(bytes, decoded, sb.num_vertices);
+      if (!view.ok()) return fail(i, std::string(view.status().message()));
+      if (view->first_vertex() != e.first_vertex ||
+          view->vertex_count() != e.vertex_count ||
+          view->first_edge() != e.first_edge || view->split_piece() != split ||
+          view->weighted() != weighted() ||
+          view->edge_count() != EntryEdges(dir, i, sb.num_arcs)) {
+        return fail(i, "block header disagrees with the directory");
+      }
+      ArcDigest& dg = part.digest;
+      for (uint32_t j = 0; j < view->vertex_count(); ++j) {
+        const VertexId v = view->first_vertex() + j;
+        std::span<const VertexId> targets = view->targets(v);
+        std::span<const Weight> weights;
+        if (view->weighted()) weights = view->weights(v);
+        for (size_t k = 0; k < targets.size(); ++k) {
+          const VertexId t = targets[k];
+          if (k > 0 && t < targets[k - 1]) {
+            return fail(i, absl::StrFormat(
+                               "the adjacency of vertex %d is not sorted", v));
+          }
+          const Weight w = weights.empty() ? 0 : weights[k];
+          dg.arcs += out ? ArcHash(v, t, w) : ArcHash(t, v, w);
+          if (symmetric) {
+            dg.pairs += PairHash(v, t);
+            dg.reversed += PairHash(t, v);
+          }
+          if (!weights.empty()) {
+            dg.min_weight = part.any_weight ? std::min(dg.min_weight, w) : w;
+            dg.max_weight = part.any_weight ? std::max(dg.max_weight, w) : w;
+            part.any_weight = true;
+          }
+        }
+      }
+    }
+  });
+  bool any_weight = false;
+  for (const Part& part : parts) {
+    // Ranges are in block order: the first failure is the lowest block.
+    if (part.failed != ~size_t{0}) return bad(part.failed, part.why);
+    digest.arcs += part.digest.arcs;
+    digest.pairs += part.digest.pairs;
+    digest.reversed += part.digest.reversed;
+    if (part.any_weight) {
+      digest.min_weight =
+          any_weight ? std::min(digest.min_weight, part.digest.min_weight)
+                     : part.digest.min_weight;
+      digest.max_weight =
+          any_weight ? std::max(digest.max_weight, part.digest.max_weight)
+                     : part.digest.max_weight;
+      any_weight = true;
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreImage::ValidateTranspose(std::string_view source,
+                                           const ArcDigest& out,
+                                           const ArcDigest& in) const {
+  const Superblock& sb = superblock();
+  // SSSP refuses negative weights by the superblock's minimum.
+  if (weighted() &&
+      (out.min_weight != sb.min_weight || out.max_weight != sb.max_weight)) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: superblock says arc weights %d..%d, the blocks hold %d..%d",
+        source, sb.min_weight, sb.max_weight, out.min_weight, out.max_weight));
+  }
+  // The engine reads the out-blocks for in-arcs of a symmetric graph.
+  if ((sb.flags & kSuperblockFlagSymmetric) && out.pairs != out.reversed) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: superblock says the graph is symmetric, but its out-arcs are "
+        "not (some u -> v has no v -> u)",
+        source));
+  }
+  if (out.arcs == in.arcs) return absl::OkStatus();
+  // Cold: name a vertex whose out-arcs differ between the two directions
+  // (by source) and one whose in-arcs do (by target), and their blocks.
+  std::string where;
+  constexpr uint64_t kLocateMaxVertices = uint64_t{1} << 25;  // 512 MiB
+  if (sb.num_vertices <= kLocateMaxVertices) {
+    std::vector<uint64_t> by_source(sb.num_vertices),
+        by_target(sb.num_vertices);
+    for (Direction d : {Direction::kOut, Direction::kIn}) {
+      const bool from_out = d == Direction::kOut;
+      for (const DirectoryEntry& e : directory(d)) {
+        const BlockView b = block(d, e);
+        for (uint32_t j = 0; j < b.vertex_count(); ++j) {
+          const VertexId v = b.first_vertex() + j;
+          std::span<const VertexId> targets = b.targets(v);
+          for (size_t k = 0; k < targets.size(); ++k) {
+            const VertexId u = from_out ? v : targets[k];
+            const VertexId x = from_out ? targets[k] : v;
+            const uint64_t h =
+                ArcHash(u, x, b.weighted() ? b.weights(v)[k] : 0);
+            by_source[u] += from_out ? h : -h;
+            by_target[x] += from_out ? h : -h;
+          }
+        }
+      }
+    }
+    auto first_nonzero = [](const std::vector<uint64_t>& a) {
+      return static_cast<VertexId>(
+          std::find_if(a.begin(), a.end(), [](uint64_t x) { return x != 0; }) -
+          a.begin());
+    };
+    const VertexId u = first_nonzero(by_source);
+    const VertexId x = first_nonzero(by_target);
+    if (u < sb.num_vertices && x < sb.num_vertices) {
+      where = absl::StrFormat(
+          ": the out-arcs of vertex %d (out-direction block %d) and the "
+          "in-arcs of vertex %d (in-direction block %d) differ between them",
+          u, FindBlocks(directory(Direction::kOut), u).first, x,
+          FindBlocks(directory(Direction::kIn), x).first);
+    }
+  }
+  return absl::DataLossError(absl::StrFormat(
+      "%s: the in-blocks are not the transpose of the out-blocks%s", source,
+      where));
 }
 
 const RegionEntry* StoreImage::FindRegion(RegionKind kind,
@@ -202,8 +374,9 @@ BlockView StoreImage::block(Direction d, const DirectoryEntry& entry) const {
   CHECK(r != nullptr) << "no blocks region for memory node "
                       << entry.memory_node;
   thread_local DecodeBuffer decoded;
-  absl::StatusOr<BlockView> view = ParseAnyBlock(
-      RegionBytes(*r).subspan(entry.offset, entry.length), decoded);
+  absl::StatusOr<BlockView> view =
+      ParseAnyBlock(RegionBytes(*r).subspan(entry.offset, entry.length),
+                    decoded, num_vertices());
   CHECK(view.ok()) << view.status();  // validated when the image was loaded
   return *view;
 }

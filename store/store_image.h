@@ -16,8 +16,16 @@ namespace dmg::store {
 class StoreImage {
  public:
   enum class Validation {
-    kFull,     // superblock, every region's checksum, directories, blocks
-    kTrusted,  // only the superblock; for images this process just built
+    // Superblock, every region's checksum, directories, every block (its
+    // header, offsets, targets < n, adjacency sorted), the weight range,
+    // and that the in-blocks hold the transpose of the out-blocks (and
+    // equal them when the superblock says symmetric): what a file or a
+    // peer hands over is checked once, here, before any compute node
+    // reads it.
+    kFull,
+    // Superblock and region checksums only; for images this process just
+    // built from a graph.
+    kTrusted,
   };
 
   // Takes ownership of `buffer` and checks it. Errors (DataLossError or
@@ -61,7 +69,19 @@ class StoreImage {
   explicit StoreImage(AlignedBuffer buffer) : buffer_(std::move(buffer)) {}
   absl::Status ValidateSuperblock(std::string_view source) const;
   absl::Status ValidateRegions(std::string_view source) const;
-  absl::Status ValidateDirection(std::string_view source, Direction d) const;
+  // Sums over one direction's arcs u -> v (for in-blocks, the arc from
+  // the target to the block's vertex) of a 64-bit hash of each: equal sums
+  // mean equal arc multisets, but for a 2^-64 chance.
+  struct ArcDigest {
+    uint64_t arcs = 0;      // hash of (u, v, weight)
+    uint64_t pairs = 0;     // hash of (u, v): symmetric images only
+    uint64_t reversed = 0;  // hash of (v, u): symmetric images only
+    int32_t min_weight = 0, max_weight = 0;  // over the direction's arcs
+  };
+  absl::Status ValidateDirection(std::string_view source, Direction d,
+                                 ArcDigest& digest) const;
+  absl::Status ValidateTranspose(std::string_view source, const ArcDigest& out,
+                                 const ArcDigest& in) const;
 
   AlignedBuffer buffer_;
 };
