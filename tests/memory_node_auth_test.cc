@@ -274,6 +274,7 @@ TEST(MemoryNodeAuthTest, JobsReadTheStoreAndTouchOnlyTheirOwnRegions) {
     wire::Writer cw(&create);
     cw.Put(uint64_t{4096});
     cw.Put(uint32_t{0});
+    cw.Put(uint64_t{1});  // load id
     EXPECT_TRUE(
         absl::IsPermissionDenied(Request(a, wire::kCreateStore, create)));
     std::string free_store(4, '\0');

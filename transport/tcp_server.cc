@@ -496,6 +496,9 @@ struct TcpServer::Impl {
         std::string name;
         uint32_t id = 0;
         uint64_t load = 0;
+        if (h.type == wire::kCreateStore && !IsAdmin(c)) {
+          return Deny(c, "creating the store needs the admin role");
+        }
         if (!r.Get(&bytes)) return malformed();
         if (h.type == wire::kAllocate ? !r.GetString(&name)
                                       : !r.Get(&id) || !r.Get(&load)) {
@@ -503,9 +506,6 @@ struct TcpServer::Impl {
         }
         const bool staging = h.type == wire::kCreateStore;
         if (staging) {
-          if (!IsAdmin(c)) {
-            return Deny(c, "creating the store needs the admin role");
-          }
           if (bytes == 0) return absl::InvalidArgumentError("empty store");
           // A new load on this connection replaces its earlier staging.
           if (c.staging != 0) {
@@ -676,6 +676,11 @@ struct TcpServer::Impl {
               absl::StrFormat("unknown operation kind %d", op.kind));
       }
       if (!s.ok()) {
+        // The store replaced under the batch (its bounds changed): say so.
+        if (c.pinned && op.region == kStoreRegion &&
+            target->store_generation() != generation) {
+          return Replaced(c);
+        }
         LOG(WARNING) << "rejected operation " << i << " of a batch from "
                      << c.peer << ": " << s;
         return absl::Status(s.code(),
