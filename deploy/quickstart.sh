@@ -31,6 +31,26 @@ fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
 ctest --preset release -j "$(nproc)"
 
+# Sanitizers and fuzzing (docs/TESTING.md has what each runs and its time).
+# DMG_SKIP_SANITIZERS=1 skips the ASan+UBSan and TSan test runs;
+# DMG_SKIP_FUZZ=1 skips the fuzzers. The asan build (clang) holds both the
+# sanitized tests and the fuzz targets, so the fuzzers reuse it.
+if [ "${DMG_SKIP_SANITIZERS:-0}" = 1 ]; then
+  echo "quickstart: DMG_SKIP_SANITIZERS=1: skipping the ASan+UBSan and TSan tests"
+  fuzz_preset=fuzz
+else
+  bash tests/sanitizers.sh asan
+  fuzz_preset=asan
+fi
+if [ "${DMG_SKIP_FUZZ:-0}" = 1 ]; then
+  echo "quickstart: DMG_SKIP_FUZZ=1: skipping the fuzzers"
+else
+  DMG_FUZZ_PRESET="$fuzz_preset" bash fuzz/run.sh
+fi
+if [ "${DMG_SKIP_SANITIZERS:-0}" != 1 ]; then
+  bash tests/sanitizers.sh tsan
+fi
+
 # deploy/cluster on every backend: local, netns, ssh against a real sshd in
 # a namespace, a one-host Slurm (about 35 s together; docs/DEPLOY.md).
 # DMG_SKIP_CLUSTER_TESTS=1 skips them (they need root and ip netns).
