@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/*_fuzzer.cc) and runs each for a bounded
+# Builds the libFuzzer targets (fuzz/*_fuzzer.cc; the fuzz preset, clang,
+# only the targets and the libraries they test) and runs each for a bounded
 # time from its seed corpus (fuzz/corpus/TARGET), several at once; fails if
 # any target finds a crash, a leak, a sanitizer report, a timeout or an
 # out-of-memory. What a failing run found is saved as BUILD/artifacts/
@@ -9,9 +10,7 @@
 # checked-in seeds; fuzz/make_corpus.sh rewrites those).
 #
 # Environment (all optional):
-#   DMG_FUZZ_PRESET   configure/build preset (default fuzz: build/fuzz, only
-#                     the fuzz targets; CI passes asan, whose build folder
-#                     also holds the sanitized tests)
+#   DMG_FUZZ_PRESET   configure/build preset (default fuzz: build/fuzz)
 #   DMG_FUZZ_SECONDS  seconds each target runs (default 32: 10 targets,
 #                     320 s of fuzzing in all)
 #   DMG_FUZZ_JOBS     targets run at once (default: nproc)

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The test suite under a sanitizer (docs/TESTING.md), as CI runs it:
-#   tests/sanitizers.sh asan   ASan + UBSan (clang, -O1): builds everything
-#                              the asan preset has (the tests, dmg and the
-#                              fuzz targets) and runs all of ctest
+#   tests/sanitizers.sh asan   ASan + UBSan (gcc, -O1): builds the tests and
+#                              dmg and runs all of ctest
 #   tests/sanitizers.sh tsan   ThreadSanitizer: builds only the test binaries
 #                              that exercise concurrency and runs those
 # Any report fails the run (halt_on_error; -fno-sanitize-recover=all).
