@@ -52,6 +52,7 @@ class MessageReader {
     uint64_t n;
     if (!Get(&n) || n > in_.size() / sizeof(T)) return false;
     const size_t at = out->size();
+    if (n == 0) return true;  // memcpy from/to nullptr is undefined, even empty
     out->resize(at + n);
     std::memcpy(out->data() + at, in_.data(), n * sizeof(T));
     in_.remove_prefix(n * sizeof(T));

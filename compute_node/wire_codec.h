@@ -144,7 +144,10 @@ bool GetUpdates(std::string_view in, std::vector<U>& out) {
   uint64_t v = 0;
   for (uint64_t k = 0; k < n; ++k) {
     uint64_t gap;
-    if (!GetVarint(in, &gap) || (k > 0 && gap == 0)) return false;
+    // gap <= 2^32 - 1: v + gap cannot wrap around (to a smaller target).
+    if (!GetVarint(in, &gap) || (k > 0 && gap == 0) || gap > UINT32_MAX) {
+      return false;
+    }
     v = k == 0 ? gap : v + gap;
     if (v > UINT32_MAX) return false;
     U u{};

@@ -22,6 +22,9 @@ PACKAGES=(
   libssl-dev  # HMAC-SHA-256 of the memory-node handshake (transport/auth.h)
   zlib1g-dev liblzma-dev xz-utils gzip
   clang  # checks the lock annotations (ThreadSafetyAnnotations test)
+  # The sanitizer and fuzzer runtimes (asan, tsan, fuzz presets: ASan, UBSan,
+  # TSan, libFuzzer) and llvm-symbolizer for their reports (docs/TESTING.md).
+  libclang-rt-14-dev llvm-14
   python3-matplotlib  # plots of deploy/experiments/*.py
   iproute2 openssh-client openssh-server  # deploy/cluster (netns, ssh) and its tests
   slurm-wlm munge  # tests/cluster_slurm_test.sh: a one-host Slurm

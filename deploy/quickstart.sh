@@ -31,6 +31,25 @@ fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
 ctest --preset release -j "$(nproc)"
 
+# Sanitizers and fuzzing (docs/TESTING.md: what each runs, how long it
+# takes): the whole suite under ASan+UBSan, the fuzz targets for 10 x 32 s
+# (two at a time), the concurrency tests under TSan.
+# DMG_SKIP_SANITIZERS=1 skips the ASan+UBSan and TSan runs, DMG_SKIP_FUZZ=1
+# the fuzzers.
+if [ "${DMG_SKIP_SANITIZERS:-0}" = 1 ]; then
+  echo "quickstart: DMG_SKIP_SANITIZERS=1: skipping the ASan+UBSan and TSan tests"
+else
+  bash tests/sanitizers.sh asan
+fi
+if [ "${DMG_SKIP_FUZZ:-0}" = 1 ]; then
+  echo "quickstart: DMG_SKIP_FUZZ=1: skipping the fuzzers"
+else
+  bash fuzz/run.sh
+fi
+if [ "${DMG_SKIP_SANITIZERS:-0}" != 1 ]; then
+  bash tests/sanitizers.sh tsan
+fi
+
 # deploy/cluster on every backend: local, netns, ssh against a real sshd in
 # a namespace, a one-host Slurm (about 35 s together; docs/DEPLOY.md).
 # DMG_SKIP_CLUSTER_TESTS=1 skips them (they need root and ip netns).

@@ -134,6 +134,16 @@ TEST(WireCodecTest, UpdatesOutOfOrderOrOutOfRangeAreRefused) {
   tail.push_back('\0');
   std::vector<Update<uint32_t>> t;
   EXPECT_FALSE(GetUpdates<Update<uint32_t>>(tail, t));
+  // A gap that wraps the 64-bit sum around to a smaller target (found by
+  // fuzz/wire_codec_fuzzer): 5, then 5 + (2^64 - 1) = 4.
+  std::string wrap;
+  PutVarint(wrap, 2);
+  PutVarint(wrap, 5);
+  PutVarint(wrap, 1);
+  PutVarint(wrap, ~uint64_t{0});
+  PutVarint(wrap, 1);
+  std::vector<Update<uint32_t>> w;
+  EXPECT_FALSE(GetUpdates<Update<uint32_t>>(wrap, w));
 }
 
 }  // namespace

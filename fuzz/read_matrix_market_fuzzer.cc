@@ -1,0 +1,7 @@
+// Fuzzes the Matrix Market reader (banner, size line, entries): the input
+// is a file named *.mtx, read and built into an image (graph_file_fuzz.h).
+#include "fuzz/graph_file_fuzz.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return dmg::fuzz::FuzzGraphFile(data, size, "input.mtx");
+}
