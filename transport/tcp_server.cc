@@ -597,7 +597,9 @@ struct TcpServer::Impl {
       return absl::InvalidArgumentError("batch truncated");
     }
     std::vector<wire::WireOp> ops(count);
-    std::memcpy(ops.data(), ops_bytes, ops.size() * sizeof(wire::WireOp));
+    if (count > 0) {  // (an empty vector's data() may be null)
+      std::memcpy(ops.data(), ops_bytes, ops.size() * sizeof(wire::WireOp));
+    }
     if (absl::Status s = CheckBatch(c, ops); !s.ok()) return s;
     // A forced load may replace the store while this batch is served: then
     // its READs may hold new bytes, and the batch fails instead.
