@@ -23,17 +23,8 @@ namespace {
 
 namespace wire = transport::wire;
 using testing::RawClient;
+using testing::Request;
 using transport::Role;
-
-absl::Status Request(RawClient& c, uint16_t type, const std::string& payload,
-                     std::string* reply = nullptr) {
-  c.Send(type, payload);
-  wire::FrameHeader h;
-  std::string body;
-  if (!c.Receive(&h, &body)) return absl::UnavailableError("closed");
-  if (reply != nullptr) *reply = body;
-  return RawClient::ReplyStatus(h, body);
-}
 
 std::string Batch(transport::OpKind kind, uint32_t region, uint64_t offset,
                   const std::string& data_or_length) {

@@ -27,6 +27,7 @@ namespace {
 
 namespace wire = transport::wire;
 using testing::RawClient;
+using testing::Request;
 using transport::Role;
 using transport::Secret;
 
@@ -44,16 +45,6 @@ std::string OneOp(transport::OpKind kind, uint32_t region, uint64_t offset,
   w.Put(op);
   payload += data;
   return payload;
-}
-
-absl::Status Request(RawClient& c, uint16_t type, const std::string& payload,
-                     std::string* reply = nullptr) {
-  c.Send(type, payload);
-  wire::FrameHeader h;
-  std::string body;
-  if (!c.Receive(&h, &body)) return absl::UnavailableError("closed");
-  if (reply != nullptr) *reply = body;
-  return RawClient::ReplyStatus(h, body);
 }
 
 // A memory node with a 1 MiB store of known bytes, served with `secret`.

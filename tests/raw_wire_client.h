@@ -129,6 +129,19 @@ class RawClient {
   std::string last_proof_;
 };
 
+// One request and its reply's status (OK, or the error it carries;
+// Unavailable when the server closed the connection instead).
+inline absl::Status Request(RawClient& c, uint16_t type,
+                            const std::string& payload,
+                            std::string* reply = nullptr) {
+  c.Send(type, payload);
+  transport::wire::FrameHeader h;
+  std::string body;
+  if (!c.Receive(&h, &body)) return absl::UnavailableError("closed");
+  if (reply != nullptr) *reply = body;
+  return RawClient::ReplyStatus(h, body);
+}
+
 }  // namespace dmg::testing
 
 #endif  // DMG_TESTS_RAW_WIRE_CLIENT_H_
