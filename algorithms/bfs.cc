@@ -13,14 +13,21 @@ absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source) {
   DMG_RETURN_IF_ERROR(CheckSource(source, engine.num_vertices()));
   auto& depth = engine.NewState<int32_t>("bfs.depth", -1);
   compute::Frontier frontier = engine.FrontierOf(source);
-  DMG_RETURN_IF_ERROR(
-      engine.VertexMap(frontier, [&](VertexId v) { depth.Set(v, 0); }));
-  for (int32_t level = 0; !frontier.empty(); ++level) {
+  int32_t level = 0;
+  engine.Carry("bfs.frontier", &frontier);
+  engine.Carry("bfs.level", &level);
+  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
+  if (!resumed) {
+    DMG_RETURN_IF_ERROR(
+        engine.VertexMap(frontier, [&](VertexId v) { depth.Set(v, 0); }));
+  }
+  while (!frontier.empty()) {
     DMG_ASSIGN_OR_RETURN(
         frontier, engine.EdgeMap<compute::Claim>(
                       frontier, Direction::kOut, compute::Mode::kAuto, depth,
                       [&](VertexId, VertexId, auto) { return level + 1; },
                       compute::AllVertices()));
+    ++level;
     DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
   return engine.Result(depth);

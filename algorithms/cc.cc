@@ -17,12 +17,16 @@ namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
   auto& label = engine.NewState<VertexId>("cc.label", 0);
-  // Every vertex starts active, labelled with its own id.
-  DMG_ASSIGN_OR_RETURN(compute::Frontier frontier,
-                       engine.VertexFilter([&](VertexId v) {
-                         label.Set(v, v);
-                         return true;
-                       }));
+  compute::Frontier frontier = engine.NewFrontier();
+  engine.Carry("cc.frontier", &frontier);
+  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
+  if (!resumed) {
+    // Every vertex starts active, labelled with its own id.
+    DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {
+      label.Set(v, v);
+      return true;
+    }));
+  }
   while (!frontier.empty()) {
     compute::Frontier next = engine.NewFrontier();
     for (Direction along : {Direction::kOut, Direction::kIn}) {
@@ -40,8 +44,8 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
       const VertexId ll = label.Get(l);
       if (ll < l) label.Set(v, ll);
     }));
-    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
     frontier = std::move(next);
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
   return engine.Result(label);
 }

@@ -10,6 +10,7 @@
 // within rounding of a CSR loop's sum), and takes its new score.
 // Contributions are read once per edge: the array to keep local.
 #include <cmath>
+#include <limits>
 
 #include "algorithms/algorithms.h"
 
@@ -23,10 +24,15 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
                                           compute::CacheHint::kPerEdge);
   auto& score = engine.NewState<double>("pagerank.score", 1.0 / n);
   auto& outdeg = engine.NewState<uint32_t>("pagerank.outdeg", 0);
-  DMG_RETURN_IF_ERROR(engine.Degrees(Direction::kOut, outdeg));
-
   PageRankResult result;
-  while (result.iterations < max_iters) {
+  // The L1 change of the last iteration (none yet: go on).
+  result.last_l1 = std::numeric_limits<double>::infinity();
+  engine.Carry("pagerank.iterations", &result.iterations);
+  engine.Carry("pagerank.l1", &result.last_l1);
+  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
+  if (!resumed) DMG_RETURN_IF_ERROR(engine.Degrees(Direction::kOut, outdeg));
+
+  while (result.iterations < max_iters && !(result.last_l1 < tolerance)) {
     DMG_RETURN_IF_ERROR(engine.VertexMap([&](VertexId v) {
       const uint32_t d = outdeg.Get(v);
       contrib.Set(v, d == 0 ? 0.0 : score.Get(v) / d);
@@ -42,9 +48,8 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
               score.Set(v, next);
               return change;
             }));
-    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
     ++result.iterations;
-    if (result.last_l1 < tolerance) break;
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
   DMG_ASSIGN_OR_RETURN(result.scores, engine.Result(score));
   return result;

@@ -22,8 +22,12 @@ absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
   }
   auto& dist = engine.NewState<int64_t>("sssp.dist", kInfDistance);
   compute::Frontier frontier = engine.FrontierOf(source);
-  DMG_RETURN_IF_ERROR(
-      engine.VertexMap(frontier, [&](VertexId v) { dist.Set(v, 0); }));
+  engine.Carry("sssp.frontier", &frontier);
+  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
+  if (!resumed) {
+    DMG_RETURN_IF_ERROR(
+        engine.VertexMap(frontier, [&](VertexId v) { dist.Set(v, 0); }));
+  }
   while (!frontier.empty()) {
     DMG_ASSIGN_OR_RETURN(
         frontier, engine.EdgeMap<compute::Min>(

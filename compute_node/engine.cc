@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -58,6 +59,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
     DMG_RETURN_IF_ERROR(engine->MeasureTransport());
   }
+  if (options.resume && options.cluster.nodes > 1) {
+    return absl::UnimplementedError(
+        "--resume runs a job on one compute node; resuming a job of several "
+        "compute nodes is not supported yet");
+  }
   DMG_RETURN_IF_ERROR(engine->Init());
   return engine;
 }
@@ -82,6 +88,11 @@ Engine::Engine(transport::Transport& transport, RemoteGraph graph,
           budget_) {}
 
 Engine::~Engine() {
+  // After a failure the job's regions stay on the memory nodes (kept for
+  // a resume when it asked, else reclaimed when the connections close).
+  if (progress_ != nullptr && !healthy()) progress_->Abandon();
+  progress_.reset();
+  if (healthy()) FreeLeftovers();
   // State arrays release their budget and regions before the caches go.
   states_.clear();
   source_.reset();
@@ -92,7 +103,116 @@ Engine::~Engine() {
   }
 }
 
+absl::Status Engine::KeepState() {
+  absl::StatusOr<transport::Transport::Kept> kept =
+      transport_.KeepRegions(options_.keep_state_s);
+  if (absl::IsUnimplemented(kept.status()) && !options_.resume) {
+    return absl::OkStatus();  // in-process memory nodes: nothing to resume
+  }
+  // A compute node of the job that is still connected (one just killed
+  // whose connections the memory node has not seen close yet, or one
+  // still running) would write over what this one resumes.
+  // (Two runs of one job at once would also share each other's regions.)
+  for (int wait = 0; kept.ok() && kept->others > 0 && wait < 30; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kept = transport_.KeepRegions(options_.keep_state_s);
+  }
+  if (!kept.ok()) return kept.status();
+  if (kept->others > 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job '%s' is still connected to the memory nodes (%d connection(s)): "
+        "another compute node runs it; %s",
+        options_.job, kept->others,
+        options_.resume ? "stop it before resuming"
+                        : "give this run another --job"));
+  }
+  for (uint32_t node = 0; node < transport_.num_memory_nodes(); ++node) {
+    DMG_ASSIGN_OR_RETURN(std::vector<transport::RegionInfo> regions,
+                         transport_.ListRegions(node));
+    for (transport::RegionInfo& r : regions) {
+      if (r.id != transport::kStoreRegion) leftovers_.push_back(std::move(r));
+    }
+  }
+  progress_ =
+      std::make_unique<Progress>(transport_, num_vertices(), options_.job);
+  progress_->Adopt(leftovers_);
+  VLOG(1) << "job '" << options_.job << "': state kept " << kept->granted_s
+          << " s after the process ends; " << leftovers_.size()
+          << " region(s) of an earlier attempt";
+  return absl::OkStatus();
+}
+
+void Engine::FreeLeftovers() {
+  for (const transport::RegionInfo& r : leftovers_) {
+    absl::Status s = transport_.FreeRegion(r.node, r.id);
+    VLOG_IF(1, !s.ok()) << "freeing " << r.name << ": " << s;
+  }
+  leftovers_.clear();
+}
+
+uint64_t Engine::Signature() const {
+  // FNV-1a over what the run computes and what it keeps.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ULL;
+    }
+  };
+  auto mix64 = [&](uint64_t x) { mix(&x, sizeof(x)); };
+  mix64(options_.signature);
+  mix64(num_vertices());
+  mix64(num_arcs());
+  mix64(graph_.superblock_crc());
+  for (const auto& a : states_) {
+    mix(a->name().data(), a->name().size());
+    mix64(a->elem_size());
+  }
+  for (const Progress::Carried& c : carried_) {
+    mix(c.name.data(), c.name.size());
+    mix64(c.bytes);
+    mix64(c.frontier != nullptr);
+  }
+  return h;
+}
+
+absl::StatusOr<bool> Engine::Resume() {
+  if (resume_asked_ || open_ || superstep_ > 0 || placed_ > 0) {
+    return absl::FailedPreconditionError(
+        "Resume is called once, before the program's first operation");
+  }
+  resume_asked_ = true;
+  if (progress_ == nullptr) return false;
+  transport::Endpoint& ep = pool_->endpoint(0);
+  const uint64_t signature = Signature();
+  int done = 0;
+  if (options_.resume) {
+    DMG_ASSIGN_OR_RETURN(done,
+                         Fail(progress_->TakeOver(ep, signature, carried_)));
+  }
+  if (done == 0) {
+    LOG_IF(INFO, options_.resume)
+        << "job '" << options_.job
+        << "' completed no superstep before: starting from the beginning";
+    FreeLeftovers();  // an earlier attempt's state is not used
+    DMG_RETURN_IF_ERROR(Fail(progress_->Start(ep, signature, carried_)));
+    return false;
+  }
+  superstep_ = done;
+  resumed_from_ = done;
+  std::vector<StateArrayBase*> arrays;
+  for (const auto& a : states_) arrays.push_back(a.get());
+  placed_ = states_.size();
+  DMG_RETURN_IF_ERROR(Fail(PlaceStates(arrays, /*adopt=*/true)));
+  FreeLeftovers();  // what the resumed superstep does not need
+  LOG(INFO) << "job '" << options_.job << "' resumes after superstep " << done
+            << " (attempt " << progress_->epoch() << ")";
+  return true;
+}
+
 absl::Status Engine::Init() {
+  if (options_.keep_state_s > 0 || options_.resume) {
+    if (cluster_ == nullptr) DMG_RETURN_IF_ERROR(KeepState());
+  }
   DMG_ASSIGN_OR_RETURN(buffers_, planner_.PlanBuffers());
   taking_.assign(threads(), 0);
   for (int d = 0; d < 2; ++d) {
@@ -421,7 +541,8 @@ absl::StatusOr<Frontier> Engine::MergeFrontier(Frontier local) {
   return global;
 }
 
-absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays) {
+absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
+                                 bool adopt) {
   std::vector<StateRequest> requests;
   for (StateArrayBase* a : arrays) requests.push_back({a->bytes(), a->hint()});
   std::vector<bool> resident = planner_.PlaceStates(requests);
@@ -441,8 +562,28 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays) {
       }
       cache = page_cache_.get();
     }
-    DMG_RETURN_IF_ERROR(Fail(
-        arrays[i]->Materialize(cache, resident[i] ? arrays[i]->bytes() : 0)));
+    const uint64_t reserved = resident[i] ? arrays[i]->bytes() : 0;
+    if (!adopt) {
+      DMG_RETURN_IF_ERROR(Fail(arrays[i]->Materialize(cache, reserved)));
+      continue;
+    }
+    // The earlier attempt's two buffers of this array, by name.
+    transport::RegionInfo buffers[2];
+    for (int b = 0; b < 2; ++b) {
+      const std::string name = arrays[i]->name() + "." + std::to_string(b);
+      auto it = std::find_if(leftovers_.begin(), leftovers_.end(),
+                             [&](const auto& r) { return r.name == name; });
+      if (it == leftovers_.end()) {
+        return Fail(absl::DataLossError(absl::StrFormat(
+            "job '%s': state '%s' is not on the memory nodes; run the job "
+            "again without --resume",
+            options_.job, name)));
+      }
+      buffers[b] = *it;
+      leftovers_.erase(it);
+    }
+    DMG_RETURN_IF_ERROR(
+        Fail(arrays[i]->Adopt(cache, reserved, buffers, superstep_)));
   }
   return absl::OkStatus();
 }
@@ -550,6 +691,11 @@ absl::Status Engine::EndSuperstep() {
   if (cluster_ != nullptr) {
     DMG_RETURN_IF_ERROR(
         Fail(cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
+  } else if (progress_ != nullptr && progress_->started()) {
+    // One compute node: recording the superstep is its end (the barrier
+    // would be a second round trip that orders nothing more).
+    DMG_RETURN_IF_ERROR(
+        Fail(progress_->Record(pool_->endpoint(0), superstep_)));
   } else {
     DMG_RETURN_IF_ERROR(Fail(barrier_->Arrive(pool_->endpoint(0), superstep_)));
   }
@@ -578,6 +724,12 @@ void Engine::Finish() {
   if (open_ && healthy()) {
     absl::Status s = EndSuperstep();
     LOG_IF(WARNING, !s.ok()) << "ending the last superstep: " << s;
+  }
+  if (progress_ != nullptr && healthy()) {
+    // Done: nothing to resume; the job's regions go when it closes.
+    absl::StatusOr<transport::Transport::Kept> s = transport_.KeepRegions(0);
+    LOG_IF(WARNING, !s.ok())
+        << "releasing the job's kept state: " << s.status();
   }
   stats_.total = pool_->TotalStats();
   stats_.job_total = stats_.total;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,7 @@
 #include "compute_node/message.h"
 #include "compute_node/outbox.h"
 #include "compute_node/page_cache.h"
+#include "compute_node/progress.h"
 #include "compute_node/remote_graph.h"
 #include "compute_node/run_stats.h"
 #include "compute_node/state_array.h"
@@ -100,6 +102,18 @@ struct EngineOptions {
   // Called on the calling thread after every superstep with its figures
   // (dmg run's progress line on a terminal); none when empty.
   std::function<void(const SuperstepStats&)> on_superstep;
+  // Resume (`dmg run --resume`; one compute node, memory-node daemons).
+  // keep_state_s > 0: the memory nodes keep the job's regions for this
+  // long after its process ends, and every superstep records the values
+  // the program carries (Progress), so that a later run of the same job
+  // can continue; resume: continue from the last superstep the job
+  // completed. signature: what the run computes (algorithm, arguments,
+  // graph), so that a resume of something else is refused. job: the job's
+  // name, for messages.
+  uint32_t keep_state_s = 0;
+  bool resume = false;
+  uint64_t signature = 0;
+  std::string job;
 };
 
 class Engine {
@@ -178,8 +192,31 @@ class Engine {
   absl::StatusOr<T> AllReduce(T mine);
 
   // Ends the superstep: commits every state array (its new version goes to
-  // buffer superstep() % 2), passes the barrier, records the figures.
+  // buffer superstep() % 2), records the carried values (when the job can
+  // be resumed), passes the barrier, records the figures.
   absl::Status EndSuperstep();
+
+  // Resume (see vertex_program.h): values the program carries from one
+  // superstep to the next, saved with every superstep...
+  template <typename T>
+  void Carry(const std::string& name, T* value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    carried_.push_back({name, value, sizeof(T), nullptr});
+  }
+  void Carry(const std::string& name, Frontier* frontier) {
+    carried_.push_back({name, nullptr, 0, frontier});
+  }
+  // ...and restored by Resume, called once after the program declared its
+  // state arrays and carried values and before its first operation: true
+  // when the job continues from an earlier attempt's last complete
+  // superstep (state arrays and carried values are as they were then; the
+  // program skips its set-up), false for a fresh start.
+  absl::StatusOr<bool> Resume();
+  // The superstep a resumed run continued from (0: a fresh start).
+  int resumed_from() const { return resumed_from_; }
+  // What the run computes (the algorithm and its resolved arguments), for
+  // Resume's check; set before the program runs.
+  void set_signature(uint64_t signature) { options_.signature = signature; }
   int superstep() const { return superstep_; }
   // The final version of a state array, read back from the memory node
   // (an open superstep is ended first).
@@ -213,7 +250,15 @@ class Engine {
   absl::Status Prepare(bool open_superstep = true, bool fetch_pending = true);
   // READs every state array's pending lines (lazy refresh, state_array.h).
   absl::Status FetchPendingState();
-  absl::Status PlaceStates(std::span<StateArrayBase* const> arrays);
+  // Places arrays: resident or paged, by the planner; fresh, or (adopt) from
+  // the regions an earlier attempt left, at version superstep_.
+  absl::Status PlaceStates(std::span<StateArrayBase* const> arrays,
+                           bool adopt = false);
+  // Resume: asks the memory nodes to keep the job's regions, and lists
+  // what an earlier attempt of the job left (leftovers_).
+  absl::Status KeepState();
+  void FreeLeftovers();
+  uint64_t Signature() const;
   // Records an edge operation's direction, frontier and who chose the
   // direction (with the automatic choice's inputs) in the superstep.
   void NoteEdgeOp(const char* direction, uint64_t frontier,
@@ -402,6 +447,13 @@ class Engine {
   CacheCounters step_cache_base_;
   RunStats stats_;
   bool failed_ = false;
+  // Resume: the job's progress record (null: the job cannot be resumed),
+  // an earlier attempt's regions not (yet) taken over, the carried values.
+  std::unique_ptr<Progress> progress_;
+  std::vector<transport::RegionInfo> leftovers_;
+  std::vector<Progress::Carried> carried_;
+  bool resume_asked_ = false;
+  int resumed_from_ = 0;
 };
 
 }  // namespace dmg::compute

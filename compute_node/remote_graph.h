@@ -34,6 +34,8 @@ class RemoteGraph {
     return sb_.flags & store::kSuperblockFlagCompressed;
   }
   uint32_t block_size() const { return sb_.block_size; }
+  // The superblock's checksum: which graph and layout the store holds.
+  uint32_t superblock_crc() const { return sb_.crc32; }
   uint32_t num_memory_nodes() const { return sb_.num_memory_nodes; }
   int32_t min_weight() const { return sb_.min_weight; }
 

@@ -170,6 +170,44 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
   return absl::OkStatus();
 }
 
+absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
+                                   const transport::RegionInfo (&regions)[2],
+                                   int version) {
+  if (!ctx_.bounds.empty() && ctx_.bounds.size() != 2) {
+    return absl::UnimplementedError(
+        "resuming state with several compute nodes");
+  }
+  const uint64_t need = std::max<uint64_t>((bytes_ + 7) / 8 * 8, 8);
+  for (const transport::RegionInfo& r : regions) {
+    if (r.length < need) {
+      return absl::DataLossError(absl::StrFormat(
+          "state '%s' left by the job's earlier attempt is %d bytes, not %d",
+          name_, r.length, need));
+    }
+  }
+  materialized_ = true;
+  cache_ = cache;
+  reserved_ = reserved;
+  if (cache_ != nullptr) {
+    cache_->Attach(this, pages_);
+  } else {
+    local_ = AlignedBuffer(bytes_);
+  }
+  line_flags_.assign(pages_ * 64, 0);
+  slices_.assign(1, Slice());
+  slices_[0].begin = 0;
+  slices_[0].end = bytes_;
+  slices_[0].mine = true;
+  slices_[0].region[0] = regions[0];
+  slices_[0].region[1] = regions[1];
+  // Buffer (version + 1) % 2 holds an older version: as if every line had
+  // changed in the last superstep, the next commit completes it.
+  std::fill(prev_dirty_.begin(), prev_dirty_.end(), ~uint64_t{0});
+  std::fill(prev_lines_.begin(), prev_lines_.end(), ~uint64_t{0});
+  if (cache_ != nullptr) return absl::OkStatus();  // pages come from version
+  return ReadVersion(version, 0, n_, local_.data());
+}
+
 void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
                                 uint64_t last_page) {
   uint64_t begin = first_page * kPageBytes;

@@ -103,6 +103,13 @@ class StateArrayBase : public PageSource {
   // their slices are (a collective: every node materializes the same
   // arrays in the same order).
   absl::Status Materialize(PageCache* cache, uint64_t reserved);
+  // Materializes from the regions an earlier attempt of the job left
+  // (`dmg run --resume`, one compute node): `regions` are its two buffers,
+  // and the version after superstep `version` (the one superstep_ says)
+  // is taken as the current one. Its other buffer holds an older version,
+  // so the next commit writes every page there, not just the changed ones.
+  absl::Status Adopt(PageCache* cache, uint64_t reserved,
+                     const transport::RegionInfo (&regions)[2], int version);
 
   // Ends superstep `superstep` (1-based) for this array: afterwards buffer
   // superstep % 2 holds the whole version (of the pages in [page_begin,

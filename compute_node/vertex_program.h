@@ -40,6 +40,17 @@
 //   EndSuperstep()           commits every state array and passes the
 //                            barrier; the next operation opens the next one
 //   Result(state)            the final version, read back from memory
+//   Carry(name, &x), Resume() -> resumed
+//       what makes a program resumable (`dmg run --resume`): it names the
+//       values its loop carries from one superstep to the next (scalars,
+//       frontiers), which the engine records with every superstep, and
+//       calls Resume() once, after declaring its state arrays and carried
+//       values and before its first operation. true: the job continues
+//       after the last superstep an earlier attempt completed, with every
+//       state array and carried value as it was then, and the program
+//       skips its set-up; false: a fresh start. The loop must be written
+//       so that it can go on from any superstep's end (update carried
+//       values before EndSuperstep; test for the end at the loop's top).
 // Whole vertices: every callback sees a vertex's whole adjacency or its
 // combined value, however the store split it over blocks.
 #ifndef DMG_COMPUTE_NODE_VERTEX_PROGRAM_H_

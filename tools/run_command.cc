@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <variant>
 
@@ -107,6 +108,19 @@ DEFINE_bool(steal, true,
 DEFINE_double(stage1_alpha, 1.0,
               "stage 1 of the workload manager: a compute node's range costs "
               "its edges plus this times its vertices");
+DEFINE_bool(resume, false,
+            "continue job --job from the last superstep it completed (after "
+            "its compute node died): same arguments, memory-node daemons, "
+            "one compute node; output identical to an uninterrupted run");
+DEFINE_int32(keep_state_s, 600,
+             "with memory-node daemons and one compute node: the memory "
+             "nodes keep the job's state this long after its process ends, "
+             "and every superstep is recorded, so --resume can continue it "
+             "(0: nothing kept, no --resume)");
+DEFINE_int32(max_retries, 0,
+             "on a runtime failure (a memory node or the network lost), "
+             "reconnect and resume the job from its last complete "
+             "superstep, up to this many times");
 DECLARE_string(memory_nodes);
 DECLARE_int32(transport_timeout_ms);
 DECLARE_int32(threads);
@@ -161,6 +175,26 @@ absl::StatusOr<algorithms::Params> ParamsFromFlags(
   }
   p.sources = {p.source};
   return p;
+}
+
+// What a run computes, for --resume's check that it continues the same
+// computation: the algorithm and its resolved arguments (the engine adds
+// the graph and the state it keeps).
+uint64_t RunSignature(const std::string& algo, const algorithms::Params& p) {
+  std::string key = absl::StrFormat("%s|%d|%d|%.17g|%d|", algo, p.source,
+                                    p.max_iters, p.tolerance, p.unit_weights);
+  for (store::VertexId s : p.sources) absl::StrAppend(&key, s, ",");
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// Failures a new attempt may get past (a memory node restarted, the
+// network lost); not bad input, a refused request or a wrong resume.
+bool Retryable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+         absl::IsInternal(s) || absl::IsUnknown(s) ||
+         absl::IsResourceExhausted(s);
 }
 
 // The reference result for the same SPEC, built independently of the store
@@ -439,6 +473,7 @@ std::vector<FlagGroup> RunFlagGroups() {
       {"compute nodes, the update coordinator and the workload manager",
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
         "steal", "stage1_alpha"}},
+      {"resume after a failure", {"resume", "keep_state_s", "max_retries"}},
   };
   for (const std::string& n : RdmaFlagNames()) groups[3].flags.push_back(n);
   return groups;
@@ -569,6 +604,27 @@ int RunCommand() {
   engine_options.cluster.nodes = place->nodes;
   engine_options.cluster.id = std::max(0, place->id);
   engine_options.cluster.job = place->job;
+  engine_options.job = place->job;
+  engine_options.resume = FLAGS_resume;
+  if (FLAGS_keep_state_s < 0 || FLAGS_max_retries < 0 ||
+      FLAGS_max_retries > 1000) {
+    return ReportError(absl::InvalidArgumentError(
+        "--keep_state_s must be >= 0 and --max_retries in 0..1000"));
+  }
+  if ((FLAGS_resume || FLAGS_max_retries > 0) &&
+      (!remote || place->nodes > 1 || FLAGS_keep_state_s == 0)) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        FLAGS_resume ? "--resume" : "--max_retries",
+        " needs memory-node daemons (--memory_nodes), one compute node and "
+        "--keep_state_s > 0: the job's state lives on the memory nodes")));
+  }
+  if (FLAGS_resume && FLAGS_job.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "--resume needs --job=NAME, the name the job to continue ran under"));
+  }
+  if (remote && place->nodes == 1) {
+    engine_options.keep_state_s = static_cast<uint32_t>(FLAGS_keep_state_s);
+  }
   engine_options.cluster.timeout =
       std::chrono::milliseconds(FLAGS_transport_timeout_ms);
   if (FLAGS_cache_policy == "page_lru") {
@@ -658,10 +714,51 @@ int RunCommand() {
   };
   auto run_one = [&](compute::Engine& e) {
     Run r{ParamsFromFlags(*algo, e, trial), absl::UnknownError("not run")};
-    if (r.params.ok()) r.outcome = algo->run(e, *r.params);
+    if (r.params.ok()) {
+      e.set_signature(RunSignature(a, *r.params));
+      r.outcome = algo->run(e, *r.params);
+    }
     if (r.outcome.ok()) e.Finish();
     return r;
   };
+  // --max_retries: a failed attempt of a remote job on one compute node
+  // reconnects and resumes from the last superstep it completed.
+  auto retry = [&](absl::Status failure, int* attempt) -> bool {
+    while (true) {
+      if (!remote || place->nodes > 1 || *attempt >= FLAGS_max_retries ||
+          !Retryable(failure)) {
+        return false;
+      }
+      ++*attempt;
+      const int wait_ms = std::min(8000, 500 << std::min(4, *attempt - 1));
+      absl::FPrintF(stderr,
+                    "dmg: attempt %d failed: %s; resuming in %.1f s (retry %d "
+                    "of %d)\n",
+                    *attempt, failure.message(), wait_ms / 1000.0, *attempt,
+                    FLAGS_max_retries);
+      remote_engine.reset();
+      network.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      absl::StatusOr<std::unique_ptr<transport::Transport>> t =
+          ConnectTransport(transport, FLAGS_memory_nodes, place->job);
+      if (!t.ok()) {
+        failure = t.status();
+        continue;
+      }
+      network = *std::move(t);
+      compute::EngineOptions again = engine_options;
+      again.resume = true;
+      absl::StatusOr<std::unique_ptr<compute::Engine>> e =
+          compute::Engine::Create(*network, again);
+      if (!e.ok()) {
+        failure = e.status();
+        continue;
+      }
+      remote_engine = *std::move(e);
+      return true;
+    }
+  };
+  int attempts = 0;
   std::vector<Run> runs;
   for (; trial < FLAGS_trials; ++trial) {
     *trial_start = std::chrono::steady_clock::now();
@@ -670,6 +767,7 @@ int RunCommand() {
       // once; with several compute nodes, a job name of its own.
       compute::EngineOptions next = engine_options;
       next.cluster.job = absl::StrCat(place->job, ".trial", trial + 1);
+      next.resume = false;  // (only the first trial continues a job)
       if (remote) {
         remote_engine.reset();
         absl::StatusOr<std::unique_ptr<compute::Engine>> e =
@@ -680,12 +778,18 @@ int RunCommand() {
         return ReportError(s);
       }
     }
-    compute::Engine& engine = remote ? *remote_engine : cluster->engine();
     runs.clear();
     if (!remote && cluster->compute_nodes() > 1) {
       runs = cluster->RunEverywhere(run_one);
     } else {
-      runs.push_back(run_one(engine));
+      runs.push_back(run_one(remote ? *remote_engine : cluster->engine()));
+      while (!runs[0].outcome.ok() && trial == 0) {
+        const absl::Status failure = runs[0].params.ok()
+                                         ? runs[0].outcome.status()
+                                         : runs[0].params.status();
+        if (!retry(failure, &attempts)) break;
+        runs[0] = run_one(*remote_engine);
+      }
     }
     Progress::Clear();
     // The first error that is not another node's echo of it.
@@ -698,6 +802,7 @@ int RunCommand() {
       if (!r.params.ok()) return ReportError(r.params.status());
       if (!r.outcome.ok()) return ReportError(r.outcome.status());
     }
+    compute::Engine& engine = remote ? *remote_engine : cluster->engine();
     const algorithms::Params& params = *runs[0].params;
     algorithms::Outcome& outcome = *runs[0].outcome;
     compute::RunStats& stats = engine.stats();
@@ -781,11 +886,15 @@ int RunCommand() {
   absl::FPrintF(
       Report(),
       "%s on %s: %d vertices, %d arcs; %d supersteps, %.3f s (load %.3f s); "
-      "remote %.1f MB read, %.1f MB written, %d round trips; %s%s%s\n",
+      "remote %.1f MB read, %.1f MB written, %d round trips; %s%s%s%s\n",
       a, remote ? transport + "://" + FLAGS_memory_nodes : FLAGS_graph,
       engine.num_vertices(), engine.num_arcs(), stats.supersteps.size(),
       stats.seconds, load_seconds, t.bytes_read / 1e6, t.bytes_written / 1e6,
       t.round_trips, detail,
+      engine.resumed_from() > 0
+          ? absl::StrFormat("; resumed after superstep %d",
+                            engine.resumed_from())
+          : "",
       stats.compute_nodes > 1
           ? absl::StrFormat("; %d compute nodes", stats.compute_nodes)
           : "",

@@ -108,6 +108,7 @@ struct TcpServer::Impl {
   std::atomic<uint32_t> node_id{0};
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  asio::steady_timer reaper{io};  // frees kept regions whose time is up
   std::vector<std::thread> threads;
 
   // One accepted connection. Its session and its watchdog run on the
@@ -130,6 +131,9 @@ struct TcpServer::Impl {
     // A job's connections pin the store generation the job started on.
     bool pinned = false;
     uint64_t generation = 0;
+    // Authenticated connections are numbered in order (a job's older ones
+    // still open are another process of it: kKeepJob's `others`).
+    uint64_t seq = 0;
     // A loader's staged store, until it commits (0: none).
     uint32_t staging = 0;
     uint32_t staging_node_id = 0;
@@ -148,12 +152,25 @@ struct TcpServer::Impl {
   std::shared_mutex owners_mu;
   std::unordered_map<uint32_t, std::string> owners;  // guarded by owners_mu
 
+  // Jobs that asked to keep their regions after their connections close
+  // (kKeepJob): how long, and the regions of closed connections waiting for
+  // the job's next connection (or for the deadline, then freed).
+  struct Kept {
+    Clock::duration keep{};
+    std::vector<uint32_t> orphans;
+    Clock::time_point deadline = Clock::time_point::max();
+  };
+  std::map<std::string, Kept> kept;  // guarded by owners_mu
+  std::atomic<uint64_t> kept_regions{0};
+
   // The store's generation each job started on, and how many of its
   // connections are open; the load id of the current store.
   struct Pin {
     uint64_t generation = 0;
     int connections = 0;
+    std::set<uint64_t> open;  // the connections' seq
   };
+  uint64_t next_seq = 1;  // guarded by pins_mu
   std::mutex pins_mu;
   std::map<std::string, Pin> pins;  // guarded by pins_mu
   uint64_t load_id = 0;             // guarded by pins_mu
@@ -233,16 +250,118 @@ struct TcpServer::Impl {
   void Authenticated(Conn& c) {
     c.authenticated = true;
     if (c.role != Role::kJob) return;
-    std::lock_guard lock(pins_mu);
-    Pin& pin = pins[c.job];
-    if (pin.connections++ == 0) pin.generation = target->store_generation();
-    c.pinned = true;
-    c.generation = pin.generation;
+    {
+      std::lock_guard lock(pins_mu);
+      Pin& pin = pins[c.job];
+      c.seq = next_seq++;
+      pin.open.insert(c.seq);
+      if (pin.connections++ == 0) pin.generation = target->store_generation();
+      c.pinned = true;
+      c.generation = pin.generation;
+    }
+    Adopt(c);
+  }
+
+  // ------------------------------------------------------------- kept jobs
+
+  // A job's connection takes over the regions its job's closed connections
+  // left kept (so they are freed, or kept again, when it closes).
+  void Adopt(Conn& c) {
+    std::unique_lock lock(owners_mu);
+    auto it = kept.find(c.job);
+    if (it == kept.end() || it->second.orphans.empty()) return;
+    Kept& k = it->second;
+    LOG(INFO) << c.peer << " of job '" << c.job << "' adopts its "
+              << k.orphans.size() << " kept region(s)";
+    kept_regions -= k.orphans.size();
+    c.owned.insert(c.owned.end(), k.orphans.begin(), k.orphans.end());
+    k.orphans.clear();
+    k.deadline = Clock::time_point::max();
+  }
+
+  // kKeepJob: {u32 keep_s} -> {u32 granted_s, u32 others}.
+  absl::StatusOr<std::string> HandleKeepJob(Conn& c, wire::Reader& r) {
+    uint32_t keep_s;
+    if (!r.Get(&keep_s)) return absl::InvalidArgumentError("malformed keep");
+    if (c.role != Role::kJob) {
+      return absl::InvalidArgumentError("only a job's regions can be kept");
+    }
+    const uint32_t granted = std::min<uint32_t>(
+        keep_s, static_cast<uint32_t>(std::max(0, options.limits.max_keep_s)));
+    std::vector<uint32_t> to_free;
+    {
+      std::unique_lock lock(owners_mu);
+      if (granted > 0) {
+        kept[c.job].keep = std::chrono::seconds(granted);
+      } else if (auto it = kept.find(c.job); it != kept.end()) {
+        // No longer kept: what closed connections left goes now.
+        to_free = std::move(it->second.orphans);
+        kept_regions -= to_free.size();
+        for (uint32_t region : to_free) owners.erase(region);
+        kept.erase(it);
+      }
+    }
+    FreeRegions(to_free);
+    uint32_t others = 0;  // the job's connections older than this one
+    {
+      std::lock_guard lock(pins_mu);
+      auto it = pins.find(c.job);
+      if (it != pins.end()) {
+        const std::set<uint64_t>& open = it->second.open;
+        others = static_cast<uint32_t>(
+            std::distance(open.begin(), open.lower_bound(c.seq)));
+      }
+    }
+    std::string out;
+    wire::Writer w(&out);
+    w.Put(granted);
+    w.Put(others);
+    return out;
+  }
+
+  void FreeRegions(const std::vector<uint32_t>& regions) {
+    for (uint32_t region : regions) {
+      if (options.deregister_region) options.deregister_region(region);
+      absl::Status s = target->ServeFree(region);
+      LOG_IF(WARNING, !s.ok()) << "freeing region " << region << ": " << s;
+    }
+  }
+
+  // Frees kept regions whose job did not come back in time; runs every
+  // second until Stop.
+  asio::awaitable<void> Reap() {
+    boost::system::error_code ec;
+    while (true) {
+      reaper.expires_after(std::chrono::seconds(1));
+      co_await reaper.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      std::vector<uint32_t> to_free;
+      {
+        std::unique_lock lock(owners_mu);
+        const auto now = Clock::now();
+        for (auto it = kept.begin(); it != kept.end();) {
+          if (it->second.orphans.empty() || now < it->second.deadline) {
+            ++it;
+            continue;
+          }
+          LOG(INFO) << "job '" << it->first << "' did not come back: freeing "
+                    << it->second.orphans.size() << " kept region(s)";
+          for (uint32_t region : it->second.orphans) {
+            owners.erase(region);
+            to_free.push_back(region);
+          }
+          kept_regions -= it->second.orphans.size();
+          it = kept.erase(it);
+        }
+      }
+      FreeRegions(to_free);
+    }
   }
   void Unpin(Conn& c) {
     if (!c.pinned) return;
     std::lock_guard lock(pins_mu);
     auto it = pins.find(c.job);
+    if (it != pins.end()) it->second.open.erase(c.seq);
     if (it != pins.end() && --it->second.connections == 0) pins.erase(it);
     c.pinned = false;
   }
@@ -564,6 +683,8 @@ struct TcpServer::Impl {
         return HandleCommit(c, r);
       case wire::kStoreInfo:
         return HandleStoreInfo(c);
+      case wire::kKeepJob:
+        return HandleKeepJob(c, r);
       case wire::kRdmaTicket:
         if (!options.issue_rdma_ticket) {
           return absl::FailedPreconditionError(
@@ -836,18 +957,34 @@ struct TcpServer::Impl {
     c->payload.Release();
     c->frame.Release();
     Account(*c, 0);
-    for (uint32_t region : c->owned) {
-      {
-        std::unique_lock lock(owners_mu);
-        if (owners.erase(region) == 0) continue;  // an admin freed it
+    std::vector<uint32_t> to_free;
+    size_t kept_now = 0;
+    {
+      std::unique_lock lock(owners_mu);
+      auto k = c->role == Role::kJob ? kept.find(c->job) : kept.end();
+      for (uint32_t region : c->owned) {
+        if (!owners.contains(region)) continue;  // freed already
+        if (k != kept.end()) {
+          k->second.orphans.push_back(region);
+          ++kept_now;
+        } else {
+          owners.erase(region);
+          to_free.push_back(region);
+        }
       }
-      if (options.deregister_region) options.deregister_region(region);
-      absl::Status s = target->ServeFree(region);
-      LOG_IF(WARNING, !s.ok()) << "freeing region " << region << ": " << s;
+      if (kept_now > 0) {
+        k->second.deadline = Clock::now() + k->second.keep;
+        kept_regions += kept_now;
+      }
     }
-    if (!c->owned.empty()) {
-      LOG(INFO) << c->peer << " disconnected; freed its " << c->owned.size()
+    FreeRegions(to_free);
+    if (!to_free.empty()) {
+      LOG(INFO) << c->peer << " disconnected; freed its " << to_free.size()
                 << " region(s)";
+    }
+    if (kept_now > 0) {
+      LOG(INFO) << c->peer << " disconnected; kept its " << kept_now
+                << " region(s) for job '" << c->job << "' (kKeepJob)";
     }
     --connections;
     std::lock_guard lock(mu);
@@ -966,6 +1103,7 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
   }
   Impl* p = impl.get();
   asio::co_spawn(p->io, p->Accept(), asio::detached);
+  asio::co_spawn(p->io, p->Reap(), asio::detached);
   for (int i = 0; i < std::max(1, p->options.io_threads); ++i) {
     p->threads.emplace_back([p] { p->io.run(); });
   }
@@ -986,6 +1124,7 @@ TcpServerStats TcpServer::stats() const {
   s.auth_failures = impl_->auth_failures.load();
   s.timeouts = impl_->timeouts.load();
   s.denied_requests = impl_->denied.load();
+  s.kept_regions = impl_->kept_regions.load();
   return s;
 }
 
@@ -999,6 +1138,7 @@ void TcpServer::Stop() {
   asio::post(impl_->io, [p = impl_.get()] {
     boost::system::error_code ec;
     p->acceptor.close(ec);
+    p->reaper.cancel();
     std::lock_guard lock(p->mu);
     for (const auto& c : p->conns) {
       asio::post(c->socket.get_executor(), [c] {

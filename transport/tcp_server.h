@@ -4,7 +4,10 @@
 // batches on the node's I/O threads. Every operation is bounds-checked by the
 // MemoryTarget before it touches memory; errors go back to the client and to
 // the log. Regions a connection allocates are freed when it closes, so a
-// compute node that dies leaves nothing behind.
+// compute node that dies leaves nothing behind — unless its job asked to
+// keep them (kKeepJob, for `dmg run --resume`): then they stay, owned by
+// the job, for the time it asked (at most max_keep_s), and the job's next
+// connection adopts them.
 //
 // Nothing is accepted before the hello (and, with a secret, the challenge-
 // response of transport/auth.h); then the connection's role and job decide
@@ -37,6 +40,9 @@ struct TcpServerLimits {
   // An authenticated connection that sends nothing for this long is closed
   // (0: never; a compute node's control connection idles for a whole job).
   int idle_timeout_ms = 0;
+  // The longest a job may ask its regions to be kept after its connections
+  // close (kKeepJob), in seconds.
+  int max_keep_s = 3600;
   // Request and reply buffers of all connections together.
   uint64_t max_buffer_bytes = uint64_t{1} << 30;
 };
@@ -50,6 +56,7 @@ struct TcpServerStats {
   uint64_t auth_failures = 0;
   uint64_t timeouts = 0;         // handshake, frame or idle
   uint64_t denied_requests = 0;  // not allowed to the connection's role/job
+  uint64_t kept_regions = 0;     // of closed connections, kept for their job
 };
 
 struct TcpServerOptions {

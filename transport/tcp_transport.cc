@@ -392,6 +392,24 @@ absl::StatusOr<std::vector<RegionInfo>> TcpControl::List(uint32_t node) {
   return out;
 }
 
+absl::StatusOr<Transport::Kept> TcpControl::KeepJob(uint32_t keep_s) {
+  std::string req;
+  wire::Writer(&req).Put(keep_s);
+  Transport::Kept all{keep_s, 0};
+  for (uint32_t node = 0; node < num_nodes(); ++node) {
+    absl::StatusOr<std::string> reply = Call(node, wire::kKeepJob, req);
+    if (!reply.ok()) return reply.status();
+    wire::Reader r(reply->data(), reply->size());
+    Transport::Kept one;
+    if (!r.Get(&one.granted_s) || !r.Get(&one.others)) {
+      return absl::DataLossError("malformed keep reply");
+    }
+    all.granted_s = std::min(all.granted_s, one.granted_s);
+    all.others = std::max(all.others, one.others);
+  }
+  return all;
+}
+
 absl::Status TcpControl::Shutdown(uint32_t node) {
   return Call(node, wire::kShutdown, "").status();
 }

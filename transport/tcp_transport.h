@@ -130,6 +130,8 @@ class TcpControl {
   absl::Status Free(uint32_t node, uint32_t region);
   absl::StatusOr<std::vector<RegionInfo>> List(uint32_t node);
   absl::Status Shutdown(uint32_t node);
+  // kKeepJob on every node (Transport::KeepRegions).
+  absl::StatusOr<Transport::Kept> KeepJob(uint32_t keep_s);
   // A single-use ticket that admits one RDMA queue pair to `node`.
   absl::StatusOr<std::string> RdmaTicket(uint32_t node);
 
@@ -155,6 +157,9 @@ class ControlPlaneTransport : public Transport {
   }
   absl::StatusOr<std::vector<RegionInfo>> ListRegions(uint32_t node) override {
     return control_->List(node);
+  }
+  absl::StatusOr<Kept> KeepRegions(uint32_t keep_s) override {
+    return control_->KeepJob(keep_s);
   }
   TcpControl& control() { return *control_; }
 

@@ -180,6 +180,24 @@ class Transport {
   virtual absl::Status FreeRegion(uint32_t node, uint32_t region) = 0;
   virtual absl::StatusOr<std::vector<RegionInfo>> ListRegions(
       uint32_t node) = 0;
+
+  // Asks every memory node to keep this job's regions for keep_s seconds
+  // after its connections close (0: free them at close, the default), so
+  // that a new process of the same job (`dmg run --resume`) finds its
+  // state there. `granted_s`: the least any node granted; `others`: the
+  // job's connections older than this control connection still open on
+  // any node (another compute node still running the job; call first). Backends
+  // whose regions cannot outlive the process (local) say Unimplemented.
+  struct Kept {
+    uint32_t granted_s = 0;
+    uint32_t others = 0;
+  };
+  virtual absl::StatusOr<Kept> KeepRegions(uint32_t keep_s) {
+    return absl::UnimplementedError(
+        "the " + name() +
+        " transport keeps no state after the process exits: resuming a job "
+        "needs memory-node daemons (--memory_nodes)");
+  }
 };
 
 }  // namespace dmg::transport

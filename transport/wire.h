@@ -60,6 +60,12 @@ enum MessageType : uint16_t {
   // {} -> {u64 generation, u64 load_id} of the store this connection's job
   // started on (Aborted when it was replaced since).
   kStoreInfo = 11,
+  // {u32 keep_s} -> {u32 granted_s, u32 others}: a job's regions outlive
+  // its connections for granted_s seconds (capped by the node; 0: freed at
+  // close again), so `dmg run --resume` finds its state; the job's next
+  // connection adopts them. `others`: the job's connections older than
+  // this one still open (another compute node still running it).
+  kKeepJob = 12,
 };
 inline constexpr uint8_t kCommitForce = 1;
 inline constexpr uint8_t kCommitCheckOnly = 2;

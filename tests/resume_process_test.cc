@@ -1,0 +1,288 @@
+// Issue 13, build item 6, as an operator meets it: a compute node killed
+// (SIGKILL, at a seeded random moment) in the middle of a PageRank or a
+// BFS against a `dmg memory-node` daemon, then `dmg run --resume` of the
+// same job: 20 trials each, and the output must be byte-identical to an
+// uninterrupted run's every time. Also: a resume with other arguments is
+// refused, and one while the job still runs elsewhere too; and with
+// --max_retries, a job whose connections all drop (a proxy between it and
+// the memory node cuts them) reconnects and resumes by itself.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/daemon_util.h"
+#include "tests/test_util.h"
+
+namespace dmg {
+namespace {
+
+using testing::Daemon;
+using testing::RunCommand;
+using testing::RunDmg;
+using testing::Slurp;
+
+constexpr int kTrials = 20;
+
+struct Case {
+  const char* name;
+  std::string graph;  // loaded into the memory node
+  std::string args;   // the run's algorithm arguments
+};
+
+std::string JobName(const char* algo, int trial) {
+  return std::string("resume-") + algo + "-" + std::to_string(trial);
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+class ResumeProcessTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ResumeProcessTest, AKilledComputeNodeResumesWithIdenticalOutput) {
+  const Case& c = GetParam();
+  testing::TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  ASSERT_EQ(RunDmg("load --graph=" + c.graph + nodes).exit_code, 0);
+  // One thread and a small cache: slow enough to be killed in the middle.
+  const std::string run = std::string(DMG_BINARY) + " run " + c.args +
+                          " --threads=1 --progress=false" + nodes;
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::CommandResult ref = RunCommand(
+      run + " --job=reference --output=" + dir.file("reference.out"));
+  const double uninterrupted = Seconds(t0);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const std::string want = Slurp(dir.file("reference.out"));
+  ASSERT_FALSE(want.empty());
+
+  std::mt19937 rng(20261202);
+  int killed = 0, finished = 0, resumed = 0, restarted = 0, identical = 0;
+  std::vector<int> from;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const std::string job = JobName(c.name, trial);
+    const std::string out = dir.file(job + ".out");
+    // Anywhere from connecting to the last superstep.
+    const double delay =
+        uninterrupted * std::uniform_real_distribution<>(0.05, 1.0)(rng);
+    testing::CommandResult first = RunCommand(
+        "(" + run + " --job=" + job + " --output=" + out + " >/dev/null 2>" +
+        dir.file("first.err") + " & pid=$!; sleep " + std::to_string(delay) +
+        "; kill -9 $pid 2>/dev/null; wait $pid; echo exit=$?)");
+    if (first.out.find("exit=0") != std::string::npos) {
+      ++finished;  // too late: it completed before the kill
+    } else {
+      ++killed;
+      testing::CommandResult again =
+          RunCommand(run + " --resume --job=" + job + " --output=" + out);
+      EXPECT_EQ(again.exit_code, 0) << again.err;
+      std::smatch m;
+      if (std::regex_search(again.out, m,
+                            std::regex("resumed after superstep (\\d+)"))) {
+        ++resumed;
+        from.push_back(std::stoi(m[1].str()));
+      } else {
+        ++restarted;  // killed before its first superstep completed
+      }
+    }
+    if (Slurp(out) == want) {
+      ++identical;
+    } else {
+      ADD_FAILURE() << c.name << " trial " << trial
+                    << ": output differs from the uninterrupted run's";
+    }
+  }
+  std::string supersteps;
+  for (int s : from) supersteps += " " + std::to_string(s);
+  std::printf(
+      "%s: %d trials (uninterrupted %.2f s): %d killed, %d finished before "
+      "the kill; %d resumed (after supersteps:%s), %d restarted from the "
+      "beginning; %d outputs identical to the uninterrupted run's\n",
+      c.name, kTrials, uninterrupted, killed, finished, resumed,
+      supersteps.c_str(), restarted, identical);
+  EXPECT_EQ(identical, kTrials);
+  EXPECT_GE(killed, kTrials / 2);
+  EXPECT_GE(resumed, kTrials / 4);
+  // Every job finished: nothing of theirs is left on the memory node.
+  testing::CommandResult status = RunDmg("status" + nodes);
+  EXPECT_NE(status.out.find(" 0 job regions"), std::string::npos)
+      << status.out << status.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, ResumeProcessTest,
+    ::testing::Values(
+        // 100 iterations (tolerance 0) that read the store every time;
+        // the state arrays are resident.
+        Case{"pagerank", "kron:15",
+             "--algo=pagerank --tolerance=0 --max_iters=100 --cache_mb=1"},
+        // 15 levels; the depths are paged through a 0.5 MB cache.
+        Case{"bfs", "urand:18:2", "--algo=bfs --source=random --cache_mb=0.5"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Shell: waits until the memory node holds some job's state.
+std::string WaitForJobState(const std::string& nodes) {
+  return std::string("for i in $(seq 200); do ") + DMG_BINARY + " status" +
+         nodes + " | grep -q ' 0 job regions' || break; sleep 0.05; done; ";
+}
+
+TEST(ResumeRefusalTest, OtherArgumentsOrAJobStillRunningAreRefused) {
+  testing::TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  ASSERT_EQ(RunDmg("load --graph=kron:15" + nodes).exit_code, 0);
+  const std::string run = std::string(DMG_BINARY) +
+                          " run --algo=pagerank --tolerance=0 --threads=1 "
+                          "--cache_mb=1 --progress=false --job=pr" +
+                          nodes;
+  // Still running elsewhere: refused (with or without --resume), and the
+  // running job is untouched.
+  testing::CommandResult both =
+      RunCommand("(" + run + " --max_iters=1000 --output=" + dir.file("a.out") +
+                 " >/dev/null 2>&1 & pid=$!; " + WaitForJobState(nodes) + run +
+                 " --max_iters=1000 --resume >" + dir.file("b.out") +
+                 " 2>&1; echo b=$?; " + run + " --max_iters=1000 >" +
+                 dir.file("c.out") + " 2>&1; " + "kill -9 $pid; wait $pid)");
+  EXPECT_EQ(both.out.find("b=0"), std::string::npos)
+      << Slurp(dir.file("b.out"));
+  EXPECT_NE(Slurp(dir.file("b.out")).find("still connected"), std::string::npos)
+      << Slurp(dir.file("b.out"));
+  EXPECT_NE(Slurp(dir.file("c.out")).find("give this run another --job"),
+            std::string::npos)
+      << Slurp(dir.file("c.out"));
+  // The killed job, resumed with other arguments: refused.
+  testing::CommandResult other = RunCommand(run + " --max_iters=50 --resume");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find("another algorithm, source, arguments or graph"),
+            std::string::npos)
+      << other.err;
+  // With its own arguments it finishes.
+  testing::CommandResult same = RunCommand(run + " --max_iters=1000 --resume");
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  // --resume needs a job name, daemons and one compute node.
+  EXPECT_EQ(RunDmg("run --algo=bfs --graph=kron:10 --resume").exit_code, 2);
+  EXPECT_EQ(RunDmg("run --algo=bfs --resume" + nodes).exit_code, 2);
+}
+
+// A TCP proxy to a memory node whose connections the test can cut (the
+// network lost, the memory node still up).
+class Proxy {
+ public:
+  explicit Proxy(uint16_t upstream) : upstream_(upstream) {
+    listen_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(listen(listen_, 64), 0);
+    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    threads_.emplace_back([this] { Accept(); });
+  }
+  ~Proxy() {
+    shutdown(listen_, SHUT_RDWR);
+    close(listen_);
+    DropAll();
+    for (std::thread& t : threads_) t.join();
+    for (int fd : fds_) close(fd);
+  }
+  uint16_t port() const { return port_; }
+  // Cuts every connection made so far.
+  void DropAll() {
+    std::lock_guard lock(mu_);
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+  }
+
+ private:
+  void Accept() {
+    while (true) {
+      int client = accept(listen_, nullptr, nullptr);
+      if (client < 0) return;
+      int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(upstream_);
+      if (connect(server, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        close(client);
+        close(server);
+        continue;
+      }
+      std::lock_guard lock(mu_);
+      fds_.push_back(client);
+      fds_.push_back(server);
+      threads_.emplace_back([=] { Pump(client, server); });
+      threads_.emplace_back([=] { Pump(server, client); });
+    }
+  }
+  static void Pump(int from, int to) {
+    char buffer[1 << 16];
+    while (true) {
+      const ssize_t n = read(from, buffer, sizeof(buffer));
+      if (n <= 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const ssize_t w = write(to, buffer + at, n - at);
+        if (w <= 0) {
+          shutdown(from, SHUT_RDWR);
+          return;
+        }
+        at += w;
+      }
+    }
+    shutdown(to, SHUT_RDWR);
+  }
+
+  uint16_t upstream_, port_ = 0;
+  int listen_ = -1;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> threads_;
+};
+
+TEST(ResumeRetryTest, MaxRetriesResumesAJobWhoseConnectionsDropped) {
+  testing::TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  ASSERT_EQ(
+      RunDmg("load --graph=kron:15 --memory_nodes=" + node.address()).exit_code,
+      0);
+  const std::string args =
+      " run --algo=pagerank --tolerance=0 --max_iters=100 --threads=1 "
+      "--cache_mb=1 --progress=false";
+  testing::CommandResult ref =
+      RunDmg(args + " --memory_nodes=" + node.address() +
+             " --job=reference --output=" + dir.file("reference.out"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const uint16_t port =
+      static_cast<uint16_t>(std::stoi(node.address().substr(10)));
+  Proxy proxy(port);
+  testing::CommandResult r;
+  std::thread job([&] {
+    r = RunDmg(args + " --max_retries=3 --job=net --memory_nodes=127.0.0.1:" +
+               std::to_string(proxy.port()) +
+               " --output=" + dir.file("net.out"));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  proxy.DropAll();
+  job.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("attempt 1 failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("resumed after superstep"), std::string::npos)
+      << r.out << r.err;
+  EXPECT_EQ(Slurp(dir.file("net.out")), Slurp(dir.file("reference.out")));
+}
+
+}  // namespace
+}  // namespace dmg
