@@ -177,8 +177,13 @@ uint64_t Engine::Signature() const {
 
 absl::StatusOr<bool> Engine::Resume() {
   if (resume_asked_ || open_ || superstep_ > 0 || placed_ > 0) {
-    return absl::FailedPreconditionError(
-        "Resume is called once, before the program's first operation");
+    // A second program on one engine (tests) is never resumed.
+    if (options_.resume) {
+      return absl::FailedPreconditionError(
+          "Resume is called once, before the program's first operation");
+    }
+    carried_.clear();
+    return false;
   }
   resume_asked_ = true;
   if (progress_ == nullptr) return false;

@@ -258,6 +258,12 @@ class Engine {
   // what an earlier attempt of the job left (leftovers_).
   absl::Status KeepState();
   void FreeLeftovers();
+  // A program's result is read: its carried values are not recorded any
+  // more (another program may run on this engine next).
+  void StopRecording() {
+    if (progress_ != nullptr) progress_->Stop();
+    carried_.clear();
+  }
   uint64_t Signature() const;
   // Records an edge operation's direction, frontier and who chose the
   // direction (with the automatic choice's inputs) in the superstep.

@@ -83,6 +83,8 @@ class Progress {
   absl::Status Record(transport::Endpoint& ep, int superstep);
 
   bool started() const { return started_; }
+  // No more Records (the program's carried values are gone).
+  void Stop() { started_ = false; }
   uint32_t epoch() const { return epoch_; }
   // After a transport failure: leave the regions to the memory node.
   void Abandon() { abandoned_ = true; }

@@ -720,6 +720,7 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
 template <typename T>
 absl::StatusOr<std::vector<T>> Engine::Result(State<T>& state) {
   if (open_) DMG_RETURN_IF_ERROR(EndSuperstep());
+  StopRecording();  // the program is done with what it carried
   return state.ReadResult(superstep_);
 }
 

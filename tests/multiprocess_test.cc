@@ -147,7 +147,8 @@ TEST(MultiProcessTest, KilledComputeNodeLeavesTheMemoryNodeServing) {
   // background and kills it).
   testing::CommandResult killed = testing::RunCommand(
       std::string("(") + DMG_BINARY + " " + kLongJob + node.address() +
-      " & pid=$!; sleep 0.7; kill -9 $pid; wait $pid; exit 0)");
+      " --keep_state_s=0 & pid=$!; sleep 0.7; kill -9 $pid; wait $pid; exit "
+      "0)");
   EXPECT_EQ(killed.exit_code, 0);
   // The next jobs run, and their results are right.
   for (std::string algo : {"bfs", "cc"}) {
@@ -156,7 +157,8 @@ TEST(MultiProcessTest, KilledComputeNodeLeavesTheMemoryNodeServing) {
                node.address() + " --graph=kron:14 --verify");
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
-  // The dead job's state regions were freed when its connections closed.
+  // The dead job's state regions were freed when its connections closed
+  // (it kept nothing for a resume: --keep_state_s=0).
   EXPECT_NE(node.log().find("disconnected; freed its"), std::string::npos)
       << node.log();
   node.Signal(SIGTERM);
