@@ -12,6 +12,7 @@
 
 #include "compute_node/outbox.h"
 #include "compute_node/wire_codec.h"
+#include "memory_node/snapshot.h"
 #include "store/build_graph.h"
 #include "store/layout.h"
 #include "transport/transport.h"
@@ -55,8 +56,9 @@ void TextSeeds() {
   Write("read_dimacs", "sp.gr",
         "c DIMACS-9 shortest paths\np sp 4 5\na 1 2 3\na 2 3 1\na 3 4 2\n"
         "a 4 1 8\na 1 3 9\n");
-  Write("read_pace", "tw.gr", "c PACE treewidth\np tw 5 4\n1 2\n2 3\n3 4\n"
-                              "4 5\n");
+  Write("read_pace", "tw.gr",
+        "c PACE treewidth\np tw 5 4\n1 2\n2 3\n3 4\n"
+        "4 5\n");
   Write("read_any", "plain", el);
   Write("read_any", "mtx",
         "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n");
@@ -115,7 +117,8 @@ void ImageAndBlockSeeds() {
       const auto dir = image->directory(d);
       for (size_t i = 0; i < dir.size() && i < 2; ++i) {
         Write("block",
-              std::string(v.name) + (d == store::Direction::kOut ? "_out" : "_in") +
+              std::string(v.name) +
+                  (d == store::Direction::kOut ? "_out" : "_in") +
                   std::to_string(i),
               Bytes(region.subspan(dir[i].offset, dir[i].length)));
       }
@@ -151,17 +154,18 @@ std::string Op(dmg::transport::OpKind kind, uint32_t region, uint64_t offset,
 
 void FrameSeeds() {
   using dmg::transport::OpKind;
-  const std::string hello = Frame(wire::kHello, Pack(wire::kProtocolVersion), 1);
+  const std::string hello =
+      Frame(wire::kHello, Pack(wire::kProtocolVersion), 1);
   Write("memory_node", "hello", hello);
-  Write("memory_node", "hello_list",
-        hello + Frame(wire::kListRegions, "", 2));
+  Write("memory_node", "hello_list", hello + Frame(wire::kListRegions, "", 2));
   std::string alloc;
   wire::Writer(&alloc).Put(uint64_t{4096});
   wire::Writer(&alloc).PutString("state");
-  const std::string batch =
-      Pack(uint32_t{4}) + Op(OpKind::kRead, 1, 0, 64) +
-      Op(OpKind::kWrite, 1, 64, 8) + Op(OpKind::kCompareAndSwap, 1, 128, 8, 0, 7) +
-      Op(OpKind::kFetchAndAdd, 1, 136, 8, 0, 1) + std::string("ABCDEFGH");
+  const std::string batch = Pack(uint32_t{4}) + Op(OpKind::kRead, 1, 0, 64) +
+                            Op(OpKind::kWrite, 1, 64, 8) +
+                            Op(OpKind::kCompareAndSwap, 1, 128, 8, 0, 7) +
+                            Op(OpKind::kFetchAndAdd, 1, 136, 8, 0, 1) +
+                            std::string("ABCDEFGH");
   Write("memory_node", "batch", hello + Frame(wire::kBatch, batch, 3));
   Write("memory_node", "allocate_batch_free",
         hello + Frame(wire::kAllocate, alloc, 2) +
@@ -171,8 +175,7 @@ void FrameSeeds() {
   Write("memory_node", "create_store",
         Frame(wire::kCreateStore, Pack(uint64_t{8192}, uint32_t{0}), 1) +
             Frame(wire::kBatch,
-                  Pack(uint32_t{1}) + Op(OpKind::kWrite, 0, 0, 4) + "DMGS",
-                  2) +
+                  Pack(uint32_t{1}) + Op(OpKind::kWrite, 0, 0, 4) + "DMGS", 2) +
             Frame(wire::kListRegions, "", 3));
   Write("memory_node", "unknown_type", Frame(99, "xyz", 1) + hello);
   Write("memory_node", "shutdown", hello + Frame(wire::kShutdown, "", 9));
@@ -216,6 +219,31 @@ void WireCodecSeeds() {
 
 }  // namespace
 
+// Snapshot files as a memory node writes them (--snapshot_dir).
+void SnapshotSeeds() {
+  const std::string dir = (out_dir / "snapshot.tmpdir").string();
+  {
+    auto d = dmg::memory_node::SnapshotDir::Open(dir);
+    if (!d.ok()) return;
+    std::string store = "a small store: 0123456789abcdef";
+    for (const std::string& name : {"small", "empty"}) {
+      if (name == "empty") store.clear();
+      auto seq = (*d)->Write(
+          1, 42,
+          std::span(reinterpret_cast<const std::byte*>(store.data()),
+                    store.size()),
+          nullptr);
+      if (!seq.ok()) continue;
+      const std::vector<std::string> files = (*d)->List();
+      if (files.empty()) continue;
+      std::ifstream f(files.back(), std::ios::binary);
+      Write("snapshot", name,
+            std::string((std::istreambuf_iterator<char>(f)), {}));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_corpus DIR\n");
@@ -226,5 +254,6 @@ int main(int argc, char** argv) {
   ImageAndBlockSeeds();
   FrameSeeds();
   WireCodecSeeds();
+  SnapshotSeeds();
   return 0;
 }

@@ -11,8 +11,8 @@
 #
 # Environment (all optional):
 #   DMG_FUZZ_PRESET   configure/build preset (default fuzz: build/fuzz)
-#   DMG_FUZZ_SECONDS  seconds each target runs (default 32: 10 targets,
-#                     320 s of fuzzing in all)
+#   DMG_FUZZ_SECONDS  seconds each target runs (default 32: 11 targets,
+#                     352 s of fuzzing in all)
 #   DMG_FUZZ_JOBS     targets run at once (default: nproc)
 #   DMG_FUZZ_TARGETS  space-separated subset of targets to run
 set -euo pipefail
@@ -24,7 +24,7 @@ seconds="${DMG_FUZZ_SECONDS:-32}"
 jobs="${DMG_FUZZ_JOBS:-$(nproc)}"
 targets=(${DMG_FUZZ_TARGETS:-read_edge_list read_weighted_edge_list
   read_matrix_market read_dimacs read_pace read_any image block wire_codec
-  memory_node})
+  memory_node snapshot})
 
 if [ ! -f "${build}/CMakeCache.txt" ]; then cmake --preset "${preset}"; fi
 cmake --build "${build}" --target fuzzers

@@ -83,7 +83,7 @@ absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
         "capacity (%d in use)",
         id(), buffer.size(), name, options_.capacity_bytes, bytes_in_use_));
   }
-  auto region = std::make_unique<Region>(Region{std::move(buffer), name});
+  auto region = std::make_shared<Region>(Region{std::move(buffer), name});
   if (options_.guard_memory) Guard(*region, false);
   bytes_in_use_ += region->buffer.size();
   RegionInfo info{id(), static_cast<uint32_t>(regions_.size()),
@@ -113,7 +113,7 @@ absl::Status MemoryNode::LoadStore(AlignedBuffer bytes) {
         bytes.size(), options_.capacity_bytes));
   }
   if (regions_[0] && options_.guard_memory) Guard(*regions_[0], true);
-  regions_[0] = std::make_unique<Region>(Region{std::move(bytes), "store"});
+  regions_[0] = std::make_shared<Region>(Region{std::move(bytes), "store"});
   if (options_.guard_memory) Guard(*regions_[0], false);
   bytes_in_use_ = bytes_in_use_ - old + regions_[0]->buffer.size();
   store_generation_.fetch_add(1, std::memory_order_release);
@@ -314,6 +314,13 @@ std::vector<RegionInfo> MemoryNode::ServeList() {
     }
   }
   return out;
+}
+
+std::shared_ptr<const AlignedBuffer> MemoryNode::StoreBytes() const {
+  std::shared_lock lock(mu_);
+  if (!regions_[0]) return nullptr;
+  return std::shared_ptr<const AlignedBuffer>(regions_[0],
+                                              &regions_[0]->buffer);
 }
 
 ServedStats MemoryNode::served() const {

@@ -57,6 +57,10 @@ class MemoryNode : public transport::MemoryTarget {
 
   ServedStats served() const;
 
+  // The store's bytes, kept alive for the caller (a snapshot writing them)
+  // even if a load replaces the store meanwhile; null without a store.
+  std::shared_ptr<const AlignedBuffer> StoreBytes() const;
+
   // transport::MemoryTarget
   absl::Status ServeRead(uint32_t region, uint64_t offset, void* dst,
                          uint64_t length) override;
@@ -109,8 +113,10 @@ class MemoryNode : public transport::MemoryTarget {
   const Options options_;
   mutable std::shared_mutex mu_;  // guards regions_ (the table, not bytes)
   // Slot kStoreRegion is reserved for the store (null until loaded).
-  std::vector<std::unique_ptr<Region>> regions_ =
-      std::vector<std::unique_ptr<Region>>(1);
+  // (shared so a snapshot can hold the store's bytes while it writes them
+  // without holding mu_; a commit meanwhile frees them when it is done.)
+  std::vector<std::shared_ptr<Region>> regions_ =
+      std::vector<std::shared_ptr<Region>>(1);
   uint64_t bytes_in_use_ = 0;  // guarded by mu_
   // Bumped, with mu_ held exclusively, whenever region 0 changes.
   std::atomic<uint64_t> store_generation_{0};

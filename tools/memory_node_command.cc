@@ -17,6 +17,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "memory_node/memory_node.h"
+#include "memory_node/snapshot.h"
 #include "store/image_file.h"
 #include "tools/cli.h"
 #include "tools/transport_flags.h"
@@ -45,6 +46,10 @@ DEFINE_int32(idle_timeout_s, 0,
 DEFINE_uint64(max_buffer_mb, 1024,
               "memory-node: MiB of request and reply buffers all connections "
               "together may hold; a request over it gets a busy error");
+DEFINE_string(snapshot_dir, "",
+              "memory-node: keep a snapshot of the store in this folder "
+              "(written after each load; at start, without --image, the "
+              "newest intact one is served)");
 DECLARE_string(image);
 DECLARE_string(transport);
 
@@ -80,7 +85,7 @@ std::vector<std::string> MemoryNodeFlagNames() {
                                     "node_id",          "io_threads",
                                     "max_connections",  "handshake_timeout_ms",
                                     "frame_timeout_ms", "idle_timeout_s",
-                                    "max_buffer_mb"};
+                                    "max_buffer_mb",    "snapshot_dir"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -113,6 +118,38 @@ int MemoryNodeCommand() {
   options.capacity_bytes = FLAGS_memory_mb << 20;
   memory_node::MemoryNode node(FLAGS_node_id, options);
   uint64_t load_id = 0;
+  uint32_t node_id = FLAGS_node_id;
+  bool restored = false;
+  std::unique_ptr<memory_node::SnapshotDir> snapshot_dir;
+  if (!FLAGS_snapshot_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<memory_node::SnapshotDir>> dir =
+        memory_node::SnapshotDir::Open(FLAGS_snapshot_dir);
+    if (!dir.ok()) return ReportError(dir.status());
+    snapshot_dir = *std::move(dir);
+  }
+  if (snapshot_dir != nullptr && FLAGS_image.empty()) {
+    // A restart: serve what the last complete snapshot holds.
+    if (std::optional<memory_node::Snapshot> snap =
+            snapshot_dir->LoadNewest()) {
+      if (!gflags::GetCommandLineFlagInfoOrDie("node_id").is_default &&
+          FLAGS_node_id != snap->node_id) {
+        return ReportError(absl::InvalidArgumentError(absl::StrFormat(
+            "--node_id=%d but the snapshot in %s is of memory node %d",
+            FLAGS_node_id, FLAGS_snapshot_dir, snap->node_id)));
+      }
+      node_id = snap->node_id;
+      load_id = snap->load_id;
+      const uint64_t bytes = snap->store.size();
+      if (absl::Status s = node.LoadStore(std::move(snap->store)); !s.ok()) {
+        return ReportError(s);
+      }
+      node.AssignNodeId(node_id);
+      restored = true;
+      LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
+                << FLAGS_snapshot_dir << " (node " << node_id << ", " << bytes
+                << " bytes)";
+    }
+  }
   if (!FLAGS_image.empty()) {
     absl::StatusOr<store::StoreImage> image = store::ReadImageFile(FLAGS_image);
     if (!image.ok()) return ReportError(image.status());
@@ -135,9 +172,22 @@ int MemoryNodeCommand() {
               << " bytes)";
   }
 
+  std::unique_ptr<memory_node::Snapshotter> snapshotter;
+  if (snapshot_dir != nullptr) {
+    snapshotter = std::make_unique<memory_node::Snapshotter>(
+        std::move(snapshot_dir), &node);
+    if (!FLAGS_image.empty()) snapshotter->Request(node_id, load_id);
+  }
+
   transport::TcpServerOptions server_options;
   server_options.io_threads = FLAGS_io_threads;
-  server_options.node_id = FLAGS_node_id;
+  server_options.node_id = node_id;
+  if (snapshotter != nullptr) {
+    server_options.on_commit = [s = snapshotter.get()](uint32_t id,
+                                                       uint64_t load) {
+      s->Request(id, load);
+    };
+  }
   server_options.initial_load_id = load_id;
   absl::StatusOr<std::optional<transport::Secret>> secret = SecretFromFlags();
   if (!secret.ok()) return ReportError(secret.status());
@@ -171,10 +221,10 @@ int MemoryNodeCommand() {
   // Without --image the daemon has no place yet: `dmg load` gives it one
   // (and its slice), so its number is not claimed before that.
   const std::string name =
-      FLAGS_image.empty() &&
+      FLAGS_image.empty() && !restored &&
               gflags::GetCommandLineFlagInfoOrDie("node_id").is_default
           ? std::string("memory node (no store yet)")
-          : absl::StrFormat("memory node %d", FLAGS_node_id);
+          : absl::StrFormat("memory node %d", node_id);
   const std::string line =
       absl::StrFormat("%s listening on %s:%d (%s)", name, (*listen)[0].host,
                       (*server)->port(), FLAGS_transport);

@@ -78,6 +78,10 @@ struct TcpServerOptions {
   // Filled in by an RDMA server: a fresh single-use ticket that admits one
   // queue pair (kRdmaTicket, asked on an authenticated connection).
   std::function<std::string()> issue_rdma_ticket;
+  // Called after a load commits a new store (with the node id and load id
+  // it gave this node), e.g. to snapshot it (`--snapshot_dir`). Runs on an
+  // I/O thread: it must return quickly.
+  std::function<void(uint32_t node_id, uint64_t load_id)> on_commit;
 };
 
 class TcpServer {

@@ -1,0 +1,389 @@
+#include "memory_node/snapshot.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "glog/logging.h"
+#include "memory_node/memory_node.h"
+#include "store/block_format.h"
+
+namespace dmg::memory_node {
+namespace {
+
+constexpr char kMagic[8] = {'D', 'M', 'G', 'S', 'N', 'A', 'P', '1'};
+constexpr char kEndMagic[8] = {'D', 'M', 'G', 'S', 'E', 'N', 'D', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kChunk = 1 << 20;
+
+#pragma pack(push, 1)
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t node_id;
+  uint64_t load_id;
+  uint64_t seq;
+  uint64_t store_bytes;
+  uint32_t store_crc;
+  uint32_t header_crc;  // of the bytes before it
+};
+struct Trailer {
+  char magic[8];
+  uint64_t seq;
+  uint32_t trailer_crc;  // of the bytes before it
+};
+#pragma pack(pop)
+
+template <typename T>
+uint32_t CrcBefore(const T& t, size_t crc_offset) {
+  return store::Crc32(
+      std::span(reinterpret_cast<const std::byte*>(&t), crc_offset));
+}
+
+absl::Status Errno(const std::string& path, const char* what) {
+  return absl::InternalError(
+      absl::StrFormat("%s: %s: %s", path, what, std::strerror(errno)));
+}
+
+absl::Status Damaged(const std::string& name, const std::string& what) {
+  return absl::DataLossError(
+      absl::StrFormat("%s: not a complete snapshot: %s", name, what));
+}
+
+// "snapshot-SEQ.dmgsnap" -> SEQ (0: not a snapshot's name).
+uint64_t SeqOf(const std::string& file) {
+  constexpr std::string_view kPrefix = "snapshot-", kSuffix = ".dmgsnap";
+  if (file.size() <= kPrefix.size() + kSuffix.size() ||
+      file.compare(0, kPrefix.size(), kPrefix) != 0 ||
+      file.compare(file.size() - kSuffix.size(), kSuffix.size(), kSuffix) !=
+          0) {
+    return 0;
+  }
+  const std::string digits = file.substr(
+      kPrefix.size(), file.size() - kPrefix.size() - kSuffix.size());
+  uint64_t seq = 0;
+  if (digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &seq)) {
+    return 0;
+  }
+  return seq;
+}
+
+std::string NameOf(uint64_t seq) {
+  return absl::StrFormat("snapshot-%020d.dmgsnap", seq);
+}
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void FsyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Snapshot> ReadSnapshot(std::FILE* f, uint64_t size,
+                                      const std::string& name) {
+  Header h;
+  if (size < sizeof(Header) + sizeof(Trailer) ||
+      std::fread(&h, sizeof h, 1, f) != 1) {
+    return Damaged(name, absl::StrFormat("%d bytes is too short", size));
+  }
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
+    return Damaged(name, "bad magic");
+  }
+  if (CrcBefore(h, offsetof(Header, header_crc)) != h.header_crc) {
+    return Damaged(name, "header checksum mismatch");
+  }
+  if (h.version != kVersion) {
+    return Damaged(name, absl::StrFormat("version %d (this dmg reads %d)",
+                                         h.version, kVersion));
+  }
+  if (h.store_bytes != size - sizeof(Header) - sizeof(Trailer)) {
+    return Damaged(name,
+                   absl::StrFormat("header says %d store bytes, the file "
+                                   "holds %d",
+                                   h.store_bytes,
+                                   size - sizeof(Header) - sizeof(Trailer)));
+  }
+  Snapshot s;
+  s.node_id = h.node_id;
+  s.load_id = h.load_id;
+  s.seq = h.seq;
+  try {
+    s.store = AlignedBuffer(h.store_bytes, AlignedBuffer::Init::kUninitialized);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: cannot allocate %d bytes for its store", name, h.store_bytes));
+  }
+  if (h.store_bytes > 0 &&
+      std::fread(s.store.data(), 1, h.store_bytes, f) != h.store_bytes) {
+    return Damaged(name, "store bytes cut short");
+  }
+  if (store::Crc32(s.store.span()) != h.store_crc) {
+    return Damaged(name, "store checksum mismatch");
+  }
+  Trailer t;
+  if (std::fread(&t, sizeof t, 1, f) != 1 ||
+      std::memcmp(t.magic, kEndMagic, sizeof kEndMagic) != 0 ||
+      CrcBefore(t, offsetof(Trailer, trailer_crc)) != t.trailer_crc ||
+      t.seq != h.seq) {
+    return Damaged(name, "bad trailer");
+  }
+  return s;
+}
+
+SnapshotDir::SnapshotDir(std::string dir, int lock_fd)
+    : dir_(std::move(dir)), lock_fd_(lock_fd) {}
+
+SnapshotDir::~SnapshotDir() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+absl::StatusOr<std::unique_ptr<SnapshotDir>> SnapshotDir::Open(
+    const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--snapshot_dir=%s: cannot create or use it as a folder%s", dir,
+        ec ? ": " + ec.message() : ""));
+  }
+  const std::string lock = dir + "/LOCK";
+  const int fd =
+      ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Errno(lock, "cannot open");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--snapshot_dir=%s is in use by another memory node (%s is locked)",
+        dir, lock));
+  }
+  std::unique_ptr<SnapshotDir> d(new SnapshotDir(dir, fd));
+  // Temporary files of writers that died (kill -9 during a snapshot).
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    const size_t tmp = file.find(".dmgsnap.tmp.");
+    if (tmp == std::string::npos) continue;
+    const std::string digits = file.substr(tmp + 13);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      LOG(INFO) << "removing " << entry.path().string()
+                << ": an unfinished snapshot of a process that is gone";
+      std::filesystem::remove(entry.path(), ec);
+    }
+  }
+  for (const std::string& file : d->List()) {
+    d->next_seq_ = std::max(
+        d->next_seq_,
+        SeqOf(std::filesystem::path(file).filename().string()) + 1);
+  }
+  return d;
+}
+
+std::vector<std::string> SnapshotDir::List() const {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (uint64_t seq = SeqOf(file); seq > 0 && entry.is_regular_file(ec)) {
+      found.emplace_back(seq, file);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [seq, file] : found) out.push_back(dir_ + "/" + file);
+  return out;
+}
+
+std::optional<Snapshot> SnapshotDir::LoadNewest() {
+  std::vector<std::string> files = List();
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    std::FILE* f = std::fopen(it->c_str(), "rb");
+    if (f == nullptr) {
+      LOG(WARNING) << *it << ": cannot open: " << std::strerror(errno);
+      continue;
+    }
+    struct stat st;
+    absl::StatusOr<Snapshot> s =
+        ::fstat(fileno(f), &st) == 0
+            ? ReadSnapshot(f, static_cast<uint64_t>(st.st_size), *it)
+            : Errno(*it, "cannot stat");
+    std::fclose(f);
+    if (s.ok()) {
+      LOG(INFO) << "loaded snapshot " << *it << " (" << s->store.size()
+                << " store bytes, node " << s->node_id << ")";
+      return *std::move(s);
+    }
+    LOG(WARNING) << "skipping " << s.status().message();
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<uint64_t> SnapshotDir::Write(
+    uint32_t node_id, uint64_t load_id, std::span<const std::byte> store,
+    const std::function<bool()>& cancelled) {
+  const uint64_t seq = next_seq_++;
+  const std::string path = dir_ + "/" + NameOf(seq);
+  const std::string tmp = absl::StrFormat("%s.tmp.%d", path, ::getpid());
+  // Test hook: a pause after each chunk, so a test can kill -9 the daemon
+  // while a snapshot is being written.
+  int delay_ms = 0;
+  if (const char* d = std::getenv("DMG_TEST_SNAPSHOT_CHUNK_DELAY_MS")) {
+    delay_ms = std::atoi(d);
+  }
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.node_id = node_id;
+  h.load_id = load_id;
+  h.seq = seq;
+  h.store_bytes = store.size();
+  h.store_crc = store::Crc32(store);
+  h.header_crc = CrcBefore(h, offsetof(Header, header_crc));
+  Trailer t{};
+  std::memcpy(t.magic, kEndMagic, sizeof kEndMagic);
+  t.seq = seq;
+  t.trailer_crc = CrcBefore(t, offsetof(Trailer, trailer_crc));
+
+  const int fd = ::open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Errno(tmp, "cannot create");
+  auto fail = [&](absl::Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  if (!WriteAll(fd, &h, sizeof h)) return fail(Errno(tmp, "write failed"));
+  for (size_t done = 0; done < store.size();) {
+    if (cancelled && cancelled()) {
+      return fail(absl::CancelledError("snapshot abandoned"));
+    }
+    const size_t n = std::min(kChunk, store.size() - done);
+    if (!WriteAll(fd, store.data() + done, n)) {
+      return fail(Errno(tmp, "write failed"));
+    }
+    done += n;
+    if (delay_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    }
+  }
+  if (!WriteAll(fd, &t, sizeof t)) return fail(Errno(tmp, "write failed"));
+  if (::fsync(fd) != 0) return fail(Errno(tmp, "fsync failed"));
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Errno(tmp, "close failed");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status s = Errno(path, "rename failed");
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  FsyncDir(dir_);
+  // Only now that the new one is durable do the older ones go.
+  std::error_code ec;
+  for (const std::string& file : List()) {
+    if (file != path) std::filesystem::remove(file, ec);
+  }
+  FsyncDir(dir_);
+  LOG(INFO) << "snapshot " << path << " written (" << store.size()
+            << " store bytes)";
+  return seq;
+}
+
+Snapshotter::Snapshotter(std::unique_ptr<SnapshotDir> dir, MemoryNode* node)
+    : dir_(std::move(dir)), node_(node), thread_([this] { Run(); }) {}
+
+Snapshotter::~Snapshotter() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Snapshotter::Request(uint32_t node_id, uint64_t load_id) {
+  {
+    std::lock_guard lock(mu_);
+    ++requested_;
+    node_id_ = node_id;
+    load_id_ = load_id;
+  }
+  cv_.notify_all();
+}
+
+void Snapshotter::WaitIdle() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || (!busy_ && taken_ == requested_); });
+}
+
+uint64_t Snapshotter::written() const {
+  std::lock_guard lock(mu_);
+  return written_;
+}
+
+void Snapshotter::Run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || taken_ < requested_; });
+    if (stop_) break;
+    taken_ = requested_;
+    const uint64_t mine = taken_;
+    const uint32_t node_id = node_id_;
+    const uint64_t load_id = load_id_;
+    busy_ = true;
+    lock.unlock();
+    // Held for the write: a load meanwhile cannot free these bytes.
+    std::shared_ptr<const AlignedBuffer> store = node_->StoreBytes();
+    absl::StatusOr<uint64_t> seq =
+        store == nullptr
+            ? absl::StatusOr<uint64_t>(
+                  absl::FailedPreconditionError("no store to snapshot"))
+            : dir_->Write(node_id, load_id, store->span(), [&] {
+                std::lock_guard l(mu_);
+                return stop_ || requested_ != mine;
+              });
+    lock.lock();
+    busy_ = false;
+    if (seq.ok()) {
+      ++written_;
+    } else if (!absl::IsCancelled(seq.status())) {
+      LOG(ERROR) << "snapshot in " << dir_->dir()
+                 << " failed (the previous one stays): " << seq.status();
+    }
+    cv_.notify_all();
+  }
+  cv_.notify_all();
+}
+
+}  // namespace dmg::memory_node

@@ -1,0 +1,116 @@
+// Snapshots of a memory node's store on local disk (`dmg memory-node
+// --snapshot_dir=DIR`), so a daemon that restarts serves the store it held
+// without another `dmg load`.
+//
+// A snapshot is one file, DIR/snapshot-SEQ.dmgsnap:
+//   header  {magic "DMGSNAP1", u32 version, u32 node_id, u64 load_id,
+//            u64 seq, u64 store_bytes, u32 store_crc, u32 header_crc}
+//   bytes   the node's store slice, exactly
+//   trailer {magic "DMGSEND1", u64 seq, u32 trailer_crc}
+// (little-endian; CRCs are zlib CRC-32). It is written as
+// DIR/snapshot-SEQ.dmgsnap.tmp.PID, fsync'd, renamed into place and the
+// folder fsync'd, so a crash (kill -9) at any moment leaves either the new
+// snapshot whole or only a temporary file, which the next start removes;
+// the previous snapshot is deleted only after the new one is in place.
+// Loading takes the newest snapshot that verifies (every CRC, the sizes
+// against the file's) and falls back to older ones, saying why.
+//
+// DIR/LOCK (flock) keeps two daemons off one folder.
+#ifndef DMG_MEMORY_NODE_SNAPSHOT_H_
+#define DMG_MEMORY_NODE_SNAPSHOT_H_
+
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/aligned_buffer.h"
+
+namespace dmg::memory_node {
+
+struct Snapshot {
+  uint32_t node_id = 0;
+  uint64_t load_id = 0;  // the load the store came from (TcpServerOptions)
+  uint64_t seq = 0;      // numbers snapshots in one folder, newest highest
+  AlignedBuffer store;
+};
+
+// Parses and verifies a snapshot read from `f` (`size` bytes; `name` for
+// messages). Every length is checked against `size` before allocating.
+absl::StatusOr<Snapshot> ReadSnapshot(std::FILE* f, uint64_t size,
+                                      const std::string& name);
+
+class SnapshotDir {
+ public:
+  // Creates `dir` if needed, locks it and removes temporary files of
+  // processes that no longer run.
+  static absl::StatusOr<std::unique_ptr<SnapshotDir>> Open(
+      const std::string& dir);
+  ~SnapshotDir();
+  SnapshotDir(const SnapshotDir&) = delete;
+  SnapshotDir& operator=(const SnapshotDir&) = delete;
+
+  const std::string& dir() const { return dir_; }
+
+  // The newest snapshot that verifies (nullopt: none; damaged ones are
+  // skipped with a warning naming the file and the fault).
+  std::optional<Snapshot> LoadNewest();
+
+  // Writes a new snapshot of `store` and, once it is in place, deletes the
+  // older ones. `cancelled` is asked between chunks: true abandons the
+  // write (the temporary file goes; the previous snapshot stays). Returns
+  // the new snapshot's seq.
+  absl::StatusOr<uint64_t> Write(uint32_t node_id, uint64_t load_id,
+                                 std::span<const std::byte> store,
+                                 const std::function<bool()>& cancelled);
+
+  // Snapshot files in the folder, oldest first (for tests and logs).
+  std::vector<std::string> List() const;
+
+ private:
+  SnapshotDir(std::string dir, int lock_fd);
+  std::string dir_;
+  int lock_fd_;
+  uint64_t next_seq_ = 1;
+};
+
+class MemoryNode;
+
+// Snapshots a memory node's store in the background: Request() after each
+// load (and at start, for a store from --image); a newer request abandons
+// a write still in progress, which leaves the previous snapshot in place.
+class Snapshotter {
+ public:
+  Snapshotter(std::unique_ptr<SnapshotDir> dir, MemoryNode* node);
+  ~Snapshotter();  // abandons a write in progress and joins the thread
+  Snapshotter(const Snapshotter&) = delete;
+  Snapshotter& operator=(const Snapshotter&) = delete;
+
+  void Request(uint32_t node_id, uint64_t load_id);
+  // Blocks until every request so far is written or abandoned (tests).
+  void WaitIdle();
+  uint64_t written() const;  // snapshots completed
+
+ private:
+  void Run();
+  std::unique_ptr<SnapshotDir> dir_;
+  MemoryNode* node_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, busy_ = false;
+  uint64_t requested_ = 0, taken_ = 0, written_ = 0;  // guarded by mu_
+  uint32_t node_id_ = 0;
+  uint64_t load_id_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace dmg::memory_node
+
+#endif  // DMG_MEMORY_NODE_SNAPSHOT_H_
