@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -226,12 +227,23 @@ void SnapshotSeeds() {
     auto d = dmg::memory_node::SnapshotDir::Open(dir);
     if (!d.ok()) return;
     std::string store = "a small store: 0123456789abcdef";
-    for (const std::string& name : {"small", "empty"}) {
+    // Job state: two regions of one job, as `dmg snapshot --jobs` writes.
+    auto bytes = [](const std::string& text) {
+      auto b = std::make_shared<dmg::AlignedBuffer>(text.size());
+      std::memcpy(b->data(), text.data(), text.size());
+      return std::shared_ptr<const dmg::AlignedBuffer>(std::move(b));
+    };
+    const std::vector<dmg::memory_node::JobRegionRef> jobs = {
+        {"pr-1", "progress", bytes("DMGPROG1 a progress record")},
+        {"pr-1", "state.rank.0", bytes("0123456789abcdef01234567")}};
+    for (const std::string& name : {"jobs", "small", "empty"}) {
       if (name == "empty") store.clear();
       auto seq = (*d)->Write(
           1, 42,
           std::span(reinterpret_cast<const std::byte*>(store.data()),
                     store.size()),
+          name == "jobs" ? std::span(jobs)
+                         : std::span<const dmg::memory_node::JobRegionRef>(),
           nullptr);
       if (!seq.ok()) continue;
       const std::vector<std::string> files = (*d)->List();

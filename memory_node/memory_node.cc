@@ -317,10 +317,16 @@ std::vector<RegionInfo> MemoryNode::ServeList() {
 }
 
 std::shared_ptr<const AlignedBuffer> MemoryNode::StoreBytes() const {
+  return RegionBytes(transport::kStoreRegion, nullptr);
+}
+
+std::shared_ptr<const AlignedBuffer> MemoryNode::RegionBytes(
+    uint32_t region, std::string* name) const {
   std::shared_lock lock(mu_);
-  if (!regions_[0]) return nullptr;
-  return std::shared_ptr<const AlignedBuffer>(regions_[0],
-                                              &regions_[0]->buffer);
+  if (region >= regions_.size() || !regions_[region]) return nullptr;
+  const std::shared_ptr<Region>& r = regions_[region];
+  if (name != nullptr) *name = r->name;
+  return std::shared_ptr<const AlignedBuffer>(r, &r->buffer);
 }
 
 ServedStats MemoryNode::served() const {

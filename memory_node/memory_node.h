@@ -60,6 +60,10 @@ class MemoryNode : public transport::MemoryTarget {
   // The store's bytes, kept alive for the caller (a snapshot writing them)
   // even if a load replaces the store meanwhile; null without a store.
   std::shared_ptr<const AlignedBuffer> StoreBytes() const;
+  // The same for any region (null if there is none by that id); `name`
+  // receives its name.
+  std::shared_ptr<const AlignedBuffer> RegionBytes(uint32_t region,
+                                                   std::string* name) const;
 
   // transport::MemoryTarget
   absl::Status ServeRead(uint32_t region, uint64_t offset, void* dst,

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -25,7 +26,7 @@ namespace {
 
 constexpr char kMagic[8] = {'D', 'M', 'G', 'S', 'N', 'A', 'P', '1'};
 constexpr char kEndMagic[8] = {'D', 'M', 'G', 'S', 'E', 'N', 'D', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // written; 1 (no job section) still read
 constexpr size_t kChunk = 1 << 20;
 
 #pragma pack(push, 1)
@@ -39,6 +40,17 @@ struct Header {
   uint32_t store_crc;
   uint32_t header_crc;  // of the bytes before it
 };
+struct JobsHeader {
+  uint32_t count;
+  uint32_t count_crc;  // of count
+};
+struct EntryHeader {
+  uint32_t job_len;
+  uint32_t name_len;
+  uint64_t bytes;
+  uint32_t data_crc;   // of the job's name, the region's name and its bytes
+  uint32_t entry_crc;  // of the bytes before it
+};
 struct Trailer {
   char magic[8];
   uint64_t seq;
@@ -50,6 +62,17 @@ template <typename T>
 uint32_t CrcBefore(const T& t, size_t crc_offset) {
   return store::Crc32(
       std::span(reinterpret_cast<const std::byte*>(&t), crc_offset));
+}
+
+// A job region's data CRC: its job's name, its name, then its bytes.
+uint32_t EntryCrc(std::string_view job, std::string_view name,
+                  std::span<const std::byte> bytes) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(job.data()), job.size());
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(name.data()), name.size());
+  crc =
+      crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+  return static_cast<uint32_t>(crc);
 }
 
 absl::Status Errno(const std::string& path, const char* what) {
@@ -120,16 +143,20 @@ absl::StatusOr<Snapshot> ReadSnapshot(std::FILE* f, uint64_t size,
   if (CrcBefore(h, offsetof(Header, header_crc)) != h.header_crc) {
     return Damaged(name, "header checksum mismatch");
   }
-  if (h.version != kVersion) {
-    return Damaged(name, absl::StrFormat("version %d (this dmg reads %d)",
+  if (h.version != 1 && h.version != kVersion) {
+    return Damaged(name, absl::StrFormat("version %d (this dmg reads 1 to %d)",
                                          h.version, kVersion));
   }
-  if (h.store_bytes != size - sizeof(Header) - sizeof(Trailer)) {
-    return Damaged(name,
-                   absl::StrFormat("header says %d store bytes, the file "
-                                   "holds %d",
-                                   h.store_bytes,
-                                   size - sizeof(Header) - sizeof(Trailer)));
+  // What lies between the header and the trailer: the store, then (from
+  // version 2) the job section.
+  const uint64_t body = size - sizeof(Header) - sizeof(Trailer);
+  if (h.version == 1
+          ? h.store_bytes != body
+          : h.store_bytes > body || body - h.store_bytes < sizeof(JobsHeader)) {
+    return Damaged(name, absl::StrFormat("header says %d store bytes, the "
+                                         "file holds %d between its header "
+                                         "and trailer",
+                                         h.store_bytes, body));
   }
   Snapshot s;
   s.node_id = h.node_id;
@@ -147,6 +174,65 @@ absl::StatusOr<Snapshot> ReadSnapshot(std::FILE* f, uint64_t size,
   }
   if (store::Crc32(s.store.span()) != h.store_crc) {
     return Damaged(name, "store checksum mismatch");
+  }
+  uint64_t left = body - h.store_bytes;
+  if (h.version >= 2) {
+    JobsHeader jh;
+    if (std::fread(&jh, sizeof jh, 1, f) != 1 ||
+        CrcBefore(jh, offsetof(JobsHeader, count_crc)) != jh.count_crc) {
+      return Damaged(name, "bad job section header");
+    }
+    left -= sizeof jh;
+    if (jh.count > left / sizeof(EntryHeader)) {
+      return Damaged(name, absl::StrFormat("%d job regions cannot fit in %d "
+                                           "bytes",
+                                           jh.count, left));
+    }
+    for (uint32_t i = 0; i < jh.count; ++i) {
+      EntryHeader e;
+      if (left < sizeof e || std::fread(&e, sizeof e, 1, f) != 1 ||
+          CrcBefore(e, offsetof(EntryHeader, entry_crc)) != e.entry_crc) {
+        return Damaged(name, absl::StrFormat("bad header of job region %d", i));
+      }
+      left -= sizeof e;
+      if (e.job_len > kMaxSnapshotNameBytes ||
+          e.name_len > kMaxSnapshotNameBytes ||
+          uint64_t{e.job_len} + e.name_len > left ||
+          e.bytes > left - e.job_len - e.name_len) {
+        return Damaged(
+            name, absl::StrFormat("job region %d does not fit the file", i));
+      }
+      JobRegion region;
+      region.job.resize(e.job_len);
+      region.name.resize(e.name_len);
+      try {
+        region.bytes =
+            AlignedBuffer(e.bytes, AlignedBuffer::Init::kUninitialized);
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("%s: cannot allocate %d bytes for job region %d",
+                            name, e.bytes, i));
+      }
+      if ((e.job_len > 0 &&
+           std::fread(region.job.data(), 1, e.job_len, f) != e.job_len) ||
+          (e.name_len > 0 &&
+           std::fread(region.name.data(), 1, e.name_len, f) != e.name_len) ||
+          (e.bytes > 0 &&
+           std::fread(region.bytes.data(), 1, e.bytes, f) != e.bytes)) {
+        return Damaged(name, absl::StrFormat("job region %d cut short", i));
+      }
+      left -= e.job_len + e.name_len + e.bytes;
+      if (EntryCrc(region.job, region.name, region.bytes.span()) !=
+          e.data_crc) {
+        return Damaged(name,
+                       absl::StrFormat("job region %d checksum mismatch", i));
+      }
+      s.jobs.push_back(std::move(region));
+    }
+  }
+  if (left != 0) {
+    return Damaged(name,
+                   absl::StrFormat("%d stray bytes before the trailer", left));
   }
   Trailer t;
   if (std::fread(&t, sizeof t, 1, f) != 1 ||
@@ -203,9 +289,9 @@ absl::StatusOr<std::unique_ptr<SnapshotDir>> SnapshotDir::Open(
     }
   }
   for (const std::string& file : d->List()) {
-    d->next_seq_ = std::max(
-        d->next_seq_,
-        SeqOf(std::filesystem::path(file).filename().string()) + 1);
+    d->next_seq_ =
+        std::max(d->next_seq_,
+                 SeqOf(std::filesystem::path(file).filename().string()) + 1);
   }
   return d;
 }
@@ -251,6 +337,7 @@ std::optional<Snapshot> SnapshotDir::LoadNewest() {
 
 absl::StatusOr<uint64_t> SnapshotDir::Write(
     uint32_t node_id, uint64_t load_id, std::span<const std::byte> store,
+    std::span<const JobRegionRef> jobs,
     const std::function<bool()>& cancelled) {
   const uint64_t seq = next_seq_++;
   const std::string path = dir_ + "/" + NameOf(seq);
@@ -283,22 +370,55 @@ absl::StatusOr<uint64_t> SnapshotDir::Write(
     ::unlink(tmp.c_str());
     return s;
   };
-  if (!WriteAll(fd, &h, sizeof h)) return fail(Errno(tmp, "write failed"));
-  for (size_t done = 0; done < store.size();) {
-    if (cancelled && cancelled()) {
-      return fail(absl::CancelledError("snapshot abandoned"));
+  // Writes `bytes` in chunks, asking `cancelled` before each one.
+  auto write_chunks = [&](std::span<const std::byte> bytes) -> absl::Status {
+    for (size_t done = 0; done < bytes.size();) {
+      if (cancelled && cancelled()) {
+        return absl::CancelledError("snapshot abandoned");
+      }
+      const size_t n = std::min(kChunk, bytes.size() - done);
+      if (!WriteAll(fd, bytes.data() + done, n)) {
+        return Errno(tmp, "write failed");
+      }
+      done += n;
+      if (delay_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      }
     }
-    const size_t n = std::min(kChunk, store.size() - done);
-    if (!WriteAll(fd, store.data() + done, n)) {
+    return absl::OkStatus();
+  };
+  if (!WriteAll(fd, &h, sizeof h)) return fail(Errno(tmp, "write failed"));
+  if (absl::Status s = write_chunks(store); !s.ok()) return fail(s);
+  JobsHeader jh{static_cast<uint32_t>(jobs.size()), 0};
+  jh.count_crc = CrcBefore(jh, offsetof(JobsHeader, count_crc));
+  if (!WriteAll(fd, &jh, sizeof jh)) return fail(Errno(tmp, "write failed"));
+  for (const JobRegionRef& region : jobs) {
+    if (region.job.size() > kMaxSnapshotNameBytes ||
+        region.name.size() > kMaxSnapshotNameBytes) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrFormat("job '%s' region '%s': a name over %d bytes",
+                          region.job.substr(0, 64), region.name.substr(0, 64),
+                          kMaxSnapshotNameBytes)));
+    }
+    const std::span<const std::byte> bytes = region.bytes->span();
+    EntryHeader e{static_cast<uint32_t>(region.job.size()),
+                  static_cast<uint32_t>(region.name.size()), bytes.size(),
+                  EntryCrc(region.job, region.name, bytes), 0};
+    e.entry_crc = CrcBefore(e, offsetof(EntryHeader, entry_crc));
+    if (!WriteAll(fd, &e, sizeof e) ||
+        !WriteAll(fd, region.job.data(), region.job.size()) ||
+        !WriteAll(fd, region.name.data(), region.name.size())) {
       return fail(Errno(tmp, "write failed"));
     }
-    done += n;
-    if (delay_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    }
+    if (absl::Status s = write_chunks(bytes); !s.ok()) return fail(s);
   }
   if (!WriteAll(fd, &t, sizeof t)) return fail(Errno(tmp, "write failed"));
   if (::fsync(fd) != 0) return fail(Errno(tmp, "fsync failed"));
+  // Last word before it replaces the previous one (job state that changed
+  // while it was copied, a newer request).
+  if (cancelled && cancelled()) {
+    return fail(absl::CancelledError("snapshot abandoned"));
+  }
   if (::close(fd) != 0) {
     ::unlink(tmp.c_str());
     return Errno(tmp, "close failed");
@@ -316,12 +436,16 @@ absl::StatusOr<uint64_t> SnapshotDir::Write(
   }
   FsyncDir(dir_);
   LOG(INFO) << "snapshot " << path << " written (" << store.size()
-            << " store bytes)";
+            << " store bytes, " << jobs.size() << " job region(s))";
   return seq;
 }
 
-Snapshotter::Snapshotter(std::unique_ptr<SnapshotDir> dir, MemoryNode* node)
-    : dir_(std::move(dir)), node_(node), thread_([this] { Run(); }) {}
+Snapshotter::Snapshotter(std::unique_ptr<SnapshotDir> dir, MemoryNode* node,
+                         JobStateFn job_state)
+    : dir_(std::move(dir)),
+      node_(node),
+      job_state_(std::move(job_state)),
+      thread_([this] { Run(); }) {}
 
 Snapshotter::~Snapshotter() {
   {
@@ -332,14 +456,27 @@ Snapshotter::~Snapshotter() {
   thread_.join();
 }
 
-void Snapshotter::Request(uint32_t node_id, uint64_t load_id) {
+uint64_t Snapshotter::Request(uint32_t node_id, uint64_t load_id,
+                              bool with_jobs) {
+  uint64_t ticket;
   {
     std::lock_guard lock(mu_);
-    ++requested_;
+    ticket = ++requested_;
     node_id_ = node_id;
     load_id_ = load_id;
+    jobs_pending_ = jobs_pending_ || with_jobs;
   }
   cv_.notify_all();
+  return ticket;
+}
+
+absl::StatusOr<SnapshotTaken> Snapshotter::Wait(uint64_t ticket) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || done_ >= ticket; });
+  if (done_ < ticket) {
+    return absl::CancelledError("the memory node stopped before the snapshot");
+  }
+  return last_;
 }
 
 void Snapshotter::WaitIdle() {
@@ -361,26 +498,56 @@ void Snapshotter::Run() {
     const uint64_t mine = taken_;
     const uint32_t node_id = node_id_;
     const uint64_t load_id = load_id_;
+    const bool with_jobs = jobs_pending_ && job_state_ != nullptr;
+    jobs_pending_ = false;
     busy_ = true;
     lock.unlock();
-    // Held for the write: a load meanwhile cannot free these bytes.
+    // Held for the write: a load meanwhile cannot free these bytes, nor a
+    // job free its regions.
     std::shared_ptr<const AlignedBuffer> store = node_->StoreBytes();
+    JobState jobs;
+    if (with_jobs) jobs = job_state_();
+    bool jobs_changed = false;
     absl::StatusOr<uint64_t> seq =
         store == nullptr
             ? absl::StatusOr<uint64_t>(
                   absl::FailedPreconditionError("no store to snapshot"))
-            : dir_->Write(node_id, load_id, store->span(), [&] {
+            : dir_->Write(node_id, load_id, store->span(), jobs.regions, [&] {
+                if (jobs.still_idle && !jobs.still_idle()) {
+                  jobs_changed = true;
+                  return true;
+                }
                 std::lock_guard l(mu_);
                 return stop_ || requested_ != mine;
               });
     lock.lock();
     busy_ = false;
+    if (absl::IsCancelled(seq.status())) {
+      // Taken again: a newer request, or job state that moved (then once
+      // more with what is idle now). A request for jobs stays one.
+      jobs_pending_ = jobs_pending_ || with_jobs;
+      if (jobs_changed && taken_ == requested_) ++requested_;
+      cv_.notify_all();
+      continue;
+    }
     if (seq.ok()) {
       ++written_;
-    } else if (!absl::IsCancelled(seq.status())) {
+      SnapshotTaken taken;
+      taken.seq = *seq;
+      taken.store_bytes = store->size();
+      taken.jobs = jobs.jobs;
+      taken.running = jobs.running;
+      taken.regions = static_cast<uint32_t>(jobs.regions.size());
+      for (const JobRegionRef& r : jobs.regions) {
+        taken.job_bytes += r.bytes->size();
+      }
+      last_ = taken;
+    } else {
       LOG(ERROR) << "snapshot in " << dir_->dir()
                  << " failed (the previous one stays): " << seq.status();
+      last_ = seq.status();
     }
+    done_ = mine;
     cv_.notify_all();
   }
   cv_.notify_all();

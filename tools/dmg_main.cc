@@ -26,6 +26,7 @@
 #include "tools/progress.h"
 #include "tools/run_command.h"
 #include "tools/secret_command.h"
+#include "tools/snapshot_command.h"
 #include "tools/status_command.h"
 #include "tools/transport_flags.h"
 #include "tools/version.h"
@@ -48,6 +49,8 @@ commands:
                run a memory-node daemon
   status       --memory_nodes=H:P,... [--wait_ms=N] [--require_store]
                is every memory node up (and loaded)?
+  snapshot     --memory_nodes=H:P,... [--jobs]
+               every memory node writes a snapshot now (--snapshot_dir)
   doctor       [--memory_nodes=H:P,...] [--transport=rdma|tcp]
                can this host run dmg over rdma? (exit 0: yes)
   help [CMD]   this text, or every flag of CMD with its default
@@ -146,6 +149,15 @@ const std::vector<Command>& Commands() {
        "Asks every memory node whether it is up and what it holds; exit 0 "
        "when all are ready (with --require_store: loaded), 1 when not.",
        Grouped(StatusFlagNames()), StatusCommand},
+      {"snapshot", "dmg snapshot --memory_nodes=H:P,... [--jobs] [flags]",
+       "Asks every memory node to write a snapshot into its --snapshot_dir "
+       "now and prints what each wrote once it is in place. --jobs adds the "
+       "state of the jobs a node keeps for `dmg run --resume` (their "
+       "compute nodes gone); a node restarted from that snapshot keeps it "
+       "for them, so --resume continues the job after a memory-node "
+       "restart too. Needs the cluster secret (the admin role). Exit 0 when "
+       "every node wrote one.",
+       Grouped(SnapshotFlagNames()), SnapshotCommand},
       {"doctor", "dmg doctor [--memory_nodes=H:P,...] [flags]",
        "Checks whether this host can run dmg over RDMA and prints what it "
        "finds, each line OK, WARN or FAIL with what to fix: RDMA devices, "

@@ -11,6 +11,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -48,8 +51,9 @@ DEFINE_uint64(max_buffer_mb, 1024,
               "together may hold; a request over it gets a busy error");
 DEFINE_string(snapshot_dir, "",
               "memory-node: keep a snapshot of the store in this folder "
-              "(written after each load; at start, without --image, the "
-              "newest intact one is served)");
+              "(written after each load, and with job state on `dmg "
+              "snapshot --jobs`; at start, without --image, the newest "
+              "intact one is served and its job state kept for --resume)");
 DECLARE_string(image);
 DECLARE_string(transport);
 
@@ -120,6 +124,7 @@ int MemoryNodeCommand() {
   uint64_t load_id = 0;
   uint32_t node_id = FLAGS_node_id;
   bool restored = false;
+  std::vector<transport::JobRegions> restored_jobs;
   std::unique_ptr<memory_node::SnapshotDir> snapshot_dir;
   if (!FLAGS_snapshot_dir.empty()) {
     absl::StatusOr<std::unique_ptr<memory_node::SnapshotDir>> dir =
@@ -148,6 +153,24 @@ int MemoryNodeCommand() {
       LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
                 << FLAGS_snapshot_dir << " (node " << node_id << ", " << bytes
                 << " bytes)";
+      // The job state it holds goes back as regions of their jobs, kept
+      // for `dmg run --resume` (TcpServerOptions::restored_jobs).
+      std::map<std::string, std::vector<uint32_t>> by_job;
+      for (memory_node::JobRegion& region : snap->jobs) {
+        absl::StatusOr<transport::RegionInfo> info =
+            node.AddRegion(std::move(region.bytes), region.name);
+        if (!info.ok()) {
+          return ReportError(absl::ResourceExhaustedError(absl::StrFormat(
+              "cannot restore region '%s' of job '%s' from the snapshot in "
+              "%s: %s (raise --memory_mb)",
+              region.name, region.job, FLAGS_snapshot_dir,
+              info.status().message())));
+        }
+        by_job[region.job].push_back(info->id);
+      }
+      for (auto& [job, regions] : by_job) {
+        restored_jobs.push_back({job, std::move(regions)});
+      }
     }
   }
   if (!FLAGS_image.empty()) {
@@ -172,20 +195,63 @@ int MemoryNodeCommand() {
               << " bytes)";
   }
 
+  // The server, once it runs: a snapshot of job state asks it which jobs
+  // are kept with no connection open (their state does not change).
+  std::atomic<transport::TcpServer*> running_server{nullptr};
   std::unique_ptr<memory_node::Snapshotter> snapshotter;
   if (snapshot_dir != nullptr) {
     snapshotter = std::make_unique<memory_node::Snapshotter>(
-        std::move(snapshot_dir), &node);
+        std::move(snapshot_dir), &node, [&node, &running_server] {
+          memory_node::JobState state;
+          transport::TcpServer* server = running_server.load();
+          if (server == nullptr) return state;
+          transport::IdleJobs idle = server->idle_jobs();
+          state.running = idle.running;
+          state.jobs = static_cast<uint32_t>(idle.jobs.size());
+          for (const transport::JobRegions& job : idle.jobs) {
+            for (uint32_t id : job.regions) {
+              std::string name;
+              std::shared_ptr<const AlignedBuffer> bytes =
+                  node.RegionBytes(id, &name);
+              if (bytes != nullptr)
+                state.regions.push_back({job.job, name, bytes});
+            }
+          }
+          state.still_idle = [server, at = idle.adoptions] {
+            return server->adoptions() == at;
+          };
+          return state;
+        });
     if (!FLAGS_image.empty()) snapshotter->Request(node_id, load_id);
   }
 
   transport::TcpServerOptions server_options;
   server_options.io_threads = FLAGS_io_threads;
   server_options.node_id = node_id;
+  server_options.restored_jobs = std::move(restored_jobs);
+  // The node id and load id of the store served now (a load changes them).
+  std::mutex current_mu;
+  uint32_t current_node_id = node_id;
+  uint64_t current_load_id = load_id;
   if (snapshotter != nullptr) {
-    server_options.on_commit = [s = snapshotter.get()](uint32_t id,
-                                                       uint64_t load) {
+    server_options.on_commit = [&, s = snapshotter.get()](uint32_t id,
+                                                          uint64_t load) {
+      {
+        std::lock_guard lock(current_mu);
+        current_node_id = id;
+        current_load_id = load;
+      }
       s->Request(id, load);
+    };
+    server_options.snapshot = [&, s = snapshotter.get()](bool with_jobs) {
+      uint32_t id;
+      uint64_t load;
+      {
+        std::lock_guard lock(current_mu);
+        id = current_node_id;
+        load = current_load_id;
+      }
+      return s->Wait(s->Request(id, load, with_jobs));
     };
   }
   server_options.initial_load_id = load_id;
@@ -218,6 +284,7 @@ int MemoryNodeCommand() {
       transport::TcpServer::Start(&node, (*listen)[0].host, (*listen)[0].port,
                                   server_options);
   if (!server.ok()) return ReportError(server.status());
+  running_server.store(server->get());
   // Without --image the daemon has no place yet: `dmg load` gives it one
   // (and its slice), so its number is not claimed before that.
   const std::string name =
@@ -252,6 +319,9 @@ int MemoryNodeCommand() {
   });
   (*server)->Wait();
   (*server)->Stop();
+  // Before the server goes: job-state snapshots ask it what is idle.
+  snapshotter.reset();
+  running_server.store(nullptr);
   // Wake the signal thread if the stop came from a shutdown request.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();

@@ -7,6 +7,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <condition_variable>
 #include <map>
@@ -108,7 +109,8 @@ struct TcpServer::Impl {
   std::atomic<uint32_t> node_id{0};
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  asio::steady_timer reaper{io};  // frees kept regions whose time is up
+  asio::steady_timer reaper{io};   // frees kept regions whose time is up
+  asio::thread_pool snapshots{1};  // writes kSnapshot's, off the I/O threads
   std::vector<std::thread> threads;
 
   // One accepted connection. Its session and its watchdog run on the
@@ -162,6 +164,7 @@ struct TcpServer::Impl {
   };
   std::map<std::string, Kept> kept;  // guarded by owners_mu
   std::atomic<uint64_t> kept_regions{0};
+  std::atomic<uint64_t> adoptions{0};  // connections that took kept regions
 
   // The store's generation each job started on, and how many of its
   // connections are open; the load id of the current store.
@@ -274,6 +277,7 @@ struct TcpServer::Impl {
     LOG(INFO) << c.peer << " of job '" << c.job << "' adopts its "
               << k.orphans.size() << " kept region(s)";
     kept_regions -= k.orphans.size();
+    ++adoptions;
     c.owned.insert(c.owned.end(), k.orphans.begin(), k.orphans.end());
     k.orphans.clear();
     k.deadline = Clock::time_point::max();
@@ -325,6 +329,80 @@ struct TcpServer::Impl {
       absl::Status s = target->ServeFree(region);
       LOG_IF(WARNING, !s.ok()) << "freeing region " << region << ": " << s;
     }
+  }
+
+  // Job state restored from a snapshot: kept as if the job's connections
+  // had just closed.
+  void RestoreJobs() {
+    std::unique_lock lock(owners_mu);
+    const auto keep =
+        std::chrono::seconds(std::max(0, options.limits.max_keep_s));
+    for (const JobRegions& job : options.restored_jobs) {
+      Kept& k = kept[job.job];
+      k.keep = keep;
+      k.deadline = Clock::now() + keep;
+      for (uint32_t region : job.regions) {
+        owners[region] = job.job;
+        k.orphans.push_back(region);
+        ++kept_regions;
+      }
+      LOG(INFO) << "keeping " << job.regions.size() << " region(s) of job '"
+                << job.job << "' from the snapshot for "
+                << options.limits.max_keep_s << " s (dmg run --resume)";
+    }
+  }
+
+  IdleJobs ListIdleJobs() {
+    IdleJobs out;
+    out.adoptions = adoptions.load();
+    std::set<std::string> open;
+    {
+      std::lock_guard lock(pins_mu);
+      for (const auto& [job, pin] : pins) open.insert(job);
+    }
+    std::shared_lock lock(owners_mu);
+    std::set<std::string> running;
+    for (const auto& [region, job] : owners) {
+      if (open.contains(job)) running.insert(job);
+    }
+    out.running = static_cast<uint32_t>(running.size());
+    for (const auto& [job, k] : kept) {
+      if (k.orphans.empty() || open.contains(job)) continue;
+      out.jobs.push_back({job, k.orphans});
+    }
+    return out;
+  }
+
+  // kSnapshot: {u8 flags} -> SnapshotSummary, written on the snapshot
+  // thread while this connection's session waits (other sessions go on).
+  asio::awaitable<absl::StatusOr<std::string>> HandleSnapshot(Conn& c,
+                                                              wire::Reader& r) {
+    uint8_t flags;
+    if (!r.Get(&flags)) {
+      co_return absl::InvalidArgumentError("malformed snapshot request");
+    }
+    if (!IsAdmin(c))
+      co_return Deny(c, "taking a snapshot needs the admin role");
+    if (!options.snapshot) {
+      co_return absl::FailedPreconditionError(absl::StrFormat(
+          "memory node %d takes no snapshots: it was started without "
+          "--snapshot_dir",
+          node_id.load()));
+    }
+    SetDeadline(c, 0, "a snapshot");  // however long it takes to write
+    const bool jobs = (flags & wire::kSnapshotJobs) != 0;
+    absl::StatusOr<wire::SnapshotSummary> taken = co_await asio::co_spawn(
+        snapshots,
+        [this,
+         jobs]() -> asio::awaitable<absl::StatusOr<wire::SnapshotSummary>> {
+          co_return options.snapshot(jobs);
+        },
+        asio::use_awaitable);
+    if (!taken.ok()) co_return taken.status();
+    std::string out;
+    wire::Writer w(&out);
+    wire::PutSnapshotSummary(w, *taken);
+    co_return out;
   }
 
   // Frees kept regions whose job did not come back in time; runs every
@@ -897,7 +975,12 @@ struct TcpServer::Impl {
         if (h.type == wire::kBatch) {
           status = HandleBatch(*c, r, &reply_size);
         } else {
-          absl::StatusOr<std::string> reply = Handle(*c, h, r, &shutdown);
+          absl::StatusOr<std::string> reply;
+          if (h.type == wire::kSnapshot) {
+            reply = co_await HandleSnapshot(*c, r);
+          } else {
+            reply = Handle(*c, h, r, &shutdown);
+          }
           status = reply.status();
           if (reply.ok()) {
             reply_size += reply->size();
@@ -1103,6 +1186,7 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
                     "and write every region and stop this memory node";
   }
   Impl* p = impl.get();
+  p->RestoreJobs();
   asio::co_spawn(p->io, p->Accept(), asio::detached);
   asio::co_spawn(p->io, p->Reap(), asio::detached);
   for (int i = 0; i < std::max(1, p->options.io_threads); ++i) {
@@ -1129,6 +1213,10 @@ TcpServerStats TcpServer::stats() const {
   return s;
 }
 
+IdleJobs TcpServer::idle_jobs() const { return impl_->ListIdleJobs(); }
+
+uint64_t TcpServer::adoptions() const { return impl_->adoptions.load(); }
+
 void TcpServer::Wait() {
   std::unique_lock lock(impl_->mu);
   impl_->stopped_cv.wait(lock, [&] { return impl_->stopped; });
@@ -1152,6 +1240,7 @@ void TcpServer::Stop() {
   // Sessions notice their closed sockets and end; then the context runs dry.
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  impl_->snapshots.join();
   impl_->RequestStop();
 }
 

@@ -23,10 +23,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "transport/auth.h"
 #include "transport/memory_target.h"
+#include "transport/wire.h"
 
 namespace dmg::transport {
 
@@ -59,6 +61,20 @@ struct TcpServerStats {
   uint64_t kept_regions = 0;     // of closed connections, kept for their job
 };
 
+// A job's regions on this node, by id.
+struct JobRegions {
+  std::string job;
+  std::vector<uint32_t> regions;
+};
+
+// The jobs whose regions the node keeps with no connection of theirs open
+// (their compute nodes gone; kKeepJob), and how many jobs run now.
+struct IdleJobs {
+  std::vector<JobRegions> jobs;
+  uint32_t running = 0;
+  uint64_t adoptions = 0;  // TcpServer::adoptions() when they were listed
+};
+
 struct TcpServerOptions {
   int io_threads = 2;
   uint32_t node_id = 0;
@@ -82,6 +98,15 @@ struct TcpServerOptions {
   // it gave this node), e.g. to snapshot it (`--snapshot_dir`). Runs on an
   // I/O thread: it must return quickly.
   std::function<void(uint32_t node_id, uint64_t load_id)> on_commit;
+  // kSnapshot (admin): writes a snapshot now, with job state when asked,
+  // and returns what it holds once it is in place. Runs on a thread of its
+  // own (one snapshot at a time), not an I/O thread. Empty: the node takes
+  // no snapshots (FailedPrecondition).
+  std::function<absl::StatusOr<wire::SnapshotSummary>(bool with_jobs)> snapshot;
+  // Job state restored from a snapshot at start: kept for its job as if
+  // its connections had just closed (max_keep_s), owned by it, adopted by
+  // its next connection (`dmg run --resume`).
+  std::vector<JobRegions> restored_jobs;
 };
 
 class TcpServer {
@@ -94,6 +119,11 @@ class TcpServer {
 
   uint16_t port() const;
   TcpServerStats stats() const;
+  // The jobs kept with no connection open, for a snapshot of job state.
+  IdleJobs idle_jobs() const;
+  // How many times a connection took over kept regions (a job resumed):
+  // idle_jobs() is out of date once this moved.
+  uint64_t adoptions() const;
   // Blocks until a client sends kShutdown or Stop() is called.
   void Wait();
   // Closes the listener and every connection and joins the I/O threads.

@@ -414,6 +414,21 @@ absl::Status TcpControl::Shutdown(uint32_t node) {
   return Call(node, wire::kShutdown, "").status();
 }
 
+absl::StatusOr<wire::SnapshotSummary> TcpControl::Snapshot(uint32_t node,
+                                                           bool with_jobs) {
+  std::string req;
+  wire::Writer(&req).Put(
+      static_cast<uint8_t>(with_jobs ? wire::kSnapshotJobs : 0));
+  absl::StatusOr<std::string> reply = Call(node, wire::kSnapshot, req);
+  if (!reply.ok()) return reply.status();
+  wire::Reader r(reply->data(), reply->size());
+  wire::SnapshotSummary summary;
+  if (!wire::GetSnapshotSummary(r, &summary) || r.remaining() != 0) {
+    return absl::DataLossError("malformed snapshot reply");
+  }
+  return summary;
+}
+
 absl::StatusOr<std::string> TcpControl::RdmaTicket(uint32_t node) {
   absl::StatusOr<std::string> reply = Call(node, wire::kRdmaTicket, "");
   if (reply.ok() && reply->size() != wire::kRdmaTicketBytes) {

@@ -132,6 +132,9 @@ class TcpControl {
   absl::Status Shutdown(uint32_t node);
   // kKeepJob on every node (Transport::KeepRegions).
   absl::StatusOr<Transport::Kept> KeepJob(uint32_t keep_s);
+  // kSnapshot (admin): `node` writes a snapshot now (with the job state it
+  // keeps when with_jobs) and says what it holds once it is in place.
+  absl::StatusOr<wire::SnapshotSummary> Snapshot(uint32_t node, bool with_jobs);
   // A single-use ticket that admits one RDMA queue pair to `node`.
   absl::StatusOr<std::string> RdmaTicket(uint32_t node);
 

@@ -66,7 +66,13 @@ enum MessageType : uint16_t {
   // connection adopts them. `others`: the job's connections older than
   // this one still open (another compute node still running it).
   kKeepJob = 12,
+  // {u8 flags (kSnapshotJobs)} -> SnapshotSummary: the admin asks the node
+  // to write a snapshot now (`--snapshot_dir`), with the state of the jobs
+  // it keeps for --resume when kSnapshotJobs; the reply comes once the
+  // snapshot is in place.
+  kSnapshot = 13,
 };
+inline constexpr uint8_t kSnapshotJobs = 1;
 inline constexpr uint8_t kCommitForce = 1;
 inline constexpr uint8_t kCommitCheckOnly = 2;
 inline constexpr size_t kRdmaTicketBytes = 16;
@@ -161,6 +167,29 @@ inline bool GetRegion(Reader& r, uint32_t node, RegionInfo* out) {
   out->node = node;
   return r.Get(&out->id) && r.Get(&out->length) && r.Get(&out->remote_addr) &&
          r.Get(&out->rkey) && r.GetString(&out->name);
+}
+
+// kSnapshot's reply: what the snapshot now in place holds.
+struct SnapshotSummary {
+  uint64_t seq = 0;  // its number in the node's snapshot folder
+  uint64_t store_bytes = 0;
+  uint32_t jobs = 0, regions = 0;  // job state in it
+  uint64_t job_bytes = 0;
+  uint32_t running = 0;  // jobs left out because they were running
+};
+
+inline void PutSnapshotSummary(Writer& w, const SnapshotSummary& s) {
+  w.Put(s.seq);
+  w.Put(s.store_bytes);
+  w.Put(s.jobs);
+  w.Put(s.regions);
+  w.Put(s.job_bytes);
+  w.Put(s.running);
+}
+
+inline bool GetSnapshotSummary(Reader& r, SnapshotSummary* s) {
+  return r.Get(&s->seq) && r.Get(&s->store_bytes) && r.Get(&s->jobs) &&
+         r.Get(&s->regions) && r.Get(&s->job_bytes) && r.Get(&s->running);
 }
 
 inline void PutStatus(Writer& w, const absl::Status& s) {
