@@ -253,11 +253,21 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
     return names;
   };
   bool read_once = false;
+  // Set once an image showed every node at this round: the next READ of the
+  // whole record is the one trusted. A READ is not an ordered snapshot: its
+  // bytes may be fetched in any order (glibc's memcpy of a record this size
+  // loads the last 128 bytes first, a NIC splits a READ into requests), so
+  // the image that showed a slot's new round word may hold bytes of its body
+  // (written before that word, e.g. its sections at the slot's end) from two
+  // rounds ago. Every slot whose round said so was whole before that READ
+  // ended and stays so until this node posts its next round, so a READ
+  // issued after it sees it whole.
+  bool confirm = false;
   for (int polls = 0;; ++polls) {
     // Mostly the 8-byte counter; the whole record (slots: who is where,
     // who failed) once it has reached this round, and every 16th poll.
     ++polls_;
-    if (polls % 16 != 0) {
+    if (polls % 16 != 0 && !confirm) {
       uint64_t counter = 0;
       ep.Read(record_.node, record_.id, kCounterAt, &counter, 8);
       absl::Status s = ep.Flush();
@@ -305,7 +315,11 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
       }
       if (slot.round < round_) all = false;
     }
-    if (all) break;
+    if (all && confirm) break;
+    if (all) {
+      confirm = true;
+      continue;
+    }
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > options_.timeout) {
       for (int k = 0; k < nodes; ++k) {
@@ -380,10 +394,11 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   // The slot's body first (where the post is), all but its round; then,
   // once that has landed, arrive (the fetch-and-add) and set the round, in
   // one batch executed in order. A reader trusts a slot only when its
-  // round says so, and an aligned 8-byte word is never read torn, so it
-  // never sees a half-written body (a WRITE of the whole slot could be
-  // read half old, half new); a node that dies between the two is still
-  // named by its slot's old round.
+  // round says so (an aligned 8-byte word is never read torn), and then
+  // takes the body from a READ issued after the one that saw that round
+  // (WaitForRound), so it never sees a half-written body (a WRITE of the
+  // whole slot could be read half old, half new); a node that dies between
+  // the two is still named by its slot's old round.
   ep.Write(record_.node, record_.id, slot_offset(id(), round_) + 8,
            slot.data() + 8, static_cast<uint32_t>(slot.size() - 8));
   DMG_RETURN_IF_ERROR(ep.Flush());
