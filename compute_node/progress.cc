@@ -78,6 +78,20 @@ absl::StatusOr<transport::RegionInfo> Progress::Region(const std::string& name,
   return r;
 }
 
+absl::Status Progress::FrontierRegions() {
+  frontier_regions_.clear();
+  for (size_t k = 0; k < carried_.size(); ++k) {
+    if (carried_[k].frontier == nullptr) continue;
+    std::array<transport::RegionInfo, 2> pair;
+    for (int b = 0; b < 2; ++b) {
+      DMG_ASSIGN_OR_RETURN(pair[b],
+                           Region(FrontierName(k, b), FrontierRegionBytes()));
+    }
+    frontier_regions_.push_back(pair);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Progress::CheckCarried() const {
   uint64_t bytes = 0;
   std::set<std::string> names;
@@ -101,16 +115,7 @@ absl::Status Progress::Start(transport::Endpoint& ep, uint64_t signature,
   carried_ = std::move(carried);
   DMG_RETURN_IF_ERROR(CheckCarried());
   DMG_ASSIGN_OR_RETURN(record_, Region("progress", kRecordBytes));
-  frontier_regions_.clear();
-  for (size_t k = 0; k < carried_.size(); ++k) {
-    if (carried_[k].frontier == nullptr) continue;
-    std::array<transport::RegionInfo, 2> pair;
-    for (int b = 0; b < 2; ++b) {
-      DMG_ASSIGN_OR_RETURN(pair[b],
-                           Region(FrontierName(k, b), FrontierRegionBytes()));
-    }
-    frontier_regions_.push_back(pair);
-  }
+  DMG_RETURN_IF_ERROR(FrontierRegions());
   epoch_ = 1;
   word_ = uint64_t{epoch_} << 32;
   const uint64_t head[3] = {kMagic, signature, word_};
@@ -255,16 +260,12 @@ absl::StatusOr<int> Progress::TakeOver(transport::Endpoint& ep,
     at += c.bytes;
   }
   // The frontiers of superstep `done`.
-  frontier_regions_.clear();
-  for (size_t k = 0; k < carried_.size(); ++k) {
-    if (carried_[k].frontier == nullptr) continue;
-    std::array<transport::RegionInfo, 2> pair;
-    for (int b = 0; b < 2; ++b) {
-      DMG_ASSIGN_OR_RETURN(pair[b],
-                           Region(FrontierName(k, b), FrontierRegionBytes()));
-    }
-    frontier_regions_.push_back(pair);
-    DMG_RETURN_IF_ERROR(RestoreFrontier(ep, carried_[k], pair[done % 2], done));
+  DMG_RETURN_IF_ERROR(FrontierRegions());
+  size_t f = 0;
+  for (const Carried& c : carried_) {
+    if (c.frontier == nullptr) continue;
+    DMG_RETURN_IF_ERROR(
+        RestoreFrontier(ep, c, frontier_regions_[f++][done % 2], done));
   }
   started_ = true;
   return done;

@@ -96,6 +96,9 @@ class Progress {
   absl::StatusOr<transport::RegionInfo> Region(const std::string& name,
                                                uint64_t bytes);
   absl::Status CheckCarried() const;
+  // The two regions of each carried frontier (reused, or allocated), in
+  // the order of carried_, into frontier_regions_.
+  absl::Status FrontierRegions();
   absl::Status RestoreFrontier(transport::Endpoint& ep, const Carried& c,
                                const transport::RegionInfo& r, int superstep);
 

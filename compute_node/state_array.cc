@@ -75,7 +75,7 @@ void StateArrayBase::Queue(transport::Endpoint& ep, bool write, int buffer,
   }
 }
 
-absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
+void StateArrayBase::AttachStorage(PageCache* cache, uint64_t reserved) {
   materialized_ = true;
   cache_ = cache;
   reserved_ = reserved;
@@ -85,6 +85,10 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
     local_ = AlignedBuffer(bytes_);
   }
   line_flags_.assign(pages_ * 64, 0);
+}
+
+absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
+  AttachStorage(cache, reserved);
   // The slices: one per compute node's range (pages never straddle two:
   // ranges start on multiples of 4096 vertices).
   std::vector<uint64_t> bounds = ctx_.bounds;
@@ -185,15 +189,7 @@ absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
           name_, r.length, need));
     }
   }
-  materialized_ = true;
-  cache_ = cache;
-  reserved_ = reserved;
-  if (cache_ != nullptr) {
-    cache_->Attach(this, pages_);
-  } else {
-    local_ = AlignedBuffer(bytes_);
-  }
-  line_flags_.assign(pages_ * 64, 0);
+  AttachStorage(cache, reserved);
   slices_.assign(1, Slice());
   slices_[0].begin = 0;
   slices_[0].end = bytes_;

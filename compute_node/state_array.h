@@ -291,6 +291,9 @@ class StateArrayBase : public PageSource {
   bool any_pending_ = false;
 
  private:
+  // What Materialize and Adopt share: the local copy or the cache's pages,
+  // and clean line flags.
+  void AttachStorage(PageCache* cache, uint64_t reserved);
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
   // Resident: queues WRITEs into `buffer` of the lines pages[0..count) need
   // there (see LinesNeeded), runs merged across gaps of kGapLines.
