@@ -13,6 +13,8 @@ constexpr uint64_t kMaxOp = 4 << 20;  // bytes per WRITE/READ
 // Pages per batch when commit copies pages unchanged in this superstep
 // from the previous buffer (a 64 KiB bounce buffer per worker).
 constexpr size_t kCopyBatch = 16;
+// The initial value of a paged array is written from this many bytes of it.
+constexpr uint64_t kPatternBytes = 64 << 10;
 // Pages per chunk of bulk work (commit) handed out by the scheduler.
 constexpr uint64_t kPagesPerChunk = kMaxOp / 4096;
 }  // namespace
@@ -113,12 +115,17 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
   }
   const std::byte* initial = initial_.data();
   // Both versions start as the initial state: written from the local copy,
-  // or (paged) from one page of the initial value repeated.
+  // or (paged) from a short pattern of the initial value, written again and
+  // again (a WRITE at array offset `at` takes it from at % elem_, so every
+  // element gets its bytes whatever the piece's phase). The pattern used to
+  // be the array's size up to 4 MiB: a fresh buffer, a page fault per 4 KiB
+  // (~13 us each on this VM), 3.3 ms of a road-NY BFS's 11 ms setup at 5%.
   std::vector<std::byte> pattern;
+  const uint64_t piece = std::min<uint64_t>(kPatternBytes, bytes_);
   if (cache_ != nullptr) {
-    pattern.resize(std::min<uint64_t>(kMaxOp, bytes_));
-    for (size_t at = 0; at < pattern.size(); at += elem_) {
-      std::memcpy(pattern.data() + at, initial, elem_);
+    pattern.resize(piece + elem_);
+    for (size_t at = 0; at < pattern.size(); ++at) {
+      pattern[at] = initial[at % elem_];
     }
   } else {
     for (uint64_t at = 0; at < bytes_; at += elem_) {
@@ -143,8 +150,10 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved) {
         const uint64_t begin = first * kPageBytes;
         const uint64_t end = std::min(last * kPageBytes, bytes_);
         for (int b = 0; b < 2; ++b) {
-          Queue(endpoint(w), /*write=*/true, b, begin, pattern.data(),
-                end - begin);
+          for (uint64_t at = begin; at < end; at += piece) {
+            Queue(endpoint(w), /*write=*/true, b, at,
+                  pattern.data() + at % elem_, std::min(piece, end - at));
+          }
         }
         return endpoint(w).Flush();
       });

@@ -383,6 +383,38 @@ TEST(EngineTest, PagedWriteBacksSendChangedLinesNotPages) {
       /*paged=*/true, /*sends=*/2);
 }
 
+
+// A paged array's initial value is written from a short pattern, again and
+// again: every element of both versions must start with its bytes, in
+// arrays longer than the pattern (64 KiB), for every element size.
+template <typename T>
+void CheckPagedInitialValue(T initial) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 18);
+  auto c = Start(t.graph, 2, 4096, false,
+                 {2 * 4096 + 2 * 16 * 4096 + 8 * 4096,
+                  compute::CachePolicy::kGraphAware});
+  compute::Engine& e = c->engine();
+  compute::State<T>& s = e.NewState<T>("test.initial", initial);
+  ASSERT_GT(s.size() * sizeof(T), 2u * 64 * 1024);
+  ASSERT_TRUE(e.VertexMap(e.NewFrontier(), [](store::VertexId) {}).ok());
+  ASSERT_FALSE(s.resident());
+  ASSERT_TRUE(e.EndSuperstep().ok());
+  for (int version : {e.superstep(), e.superstep() - 1}) {
+    std::vector<T> remote(s.size());
+    ASSERT_TRUE(s.ReadVersion(version, 0, s.size(), remote.data()).ok());
+    const auto wrong = std::find_if(remote.begin(), remote.end(),
+                                    [&](T x) { return x != initial; });
+    EXPECT_EQ(wrong, remote.end())
+        << "version " << version << ": element " << (wrong - remote.begin());
+  }
+}
+
+TEST(EngineTest, PagedArraysStartWithTheirInitialValue) {
+  CheckPagedInitialValue<int32_t>(-1);
+  CheckPagedInitialValue<int64_t>(0x0102030405060708);
+  CheckPagedInitialValue<double>(0.25);
+  CheckPagedInitialValue<uint8_t>(0xa5);
+}
 // Answers must not depend on the cache size or policy: from the smallest
 // cache the job accepts to an unbounded one, graph-aware and page_lru.
 TEST(EngineTest, EveryCacheSizeAndPolicyGivesTheSameAnswers) {
