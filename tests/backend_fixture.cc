@@ -111,6 +111,30 @@ class RdmaBackend : public Backend {
   std::unique_ptr<transport::Transport> transport_;
   std::string address_;
 };
+
+// A memory-node daemon on another host ($DMG_RDMA_REMOTE_NODE): the same
+// tests with the client and the memory node on two ends of a wire.
+class RemoteRdmaBackend : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(
+      const std::string& address) {
+    auto b = std::unique_ptr<RemoteRdmaBackend>(new RemoteRdmaBackend());
+    b->address_ = address;
+    auto t = Backend::Connect("rdma", address);
+    if (!t.ok()) return t.status();
+    b->transport_ = *std::move(t);
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+  transport::Transport& transport() override { return *transport_; }
+  std::string address() const override { return address_; }
+  void KillMemoryNode() override {}
+  bool can_kill() const override { return false; }
+
+ private:
+  RemoteRdmaBackend() = default;
+  std::unique_ptr<transport::Transport> transport_;
+  std::string address_;
+};
 #endif
 
 }  // namespace
@@ -145,7 +169,13 @@ absl::StatusOr<std::unique_ptr<Backend>> Backend::Create(
   if (kind == "local") return std::unique_ptr<Backend>(new LocalBackend());
   if (kind == "tcp") return TcpBackend::Create();
 #ifdef DMG_HAVE_RDMA
-  if (kind == "rdma") return RdmaBackend::Create();
+  if (kind == "rdma") {
+    const char* remote = std::getenv("DMG_RDMA_REMOTE_NODE");
+    if (remote != nullptr && *remote != '\0') {
+      return RemoteRdmaBackend::Create(remote);
+    }
+    return RdmaBackend::Create();
+  }
 #endif
   return absl::UnavailableError(
       "no RDMA device here: the rdma backend runs in the soft-RoCE VM "

@@ -1254,5 +1254,41 @@ TEST_F(RdmaRemoteTest, TheStoreTakesNoWritesAndForgedOrStaleKeysGetNothing) {
   }
 }
 
+// Issue 15: a key cached before its region was freed. The NIC answers the
+// READ with a remote access error (which also breaks the QP); the batch
+// gets NotFound, and the next batches on the same endpoint succeed (it
+// connects again with a fresh ticket), a second use of the freed region
+// included, which now fails before anything is posted.
+TEST_F(RdmaRemoteTest, AStaleKeyAfterFreeIsNotFoundAndTheEndpointGoesOn) {
+  absl::StatusOr<RegionInfo> gone =
+      transport_->AllocateRegion(0, 4096, "soon-freed");
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  auto ep = *transport_->NewEndpoint();
+  const uint64_t mark = 0x5eed5eed5eed5eedull;
+  ep->Write(0, gone->id, 0, &mark, sizeof(mark));
+  ASSERT_TRUE(ep->Flush().ok());  // the key is cached now
+  ASSERT_TRUE(transport_->FreeRegion(0, gone->id).ok());
+  uint64_t got = 0;
+  ep->Read(0, gone->id, 0, &got, sizeof(got));
+  const absl::Status stale = ep->Flush();
+  EXPECT_EQ(stale.code(), absl::StatusCode::kNotFound) << stale;
+  EXPECT_EQ(got, 0u) << "bytes of a freed region arrived";
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::byte> part(4096);
+    ep->Read(0, region_, 8192 * round, part.data(), part.size());
+    const absl::Status next = ep->Flush();
+    ASSERT_TRUE(next.ok()) << "round " << round << ": " << next;
+    EXPECT_TRUE(std::equal(part.begin(), part.end(),
+                           image_.begin() + 8192 * round))
+        << "round " << round;
+  }
+  ep->Read(0, gone->id, 0, &got, sizeof(got));
+  EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kNotFound);
+  std::vector<std::byte> again(64);
+  ep->Read(0, region_, 0, again.data(), again.size());
+  ASSERT_TRUE(ep->Flush().ok());
+  EXPECT_TRUE(std::equal(again.begin(), again.end(), image_.begin()));
+}
+
 }  // namespace
 }  // namespace dmg::transport::rdma

@@ -8,7 +8,9 @@
 #   VM B (10.77.0.2): memory node 1 (:7400), compute node 1 of those jobs,
 #                     and 1-compute-node PageRank and BFS against A's lone
 #                     memory node, rdma_test's RdmaRemoteTest (several
-#                     batches in flight across the wire) against it, and a
+#                     batches in flight across the wire, a stale key after
+#                     free) and the transport conformance suite against
+#                     it, and a
 #                     short transport_bench (BENCH=1) with windows 1 and 4
 #
 # PageRank and BFS run with --verify on 2 compute nodes x 2 memory nodes, one
@@ -29,7 +31,7 @@ HERE=$REPO/deploy/softroce
 T0=$(date +%s%N)
 
 for b in "$BUILD/tools/dmg" "$BUILD/bench/transport_bench" \
-         "$BUILD/tests/rdma_test"; do
+         "$BUILD/tests/rdma_test" "$BUILD/tests/transport_conformance_test"; do
   [ -x "$b" ] || { echo "dmg-rdma-2host-test: missing $b (build first)" >&2; exit 2; }
 done
 "$HERE/rxevm.sh" prepare
@@ -42,7 +44,7 @@ fi
 for s in a b; do
   rm -rf "${OUT:?}/$s" && mkdir -p "$OUT/$s"
   "$HERE/rxevm.sh" exec "$OUT/$s" "$BUILD/tools/dmg" "$BUILD/bench/transport_bench" \
-    "$BUILD/tests/rdma_test" 2>/dev/null
+    "$BUILD/tests/rdma_test" "$BUILD/tests/transport_conformance_test" 2>/dev/null
   cp "$HERE/dmg-rdma-2host-vm.sh" "$OUT/$s/test.sh"
   chmod +x "$OUT/$s/test.sh"
   if [ "$GRAPH" != "${GRAPH#ca-}" ]; then cp "$DMG_GRAPHS_DIR/ca-GrQc.el" "$OUT/$s/"; fi

@@ -220,6 +220,14 @@ else
     grep -a -v '^I2' remote-test.log
     grep -a 'batches in flight' remote-test.log | sed 's/^.*\] /  /'
     if grep -a -q SKIPPED remote-test.log; then bad "RdmaRemoteTest skipped"; fi
+    say "== transport conformance suite (rdma) from B against A's memory node $SOLO"
+    DMG_RDMA_REMOTE_NODE=$SOLO timeout 240 ./bin/transport_conformance_test \
+      --gtest_brief=1 --gtest_filter='Backends/ConformanceTest.*/rdma' \
+      > conformance.log 2>&1 || bad "transport conformance (rdma) against $SOLO failed"
+    grep -a -v '^[IW]2' conformance.log
+    # Only the memory-node-death case may skip: B cannot kill A's daemon.
+    skipped=$(grep -a -o '^\[  SKIPPED \] [0-9]* test' conformance.log | awk '{print $4}' | head -1)
+    [ "${skipped:-0}" -le 1 ] || bad "transport conformance: $skipped tests skipped"
     if [ "${BENCH:-1}" = 1 ]; then
       say "== transport_bench from B against A's memory node (TCG: ratios, not speeds)"
       timeout 120 ./bin/transport_bench --transport=rdma --memory_nodes="$SOLO" \

@@ -104,6 +104,9 @@ struct RdmaEndpoint::Connection {
   int max_wr = 0;        // send-queue depth
   uint64_t max_msg = 0;  // largest single transfer on the port
   std::string dead;      // why the connection failed; empty while alive
+  // The failure was a stale key's (its region freed): the memory node is
+  // fine, and a new connection may replace this one.
+  bool recoverable = false;
   bool disconnected = false;
   EventChannelPtr channel;
   CmIdPtr id;
@@ -148,7 +151,8 @@ RdmaEndpoint::~RdmaEndpoint() {
 
 absl::StatusOr<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Connect(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-    RegionResolver resolver, const std::vector<std::string>& tickets) {
+    RegionResolver resolver, const std::vector<std::string>& tickets,
+    TicketSource ticket_source) {
   if (absl::Status s = CheckRdmaDevices(options.device); !s.ok()) return s;
   if (options.send_queue_depth < 1 || options.completion_queue_depth < 1 ||
       options.signal_every < 1 || options.staging_bytes < 8 ||
@@ -166,22 +170,43 @@ absl::StatusOr<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Connect(
       HostBuffer::Allocate(options.staging_bytes);
   if (!staging.ok()) return staging.status();
   ep->staging_ = std::move(*staging);
+  ep->addresses_ = nodes;
+  ep->ticket_source_ = std::move(ticket_source);
   for (uint32_t i = 0; i < nodes.size(); ++i) {
     const std::string ticket = i < tickets.size() ? tickets[i] : "";
-    if (absl::Status s = ep->ConnectNode(i, nodes[i], ticket); !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<std::unique_ptr<Connection>> c =
+        ep->ConnectNode(i, nodes[i], ticket);
+    if (!c.ok()) return c.status();
+    ep->conns_.push_back(*std::move(c));
   }
   return ep;
 }
 
 absl::StatusOr<std::unique_ptr<Endpoint>> ConnectEndpoint(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-    RegionResolver resolver, const std::vector<std::string>& tickets) {
-  absl::StatusOr<std::unique_ptr<RdmaEndpoint>> ep =
-      RdmaEndpoint::Connect(options, nodes, std::move(resolver), tickets);
+    RegionResolver resolver, const std::vector<std::string>& tickets,
+    TicketSource ticket_source) {
+  absl::StatusOr<std::unique_ptr<RdmaEndpoint>> ep = RdmaEndpoint::Connect(
+      options, nodes, std::move(resolver), tickets, std::move(ticket_source));
   if (!ep.ok()) return ep.status();
   return std::unique_ptr<Endpoint>(std::move(*ep));
+}
+
+absl::Status RdmaEndpoint::Reconnect(uint32_t node) {
+  Connection& old = *conns_[node];
+  absl::StatusOr<std::string> ticket = ticket_source_(node);
+  if (!ticket.ok()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "rdma: reconnecting to %s: no ticket: %s", old.name,
+        ticket.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> fresh =
+      ConnectNode(node, addresses_[node], *ticket);
+  if (!fresh.ok()) return fresh.status();
+  LOG(INFO) << "rdma: connected to " << old.name << " again after: "
+            << old.dead;
+  conns_[node] = *std::move(fresh);
+  return absl::OkStatus();
 }
 
 bool RdmaEndpoint::alive(uint32_t node) const {
@@ -216,9 +241,9 @@ absl::StatusOr<RdmaEndpoint::Device*> RdmaEndpoint::DeviceFor(
   return devices_.back().get();
 }
 
-absl::Status RdmaEndpoint::ConnectNode(uint32_t node,
-                                       const NodeAddress& address,
-                                       const std::string& ticket) {
+absl::StatusOr<std::unique_ptr<RdmaEndpoint::Connection>>
+RdmaEndpoint::ConnectNode(uint32_t node, const NodeAddress& address,
+                          const std::string& ticket) {
   auto owned = std::make_unique<Connection>();
   Connection& c = *owned;
   c.node = node;
@@ -335,8 +360,7 @@ absl::Status RdmaEndpoint::ConnectNode(uint32_t node,
   VLOG(1) << "rdma: connected to " << c.name << " via " << *binding
           << ", send queue " << c.max_wr << ", staging " << staging_.size()
           << " B" << (staging_.hugepages() ? " (huge)" : "");
-  conns_.push_back(std::move(owned));
-  return absl::OkStatus();
+  return owned;
 }
 
 absl::StatusOr<RegionKey> RdmaEndpoint::Key(uint32_t node, uint32_t region) {
@@ -434,6 +458,10 @@ absl::Status RdmaEndpoint::Validate(std::span<const Op> ops,
       return absl::InvalidArgumentError(
           absl::StrFormat("rdma: %s: no memory node %d (connected to %d)",
                           Describe(op), op.node, conns_.size()));
+    }
+    if (conns_[op.node]->recoverable && ticket_source_ &&
+        conns_[op.node]->chains.empty()) {
+      if (absl::Status s = Reconnect(op.node); !s.ok()) return s;
     }
     Connection& c = *conns_[op.node];
     if (!c.dead.empty()) {
@@ -775,8 +803,18 @@ void RdmaEndpoint::PollOnce() {
             absl::StrFormat("%s (status %d, vendor error 0x%x)",
                             ibv_wc_status_str(wc[j].status),
                             static_cast<int>(wc[j].status), wc[j].vendor_err);
+        bool freed = false;
         if (wc[j].status == IBV_WC_REM_ACCESS_ERR) {
-          why += " (outside the registered region, or its key was revoked)";
+          // A stale key: its region was freed since the key was cached.
+          // The resolver (the memory node's list of regions) tells.
+          keys_.erase((static_cast<uint64_t>(op.node) << 32) | op.region);
+          absl::StatusOr<RegionKey> now =
+              resolver_ ? resolver_(op.node, op.region)
+                        : absl::StatusOr<RegionKey>(RegionKey{});
+          freed = !now.ok() && now.status().code() == absl::StatusCode::kNotFound;
+          why += freed ? " (the region was freed: its key is stale)"
+                       : " (outside the registered region, or its key was "
+                         "revoked)";
         }
         // A flushed or retried-out request usually means the memory node
         // went away; its CM event says so.
@@ -791,10 +829,17 @@ void RdmaEndpoint::PollOnce() {
               " (the QP was already in the error state; the memory node "
               "has probably closed the connection)";
         }
-        Fail(*b, absl::UnavailableError(absl::StrFormat(
-                     "rdma: %s failed: %s; the connection is now closed",
-                     Describe(op), why)));
+        if (freed) {
+          Fail(*b, absl::NotFoundError(absl::StrFormat(
+                       "rdma: %s failed: %s", Describe(op), why)));
+        } else {
+          Fail(*b, absl::UnavailableError(absl::StrFormat(
+                       "rdma: %s failed: %s; the connection is now closed",
+                       Describe(op), why)));
+        }
         Kill(c, absl::StrFormat("%s failed: %s", Describe(op), why));
+        // The control plane answered: the memory node is there.
+        c.recoverable = freed;
         break;  // the rest are flushed requests
       }
       Connection::Chain& ch = c.chains.front();

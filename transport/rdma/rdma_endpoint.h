@@ -62,6 +62,10 @@ using RegionResolver =
 // A memory node's RDMA listening address.
 using NodeAddress = std::pair<std::string, uint16_t>;
 
+// A fresh connect ticket for memory node `node` (from its control plane):
+// what an endpoint uses to connect again after a recoverable failure.
+using TicketSource = std::function<absl::StatusOr<std::string>(uint32_t node)>;
+
 class RdmaEndpoint : public Endpoint {
  public:
   // Connects to every node (nodes[i] is memory node i) via rdma_cm. Fails at
@@ -69,9 +73,16 @@ class RdmaEndpoint : public Endpoint {
   // when given, goes to node i in the connect request: a memory-node daemon
   // admits only QPs that bring a ticket its authenticated control plane
   // issued (kRdmaTicketBytes, used once).
+  //
+  // A READ, WRITE or atomic whose region was freed (its cached key is
+  // stale: the NIC answers with a remote access error, which also breaks
+  // the QP) fails its batch with NotFound once the resolver confirms the
+  // region is gone. With a ticket source, the next batch to that node then
+  // connects again (a new QP, with a new ticket), so the endpoint goes on.
   static absl::StatusOr<std::unique_ptr<RdmaEndpoint>> Connect(
       const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-      RegionResolver resolver, const std::vector<std::string>& tickets = {});
+      RegionResolver resolver, const std::vector<std::string>& tickets = {},
+      TicketSource ticket_source = nullptr);
 
   ~RdmaEndpoint() override;
   RdmaEndpoint(const RdmaEndpoint&) = delete;
@@ -114,8 +125,11 @@ class RdmaEndpoint : public Endpoint {
   };
 
   RdmaEndpoint(const RdmaOptions& options, RegionResolver resolver);
-  absl::Status ConnectNode(uint32_t node, const NodeAddress& address,
-                           const std::string& ticket);
+  absl::StatusOr<std::unique_ptr<Connection>> ConnectNode(
+      uint32_t node, const NodeAddress& address, const std::string& ticket);
+  // Replaces the dead connection to `node` (its failure was recoverable)
+  // with a new one.
+  absl::Status Reconnect(uint32_t node);
   absl::StatusOr<Device*> DeviceFor(ibv_context* ctx);
   absl::StatusOr<RegionKey> Key(uint32_t node, uint32_t region);
 
@@ -150,6 +164,8 @@ class RdmaEndpoint : public Endpoint {
 
   const RdmaOptions options_;
   RegionResolver resolver_;
+  std::vector<NodeAddress> addresses_;
+  TicketSource ticket_source_;  // may be empty: no reconnecting
   // Destruction runs bottom-up: connections (QPs, CQs, ids), then devices
   // (staging MR, PD), then the staging memory.
   HostBuffer staging_;
@@ -174,7 +190,8 @@ class RdmaEndpoint : public Endpoint {
 // The same, as a plain Endpoint.
 absl::StatusOr<std::unique_ptr<Endpoint>> ConnectEndpoint(
     const RdmaOptions& options, const std::vector<NodeAddress>& nodes,
-    RegionResolver resolver, const std::vector<std::string>& tickets = {});
+    RegionResolver resolver, const std::vector<std::string>& tickets = {},
+    TicketSource ticket_source = nullptr);
 
 }  // namespace dmg::transport::rdma
 

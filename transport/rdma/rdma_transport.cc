@@ -50,7 +50,13 @@ absl::StatusOr<std::unique_ptr<Endpoint>> RdmaTransport::NewEndpoint() {
     if (!t.ok()) return t.status();
     tickets.push_back(*std::move(t));
   }
-  return ConnectEndpoint(options_, addresses, std::move(resolver), tickets);
+  // After a stale key (a freed region) breaks a QP, the endpoint connects
+  // again with a fresh ticket.
+  TicketSource more_tickets = [control](uint32_t node) {
+    return control->RdmaTicket(node);
+  };
+  return ConnectEndpoint(options_, addresses, std::move(resolver), tickets,
+                         std::move(more_tickets));
 }
 
 // Tickets the control plane issued and no QP has used yet. One use each,
