@@ -481,13 +481,18 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                                std::clamp<uint64_t>(total / (8 * threads()),
                                                     4096, buffers_.batch_bytes))
              : MakeUnits(dir, entries, buffers_.batch_bytes);
-  // A small push runs on the caller alone. Handing a few thousand edges to
-  // the pool costs more than the second worker saves, and two workers on one
-  // small level contend for the same state pages: road-NY BFS at 5%
-  // (~1,200 edges a level, 621 levels), the unit scan took 87 us a level on
-  // two workers and 54 us on one; 4 sources, best of 3, 0.30 -> 0.24 s.
+  // A small push runs on the caller alone where round trips are cheap.
+  // Handing a few thousand edges to the pool costs more than the second
+  // worker saves, and two workers on one small level contend for the same
+  // state pages: road-NY BFS at 5% (~1,200 edges a level, 621 levels), the
+  // unit scan took 87 us a level on two workers and 54 us on one; 4
+  // sources, best of 3, 0.30 -> 0.24 s. Over a network the workers overlap
+  // their round trips instead (tcp loopback: 4.3 -> 4.6 s serial).
   constexpr uint64_t kSerialPushEdges = 4096;
-  if (FrontierEdges(pushed, d, kSerialPushEdges) <= kSerialPushEdges) {
+  constexpr double kSerialBelowRoundTripUs = 10;
+  if (units.size() <= 1 ||
+      (transport_cost_.round_trip_us < kSerialBelowRoundTripUs &&
+       FrontierEdges(pushed, d, kSerialPushEdges) <= kSerialPushEdges)) {
     for (const Unit& u : units) {
       DMG_RETURN_IF_ERROR(Fail(source_->ReadFrontier(0, d, u, pushed, h, fn)));
     }
