@@ -108,8 +108,9 @@ int Main() {
 
   absl::PrintF("transport %s%s; %.2f s per point\n", t->name(),
                address.empty() ? "" : " (" + address + ")", FLAGS_seconds);
-  absl::PrintF("%9s %6s %6s %12s %12s %12s %9s\n", "bytes", "depth", "window",
-               "batch_us", "MB/s", "kops/s", "in_flight");
+  absl::PrintF("%9s %6s %6s %12s %12s %12s %9s %12s\n", "bytes", "depth",
+               "window", "batch_us", "MB/s", "kops/s", "in_flight",
+               "typical_us");
   std::string json = "[";
   for (uint64_t size : ParseList(FLAGS_sizes)) {
     for (uint64_t depth : ParseList(FLAGS_depths)) {
@@ -119,11 +120,16 @@ int Main() {
         if (size * depth * window > buffer.size()) continue;
         uint64_t batches = 0, offset = 0;
         std::deque<uint64_t> tickets;
+        // Each batch's time from its first READ to its Wait returning; the
+        // median is "typical_us", as ib_read_lat reports t_typical.
+        std::deque<std::chrono::steady_clock::time_point> posted;
+        std::vector<double> latency_us;
         (void)(*ep)->TakeMaxInFlight();
         auto start = std::chrono::steady_clock::now();
         double elapsed = 0;
         while (elapsed < FLAGS_seconds || batches < 3 * window) {
           char* dst = buffer.data() + (batches % window) * size * depth;
+          posted.push_back(std::chrono::steady_clock::now());
           for (uint64_t i = 0; i < depth; ++i) {
             (*ep)->Read(0, region->id, offset, dst + i * size, size);
             offset = (offset + size) % (region_bytes - size);
@@ -131,7 +137,12 @@ int Main() {
           tickets.push_back((*ep)->Post());
           if (tickets.size() >= window) {
             CHECK((*ep)->Wait(tickets.front()).ok());
+            latency_us.push_back(std::chrono::duration<double, std::micro>(
+                                     std::chrono::steady_clock::now() -
+                                     posted.front())
+                                     .count());
             tickets.pop_front();
+            posted.pop_front();
           }
           ++batches;
           elapsed = std::chrono::duration<double>(
@@ -146,15 +157,20 @@ int Main() {
         double batch_us = elapsed / batches * 1e6;
         double mbs = size * depth * batches / elapsed / 1e6;
         double kops = depth * batches / elapsed / 1e3;
-        absl::PrintF("%9d %6d %6d %12.2f %12.1f %12.1f %9d\n", size, depth,
-                     window, batch_us, mbs, kops, in_flight);
+        std::sort(latency_us.begin(), latency_us.end());
+        const double typical_us =
+            latency_us.empty() ? 0 : latency_us[latency_us.size() / 2];
+        absl::PrintF("%9d %6d %6d %12.2f %12.1f %12.1f %9d %12.2f\n", size,
+                     depth, window, batch_us, mbs, kops, in_flight,
+                     typical_us);
         absl::StrAppendFormat(
             &json,
             "%s\n  {\"transport\": \"%s\", \"bytes\": %d, "
             "\"depth\": %d, \"window\": %d, \"batch_us\": %.3f, "
-            "\"MBps\": %.3f, \"kops\": %.3f, \"max_in_flight\": %d}",
+            "\"MBps\": %.3f, \"kops\": %.3f, \"max_in_flight\": %d, "
+            "\"typical_us\": %.3f}",
             json.size() > 1 ? "," : "", t->name(), size, depth, window,
-            batch_us, mbs, kops, in_flight);
+            batch_us, mbs, kops, in_flight, typical_us);
       }
     }
   }

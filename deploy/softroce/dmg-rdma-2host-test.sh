@@ -46,6 +46,7 @@ for s in a b; do
   "$HERE/rxevm.sh" exec "$OUT/$s" "$BUILD/tools/dmg" "$BUILD/bench/transport_bench" \
     "$BUILD/tests/rdma_test" "$BUILD/tests/transport_conformance_test" 2>/dev/null
   cp "$HERE/dmg-rdma-2host-vm.sh" "$OUT/$s/test.sh"
+  cp "$HERE/twohost-lib.sh" "$OUT/$s/"
   chmod +x "$OUT/$s/test.sh"
   if [ "$GRAPH" != "${GRAPH#ca-}" ]; then cp "$DMG_GRAPHS_DIR/ca-GrQc.el" "$OUT/$s/"; fi
 done
