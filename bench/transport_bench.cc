@@ -137,10 +137,10 @@ int Main() {
           tickets.push_back((*ep)->Post());
           if (tickets.size() >= window) {
             CHECK((*ep)->Wait(tickets.front()).ok());
-            latency_us.push_back(std::chrono::duration<double, std::micro>(
-                                     std::chrono::steady_clock::now() -
-                                     posted.front())
-                                     .count());
+            latency_us.push_back(
+                std::chrono::duration<double, std::micro>(
+                    std::chrono::steady_clock::now() - posted.front())
+                    .count());
             tickets.pop_front();
             posted.pop_front();
           }
@@ -161,8 +161,7 @@ int Main() {
         const double typical_us =
             latency_us.empty() ? 0 : latency_us[latency_us.size() / 2];
         absl::PrintF("%9d %6d %6d %12.2f %12.1f %12.1f %9d %12.2f\n", size,
-                     depth, window, batch_us, mbs, kops, in_flight,
-                     typical_us);
+                     depth, window, batch_us, mbs, kops, in_flight, typical_us);
         absl::StrAppendFormat(
             &json,
             "%s\n  {\"transport\": \"%s\", \"bytes\": %d, "

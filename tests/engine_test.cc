@@ -383,16 +383,15 @@ TEST(EngineTest, PagedWriteBacksSendChangedLinesNotPages) {
       /*paged=*/true, /*sends=*/2);
 }
 
-
 // A paged array's initial value is written from a short pattern, again and
 // again: every element of both versions must start with its bytes, in
 // arrays longer than the pattern (64 KiB), for every element size.
 template <typename T>
 void CheckPagedInitialValue(T initial) {
   TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 18);
-  auto c = Start(t.graph, 2, 4096, false,
-                 {2 * 4096 + 2 * 16 * 4096 + 8 * 4096,
-                  compute::CachePolicy::kGraphAware});
+  auto c = Start(
+      t.graph, 2, 4096, false,
+      {2 * 4096 + 2 * 16 * 4096 + 8 * 4096, compute::CachePolicy::kGraphAware});
   compute::Engine& e = c->engine();
   compute::State<T>& s = e.NewState<T>("test.initial", initial);
   ASSERT_GT(s.size() * sizeof(T), 2u * 64 * 1024);

@@ -1278,8 +1278,8 @@ TEST_F(RdmaRemoteTest, AStaleKeyAfterFreeIsNotFoundAndTheEndpointGoesOn) {
     ep->Read(0, region_, 8192 * round, part.data(), part.size());
     const absl::Status next = ep->Flush();
     ASSERT_TRUE(next.ok()) << "round " << round << ": " << next;
-    EXPECT_TRUE(std::equal(part.begin(), part.end(),
-                           image_.begin() + 8192 * round))
+    EXPECT_TRUE(
+        std::equal(part.begin(), part.end(), image_.begin() + 8192 * round))
         << "round " << round;
   }
   ep->Read(0, gone->id, 0, &got, sizeof(got));

@@ -196,15 +196,15 @@ absl::Status RdmaEndpoint::Reconnect(uint32_t node) {
   Connection& old = *conns_[node];
   absl::StatusOr<std::string> ticket = ticket_source_(node);
   if (!ticket.ok()) {
-    return absl::UnavailableError(absl::StrFormat(
-        "rdma: reconnecting to %s: no ticket: %s", old.name,
-        ticket.status().message()));
+    return absl::UnavailableError(
+        absl::StrFormat("rdma: reconnecting to %s: no ticket: %s", old.name,
+                        ticket.status().message()));
   }
   absl::StatusOr<std::unique_ptr<Connection>> fresh =
       ConnectNode(node, addresses_[node], *ticket);
   if (!fresh.ok()) return fresh.status();
-  LOG(INFO) << "rdma: connected to " << old.name << " again after: "
-            << old.dead;
+  LOG(INFO) << "rdma: connected to " << old.name
+            << " again after: " << old.dead;
   conns_[node] = *std::move(fresh);
   return absl::OkStatus();
 }
@@ -811,7 +811,8 @@ void RdmaEndpoint::PollOnce() {
           absl::StatusOr<RegionKey> now =
               resolver_ ? resolver_(op.node, op.region)
                         : absl::StatusOr<RegionKey>(RegionKey{});
-          freed = !now.ok() && now.status().code() == absl::StatusCode::kNotFound;
+          freed =
+              !now.ok() && now.status().code() == absl::StatusCode::kNotFound;
           why += freed ? " (the region was freed: its key is stale)"
                        : " (outside the registered region, or its key was "
                          "revoked)";
@@ -830,8 +831,8 @@ void RdmaEndpoint::PollOnce() {
               "has probably closed the connection)";
         }
         if (freed) {
-          Fail(*b, absl::NotFoundError(absl::StrFormat(
-                       "rdma: %s failed: %s", Describe(op), why)));
+          Fail(*b, absl::NotFoundError(absl::StrFormat("rdma: %s failed: %s",
+                                                       Describe(op), why)));
         } else {
           Fail(*b, absl::UnavailableError(absl::StrFormat(
                        "rdma: %s failed: %s; the connection is now closed",
