@@ -13,6 +13,26 @@
 
 namespace dmg::compute {
 
+namespace {
+
+// The best of `samples` 8-byte READs of the store, posted and waited for:
+// one round trip on this transport.
+absl::StatusOr<double> BestRoundTripUs(transport::Endpoint& ep, int samples) {
+  uint64_t word = 0;
+  double best = 1e30;
+  for (int i = 0; i < samples; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ep.Read(0, transport::kStoreRegion, 0, &word, sizeof(word));
+    DMG_RETURN_IF_ERROR(ep.Flush());
+    best = std::min(best, std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  return best;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     transport::Transport& transport, const EngineOptions& options) {
   if (options.threads < 1) {
@@ -61,17 +81,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   } else {
     // One compute node: the round trip alone (whether a small push is
     // worth two workers overlapping their round trips).
-    transport::Endpoint& ep = engine->pool_->endpoint(0);
-    uint64_t word = 0;
-    double best = 1e30;
-    for (int i = 0; i < 4; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ep.Read(0, transport::kStoreRegion, 0, &word, sizeof(word));
-      DMG_RETURN_IF_ERROR(ep.Flush());
-      best = std::min(best, std::chrono::duration<double, std::micro>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count());
-    }
+    DMG_ASSIGN_OR_RETURN(const double best,
+                         BestRoundTripUs(engine->pool_->endpoint(0), 4));
     engine->transport_cost_.round_trip_us = best;
     engine->stats_.transport_rtt_us = best;
   }
@@ -336,15 +347,7 @@ absl::Status Engine::MeasureTransport() {
   transport::Endpoint& ep = pool_->endpoint(0);
   std::vector<std::byte> buffer(
       std::min<uint64_t>(1 << 20, graph_.store_bytes(0)));
-  double best = 1e30;
-  for (int i = 0; i < 8; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ep.Read(0, transport::kStoreRegion, 0, buffer.data(), 8);
-    DMG_RETURN_IF_ERROR(ep.Flush());
-    best = std::min(best, std::chrono::duration<double, std::micro>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count());
-  }
+  DMG_ASSIGN_OR_RETURN(const double best, BestRoundTripUs(ep, 8));
   // The best of three: the first READ of the store's pages can cost the
   // memory node first-touch faults and came out ~7x below what scans see
   // (tcp loopback: 168 against ~1,200 bytes/us).
