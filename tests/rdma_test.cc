@@ -74,6 +74,22 @@ TEST(RdmaNoDeviceTest, FailsAtOnceWithOneClearLine) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
+// A test server's listening id on ip:port, bound to its device.
+rdma_cm_id* Listen(const std::string& ip, uint16_t port,
+                   EventChannelPtr& channel, CmIdPtr& listen) {
+  absl::StatusOr<EventChannelPtr> ch = CreateEventChannel();
+  CHECK(ch.ok()) << ch.status();
+  channel = std::move(*ch);
+  rdma_cm_id* id = nullptr;
+  CHECK_EQ(rdma_create_id(channel.get(), &id, nullptr, RDMA_PS_TCP), 0);
+  listen.reset(id);
+  absl::StatusOr<sockaddr_storage> addr = ResolveHost(ip, port);
+  CHECK(addr.ok());
+  CHECK_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&*addr)), 0);
+  CHECK_EQ(rdma_listen(id, 4), 0);
+  return id;
+}
+
 // A memory node that accepts one connection and then puts its QP in the
 // error state without telling the client, so requests vanish as they would
 // into a crashed machine or a cut cable: only the endpoint's own timeout
@@ -81,16 +97,7 @@ TEST(RdmaNoDeviceTest, FailsAtOnceWithOneClearLine) {
 class BlackHole {
  public:
   BlackHole(const std::string& ip, uint16_t port) {
-    absl::StatusOr<EventChannelPtr> ch = CreateEventChannel();
-    CHECK(ch.ok()) << ch.status();
-    channel_ = std::move(*ch);
-    rdma_cm_id* id = nullptr;
-    CHECK_EQ(rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP), 0);
-    listen_.reset(id);
-    absl::StatusOr<sockaddr_storage> addr = ResolveHost(ip, port);
-    CHECK(addr.ok());
-    CHECK_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&*addr)), 0);
-    CHECK_EQ(rdma_listen(id, 4), 0);
+    rdma_cm_id* id = Listen(ip, port, channel_, listen_);
     pd_.reset(ibv_alloc_pd(id->verbs));
     cq_.reset(ibv_create_cq(id->verbs, 4, nullptr, nullptr, 0));
     thread_ = std::thread([this] { Serve(); });
@@ -127,6 +134,84 @@ class BlackHole {
   CmIdPtr conn_;
   QueuePair qp_;
   std::atomic<bool> swallowing_{false};
+  std::thread thread_;
+};
+
+// A memory node serving one registered region whose first `swallow`
+// connections have their QP put in the error state as soon as they are
+// accepted, without telling the client: their requests vanish as they
+// would on a link that drops them, or into a responder that lost track of
+// them (soft-RoCE's can drop a retried READ for good), while the node itself
+// goes on accepting. Later connections are served normally (the responder
+// is the NIC's: no CPU here).
+class FlakyNode {
+ public:
+  FlakyNode(const std::string& ip, uint16_t port, int swallow, size_t bytes)
+      : swallow_(swallow), memory_(bytes) {
+    rdma_cm_id* id = Listen(ip, port, channel_, listen_);
+    pd_.reset(ibv_alloc_pd(id->verbs));
+    cq_.reset(ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0));
+    mr_.reset(ibv_reg_mr(pd_.get(), memory_.data(), bytes,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                             IBV_ACCESS_REMOTE_WRITE));
+    CHECK(mr_ != nullptr);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FlakyNode() {
+    stop_ = true;
+    thread_.join();
+  }
+  RegionKey key() const {
+    return {reinterpret_cast<uint64_t>(memory_.data()), mr_->rkey,
+            memory_.size()};
+  }
+  std::byte* mem(uint64_t offset) { return memory_.data() + offset; }
+  int swallowing() const { return swallowing_.load(); }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  struct Conn {
+    CmIdPtr id;
+    QueuePair qp;
+  };
+  void Serve() {
+    while (!stop_) {
+      absl::StatusOr<CmEvent> e = NextCmEvent(channel_.get(), 50);
+      if (!e.ok() || e->type != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
+      Conn c;
+      c.id.reset(e->id);
+      ibv_qp_init_attr attr{};
+      attr.send_cq = attr.recv_cq = cq_.get();
+      attr.qp_type = IBV_QPT_RC;
+      attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+      attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+      if (rdma_create_qp(c.id.get(), pd_.get(), &attr) != 0) continue;
+      c.qp = QueuePair(c.id.get());
+      rdma_conn_param param{};
+      param.responder_resources = std::max<uint8_t>(1, e->initiator_depth);
+      if (rdma_accept(c.id.get(), &param) != 0) continue;
+      // The QP is ready to answer once accepted (librdmacm moved it to RTS);
+      // stopping it now, before the client can send, leaves no race.
+      if (++accepted_ <= swallow_) {
+        ibv_qp_attr err{};
+        err.qp_state = IBV_QPS_ERR;
+        if (ibv_modify_qp(c.qp.get(), &err, IBV_QP_STATE) == 0) ++swallowing_;
+      }
+      conns_.push_back(std::move(c));
+    }
+  }
+
+  const int swallow_;
+  AlignedBuffer memory_;
+  EventChannelPtr channel_;
+  CmIdPtr listen_;
+  PdPtr pd_;
+  CqPtr cq_;
+  MrPtr mr_;
+  std::vector<Conn> conns_;  // before the PD and CQ on destruction
+  std::atomic<int> swallowing_{0};
+  std::atomic<int> accepted_{0};
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
@@ -949,6 +1034,130 @@ TEST_F(RdmaTest, UnresponsiveNodeTimesOutInsteadOfHanging) {
   EXPECT_FALSE(ep->alive(0));
   ep->Read(0, 7, 16, &v, 8);
   EXPECT_EQ(ep->Flush().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(RdmaAckTimeoutTest, RetriesRunOutWithinHalfTheEndpointsBound) {
+  EXPECT_EQ(AckTimeoutFor(60000), 19);  // 2.1 s a try: the CM's RoCE default
+  EXPECT_EQ(AckTimeoutFor(10000), 17);  // 0.54 s
+  EXPECT_EQ(AckTimeoutFor(4000), 16);
+  EXPECT_EQ(AckTimeoutFor(1000), 14);
+  EXPECT_EQ(AckTimeoutFor(10), 8);  // the floor: 1 ms a try
+  for (int ms : {100, 1000, 4000, 10000, 60000, 600000}) {
+    const double tries_ms =
+        (kRetryCount + 1) * 4.096e-3 * (1 << AckTimeoutFor(ms));
+    EXPECT_LE(tries_ms, ms / 2.0) << ms;
+  }
+}
+
+// Transport retries that run out on a QP whose memory node still answers
+// its control plane (here: a fresh ticket comes back) replace the QP; the
+// unfinished READs and WRITEs of every batch in flight go again, in order,
+// and every batch succeeds with the right bytes.
+TEST_F(RdmaTest, AQueuePairWhoseRetriesRunOutIsReplacedAndItsRequestsGoAgain) {
+  const uint16_t port = NextPort();
+  FlakyNode node(ip_, port, /*swallow=*/1, 1 << 20);
+  for (size_t i = 0; i < 4096; ++i) {
+    *reinterpret_cast<uint32_t*>(node.mem(65536 + 4 * i)) =
+        static_cast<uint32_t>(i * 2654435761u);
+  }
+  SetKey(0, 7, node.key());
+  RdmaOptions o = options_;
+  o.timeout_ms = 4000;  // 7 tries of 268 ms: ~1.9 s before the retries run out
+  int tickets = 0;
+  absl::StatusOr<std::unique_ptr<RdmaEndpoint>> made =
+      RdmaEndpoint::Connect(o, {{ip_, port}}, Resolver(), {},
+                            [&](uint32_t) -> absl::StatusOr<std::string> {
+                              ++tickets;
+                              return std::string();
+                            });
+  ASSERT_TRUE(made.ok()) << made.status();
+  RdmaEndpoint& ep = **made;
+  for (int i = 0; i < 500 && node.swallowing() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(node.swallowing(), 1);
+
+  std::vector<uint32_t> wrote(2048), back(2048), preset(4096);
+  for (size_t i = 0; i < wrote.size(); ++i) wrote[i] = 7 * i + 1;
+  const auto start = std::chrono::steady_clock::now();
+  ep.Write(0, 7, 0, wrote.data(), 8192);
+  const uint64_t t1 = ep.Post();
+  ep.Read(0, 7, 0, back.data(), 8192);  // after the WRITE, on the same QP
+  const uint64_t t2 = ep.Post();
+  for (int k = 0; k < 4; ++k) {  // several requests, one chain
+    ep.Read(0, 7, 65536 + 4096 * k, preset.data() + 1024 * k, 4096);
+  }
+  const uint64_t t3 = ep.Post();
+  EXPECT_TRUE(ep.Wait(t1).ok());
+  EXPECT_TRUE(ep.Wait(t2).ok());
+  absl::Status s3 = ep.Wait(t3);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(s3.ok()) << s3;
+  LOG(INFO)
+      << "recovered after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      << " ms";
+  EXPECT_LT(took, std::chrono::milliseconds(o.timeout_ms));
+  EXPECT_EQ(back, wrote);
+  EXPECT_EQ(std::memcmp(node.mem(0), wrote.data(), 8192), 0);
+  for (size_t i = 0; i < preset.size(); ++i) {
+    ASSERT_EQ(preset[i], static_cast<uint32_t>(i * 2654435761u)) << i;
+  }
+  EXPECT_EQ(ep.recoveries(), 1u);
+  EXPECT_EQ(tickets, 1);
+  EXPECT_EQ(node.accepted(), 2);
+  EXPECT_TRUE(ep.alive(0));
+  // And the new QP goes on serving.
+  uint32_t one = 0;
+  ep.Read(0, 7, 65536 + 4, &one, 4);
+  ASSERT_TRUE(ep.Flush().ok());
+  EXPECT_EQ(one, 2654435761u);
+}
+
+// An atomic may have been applied before the retries ran out, so a chain
+// holding one is not posted again: the batch fails, naming the lost tries,
+// well within the endpoint's bound; and a node whose every new QP is lost
+// too is given up after a few recoveries in a row.
+TEST_F(RdmaTest, RetriesRunOutWithAnAtomicInFlightOrOnEveryNewQpFail) {
+  const uint16_t port = NextPort();
+  FlakyNode node(ip_, port, /*swallow=*/100, 1 << 16);
+  SetKey(0, 7, node.key());
+  RdmaOptions o = options_;
+  o.timeout_ms = 2000;
+  auto ticket = [](uint32_t) -> absl::StatusOr<std::string> {
+    return std::string();
+  };
+  {
+    auto ep = RdmaEndpoint::Connect(o, {{ip_, port}}, Resolver(), {}, ticket);
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    for (int i = 0; i < 500 && node.swallowing() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    uint64_t v = 0, old = 0;
+    (*ep)->Read(0, 7, 0, &v, 8);
+    (*ep)->FetchAndAdd(0, 7, 8, 1, &old);
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = (*ep)->Flush();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::milliseconds(o.timeout_ms));
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("no answer to 7 tries"), std::string::npos) << s;
+    EXPECT_EQ((*ep)->recoveries(), 0u);
+    EXPECT_FALSE((*ep)->alive(0));
+  }
+  {
+    const int before = node.accepted();
+    auto ep = RdmaEndpoint::Connect(o, {{ip_, port}}, Resolver(), {}, ticket);
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    uint64_t v = 0;
+    (*ep)->Read(0, 7, 0, &v, 8);
+    absl::Status s = (*ep)->Flush();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_EQ((*ep)->recoveries(), 3u);  // kMaxRecoveriesInARow
+    EXPECT_EQ(node.accepted() - before, 4);
+    EXPECT_FALSE((*ep)->alive(0));
+  }
 }
 
 TEST_F(RdmaTest, ConnectingToNothingFailsWithinTimeout) {

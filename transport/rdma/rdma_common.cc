@@ -284,6 +284,16 @@ absl::StatusOr<sockaddr_storage> ResolveHost(const std::string& host,
   return out;
 }
 
+int AckTimeoutFor(int timeout_ms) {
+  const double budget_us = timeout_ms * 1000.0 / 2;
+  int t = 19;
+  while (t > 8 &&
+         (kRetryCount + 1) * 4.096 * static_cast<double>(1 << t) > budget_us) {
+    --t;
+  }
+  return t;
+}
+
 absl::StatusOr<std::string> CheckBinding(rdma_cm_id* id,
                                          const RdmaOptions& options,
                                          const std::string& what) {

@@ -191,6 +191,21 @@ absl::StatusOr<std::string> CheckBinding(rdma_cm_id* id,
                                          const RdmaOptions& options,
                                          const std::string& what);
 
+// Transport retries of a reliable-connected QP (the IB retry_cnt): 6, not
+// the 3-bit field's maximum 7, because soft-RoCE (rxe) reads 7 as "retry
+// forever" (as the spec has it only for RNR retries). A request whose
+// responder never answers then ends with IBV_WC_RETRY_EXC_ERR instead of
+// hanging its QP until the endpoint's own deadline.
+inline constexpr int kRetryCount = 6;
+
+// The QP's local ACK timeout (4.096 us x 2^t per try) for a wait bound of
+// timeout_ms: the largest t in [8, 19] whose kRetryCount + 1 tries fit in
+// half of the bound, so that the provider gives up (and the endpoint can
+// connect again and recover) well before the endpoint's own deadline.
+// 10 s gives 17 (0.54 s a try), 60 s gives 19 (2.1 s, the CM's own default
+// on RoCE).
+int AckTimeoutFor(int timeout_ms);
+
 // A device's limits, clamped for what we ask of a connection.
 struct DeviceLimits {
   int max_qp_wr = 0;

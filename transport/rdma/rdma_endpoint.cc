@@ -108,6 +108,9 @@ struct RdmaEndpoint::Connection {
   // fine, and a new connection may replace this one.
   bool recoverable = false;
   bool disconnected = false;
+  // Times in a row this node's QP was replaced (Recover) without a chain
+  // finishing on it since.
+  int recoveries = 0;
   EventChannelPtr channel;
   CmIdPtr id;
   CqPtr cq;
@@ -281,6 +284,17 @@ RdmaEndpoint::ConnectNode(uint32_t node, const NodeAddress& address,
   absl::StatusOr<std::string> binding =
       CheckBinding(id, options_, "rdma: " + c.name);
   if (!binding.ok()) return binding.status();
+  // The QP's ACK timeout, set before the route so that it applies at RTS:
+  // transport retries run out well before this endpoint's own deadline.
+  const uint8_t ack_timeout =
+      static_cast<uint8_t>(AckTimeoutFor(options_.timeout_ms));
+  if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                      const_cast<uint8_t*>(&ack_timeout),
+                      sizeof(ack_timeout)) != 0) {
+    // Kernels before 4.17 lack the option; the CM's default stays.
+    VLOG(1) << "rdma: " << c.name
+            << ": rdma_set_option(ACK_TIMEOUT): " << ErrnoText(errno);
+  }
   if (rdma_resolve_route(id, timeout) != 0) {
     return absl::UnavailableError(absl::StrFormat(
         "rdma: %s: rdma_resolve_route: %s", c.name, ErrnoText(errno)));
@@ -344,8 +358,8 @@ RdmaEndpoint::ConnectNode(uint32_t node, const NodeAddress& address,
       static_cast<uint8_t>(std::clamp(limits.max_qp_init_rd_atom, 1, 16));
   param.responder_resources =
       static_cast<uint8_t>(std::clamp(limits.max_qp_rd_atom, 1, 16));
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;
+  param.retry_count = kRetryCount;
+  param.rnr_retry_count = 7;  // receiver not ready: we post no receives
   param.private_data = ticket.empty() ? nullptr : ticket.data();
   param.private_data_len = static_cast<uint8_t>(ticket.size());
   if (rdma_connect(id, &param) != 0) {
@@ -357,9 +371,16 @@ RdmaEndpoint::ConnectNode(uint32_t node, const NodeAddress& address,
       !s.ok()) {
     return s;
   }
-  VLOG(1) << "rdma: connected to " << c.name << " via " << *binding
-          << ", send queue " << c.max_wr << ", staging " << staging_.size()
-          << " B" << (staging_.hugepages() ? " (huge)" : "");
+  if (VLOG_IS_ON(1)) {
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    ibv_query_qp(id->qp, &qa, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &qi);
+    VLOG(1) << "rdma: connected to " << c.name << " via " << *binding
+            << ", send queue " << c.max_wr << ", staging " << staging_.size()
+            << " B" << (staging_.hugepages() ? " (huge)" : "")
+            << ", ack timeout " << static_cast<int>(qa.timeout) << ", "
+            << static_cast<int>(qa.retry_cnt) << " retries";
+  }
   return owned;
 }
 
@@ -619,100 +640,111 @@ void RdmaEndpoint::PostRound(Batch& b, size_t r) {
     c.new_reads = 0;
   }
   for (size_t p = rd.first; p < rd.end; ++p) {
-    const Piece& pc = b.pieces[p];
-    const Op& op = b.ops[pc.op];
-    const RegionKey& key = b.keys[pc.op];
-    Connection& c = *conns_[op.node];
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uint64_t>(base + pc.staging);
-    sge.length = pc.len;
-    sge.lkey = c.device->staging_mr->lkey;
-    c.sges.push_back(sge);
-    ibv_send_wr wr{};
-    wr.wr_id = WrId(b.seq, p);
-    wr.sg_list = &c.sges.back();
-    wr.num_sge = 1;
-    const uint64_t raddr = key.addr + op.offset + pc.skip;
-    // The responder may let a WRITE or atomic overtake an earlier READ or
-    // atomic; fence it when their bytes overlap one still in flight on this
-    // QP (this batch's or an earlier one's), so program order holds.
-    // (Everything else on one QP is executed in order.)
-    if (op.kind != OpKind::kRead) {
-      for (const auto& [addr, len] : c.reads) {
-        if (raddr < addr + len && addr < raddr + pc.len) {
-          wr.send_flags |= IBV_SEND_FENCE;
-          break;
-        }
-      }
-    }
-    if (op.kind != OpKind::kWrite) {
-      c.reads.emplace_back(raddr, pc.len);
-      ++c.new_reads;
-    }
-    switch (op.kind) {
-      case OpKind::kRead:
-        wr.opcode = IBV_WR_RDMA_READ;
-        wr.wr.rdma.remote_addr = raddr;
-        wr.wr.rdma.rkey = key.rkey;
-        break;
-      case OpKind::kWrite:
-        std::memcpy(base + pc.staging,
-                    static_cast<const std::byte*>(op.local) + pc.skip, pc.len);
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.wr.rdma.remote_addr = raddr;
-        wr.wr.rdma.rkey = key.rkey;
-        break;
-      case OpKind::kCompareAndSwap:
-        wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-        wr.wr.atomic.remote_addr = raddr;
-        wr.wr.atomic.rkey = key.rkey;
-        wr.wr.atomic.compare_add = op.compare;
-        wr.wr.atomic.swap = op.operand;
-        break;
-      case OpKind::kFetchAndAdd:
-        wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.wr.atomic.remote_addr = raddr;
-        wr.wr.atomic.rkey = key.rkey;
-        wr.wr.atomic.compare_add = op.operand;
-        break;
-    }
-    c.wrs.push_back(wr);
+    AppendRequest(b, p, *conns_[b.ops[b.pieces[p].op].node], base,
+                  /*copy_payload=*/true);
   }
 
   // One doorbell per node. (Soft-RoCE may do much of the work inside
   // ibv_post_send, so the clock starts before it.)
   const Clock::time_point now = Clock::now();
-  const int every = options_.signal_every;
   for (const auto& pn : rd.per_node) {
-    Connection& c = *conns_[pn.first];
-    const size_t count = c.wrs.size();
-    int signalled = 0;
-    for (size_t k = 0; k < count; ++k) {
-      c.wrs[k].next = k + 1 < count ? &c.wrs[k + 1] : nullptr;
-      if ((k + 1) % every == 0 || k + 1 == count) {
-        c.wrs[k].send_flags |= IBV_SEND_SIGNALED;
-        ++signalled;
-      }
-    }
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(c.qp.get(), c.wrs.data(), &bad); rc != 0) {
-      const size_t p = bad != nullptr ? WrPiece(bad->wr_id) : rd.first;
-      std::string why = absl::StrFormat("ibv_post_send of %d requests: %s",
-                                        count, ErrnoText(rc));
-      Fail(b,
-           absl::UnavailableError(absl::StrFormat(
-               "rdma: %s failed: %s", Describe(b.ops[b.pieces[p].op]), why)));
-      Kill(c, why);  // also drops this chain's entries in c.reads
-      continue;
-    }
-    c.chains.push_back({&b, r, static_cast<int>(count), signalled, c.new_reads,
-                        WrPiece(c.wrs.back().wr_id), now});
-    c.outstanding += static_cast<int>(count);
+    if (!PostChain(b, r, *conns_[pn.first], now)) continue;
     ++rd.chains;
     if (b.chains++ == 0) ++batches_on_wire_;
   }
   max_on_wire_ = std::max(max_on_wire_, batches_on_wire_);
   if (rd.chains == 0) ReleaseStaging(rd.staging);  // nothing went out
+}
+
+void RdmaEndpoint::AppendRequest(Batch& b, size_t p, Connection& c,
+                                 std::byte* base, bool copy_payload) {
+  const Piece& pc = b.pieces[p];
+  const Op& op = b.ops[pc.op];
+  const RegionKey& key = b.keys[pc.op];
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(base + pc.staging);
+  sge.length = pc.len;
+  sge.lkey = c.device->staging_mr->lkey;
+  c.sges.push_back(sge);
+  ibv_send_wr wr{};
+  wr.wr_id = WrId(b.seq, p);
+  wr.sg_list = &c.sges.back();
+  wr.num_sge = 1;
+  const uint64_t raddr = key.addr + op.offset + pc.skip;
+  // The responder may let a WRITE or atomic overtake an earlier READ or
+  // atomic; fence it when their bytes overlap one still in flight on this
+  // QP (this batch's or an earlier one's), so program order holds.
+  // (Everything else on one QP is executed in order.)
+  if (op.kind != OpKind::kRead) {
+    for (const auto& [addr, len] : c.reads) {
+      if (raddr < addr + len && addr < raddr + pc.len) {
+        wr.send_flags |= IBV_SEND_FENCE;
+        break;
+      }
+    }
+  }
+  if (op.kind != OpKind::kWrite) {
+    c.reads.emplace_back(raddr, pc.len);
+    ++c.new_reads;
+  }
+  switch (op.kind) {
+    case OpKind::kRead:
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.wr.rdma.remote_addr = raddr;
+      wr.wr.rdma.rkey = key.rkey;
+      break;
+    case OpKind::kWrite:
+      if (copy_payload) {
+        std::memcpy(base + pc.staging,
+                    static_cast<const std::byte*>(op.local) + pc.skip, pc.len);
+      }
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.wr.rdma.remote_addr = raddr;
+      wr.wr.rdma.rkey = key.rkey;
+      break;
+    case OpKind::kCompareAndSwap:
+      wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+      wr.wr.atomic.remote_addr = raddr;
+      wr.wr.atomic.rkey = key.rkey;
+      wr.wr.atomic.compare_add = op.compare;
+      wr.wr.atomic.swap = op.operand;
+      break;
+    case OpKind::kFetchAndAdd:
+      wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+      wr.wr.atomic.remote_addr = raddr;
+      wr.wr.atomic.rkey = key.rkey;
+      wr.wr.atomic.compare_add = op.operand;
+      break;
+  }
+  c.wrs.push_back(wr);
+}
+
+bool RdmaEndpoint::PostChain(Batch& b, size_t r, Connection& c,
+                             Clock::time_point now) {
+  const int every = options_.signal_every;
+  const size_t count = c.wrs.size();
+  int signalled = 0;
+  for (size_t k = 0; k < count; ++k) {
+    c.wrs[k].next = k + 1 < count ? &c.wrs[k + 1] : nullptr;
+    if ((k + 1) % every == 0 || k + 1 == count) {
+      c.wrs[k].send_flags |= IBV_SEND_SIGNALED;
+      ++signalled;
+    }
+  }
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(c.qp.get(), c.wrs.data(), &bad); rc != 0) {
+    const size_t p = bad != nullptr ? WrPiece(bad->wr_id) : b.rounds[r].first;
+    std::string why = absl::StrFormat("ibv_post_send of %d requests: %s", count,
+                                      ErrnoText(rc));
+    Fail(b, absl::UnavailableError(absl::StrFormat(
+                "rdma: %s failed: %s", Describe(b.ops[b.pieces[p].op]), why)));
+    Kill(c, why);  // also drops this chain's entries in c.reads
+    return false;
+  }
+  c.chains.push_back({&b, r, static_cast<int>(count), signalled, c.new_reads,
+                      WrPiece(c.wrs.back().wr_id), now});
+  c.outstanding += static_cast<int>(count);
+  return true;
 }
 
 // --- Polling and completing. -------------------------------------------------
@@ -768,6 +800,80 @@ void RdmaEndpoint::Kill(Connection& c, const std::string& reason) {
                 Describe(b.ops[b.pieces[ch.last_piece].op]), c.name, reason)));
     ChainDone(b, ch.round);
   }
+}
+
+bool RdmaEndpoint::Recover(Connection& c, const std::string& why) {
+  if (!ticket_source_ || c.disconnected ||
+      c.recoveries >= kMaxRecoveriesInARow) {
+    return false;
+  }
+  const uint32_t node = c.node;
+  // Posting a READ or WRITE again is harmless: the same bytes to the same
+  // place, in the same order (every unfinished chain goes again, oldest
+  // first, and the memory node applies one QP's requests in order). An
+  // atomic may already have been applied once.
+  for (const Connection::Chain& ch : c.chains) {
+    const Batch& b = *ch.batch;
+    const Batch::Round& rd = b.rounds[ch.round];
+    for (size_t p = rd.first; p < rd.end; ++p) {
+      const Op& op = b.ops[b.pieces[p].op];
+      if (op.node == node && IsAtomic(op.kind)) return false;
+    }
+  }
+  // Nothing more from the old QP lands in staging.
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ibv_modify_qp(c.qp.get(), &err, IBV_QP_STATE);
+  // A memory node whose control plane does not answer is gone: no recovery.
+  absl::StatusOr<std::string> ticket = ticket_source_(node);
+  if (!ticket.ok()) return false;
+  absl::StatusOr<std::unique_ptr<Connection>> fresh =
+      ConnectNode(node, addresses_[node], *ticket);
+  if (!fresh.ok()) {
+    LOG(WARNING) << "rdma: " << c.name << ": " << why
+                 << "; connecting again failed: " << fresh.status();
+    return false;
+  }
+  std::deque<Connection::Chain> chains = std::move(c.chains);
+  c.chains.clear();
+  c.dead = why;
+  const std::unique_ptr<Connection> old = std::move(conns_[node]);
+  conns_[node] = *std::move(fresh);
+  Connection& n = *conns_[node];
+  n.recoveries = old->recoveries + 1;
+  ++recoveries_;
+  LOG(WARNING) << "rdma: " << n.name << ": " << why
+               << "; connected again and posted its " << chains.size()
+               << " unfinished chain(s) again (recovery " << n.recoveries
+               << " in a row, at most " << kMaxRecoveriesInARow << ")";
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < chains.size(); ++i) {
+    Batch& b = *chains[i].batch;
+    const size_t r = chains[i].round;
+    const Batch::Round& rd = b.rounds[r];
+    bool posted = false;
+    if (n.dead.empty()) {
+      n.wrs.clear();
+      n.sges.clear();
+      n.new_reads = 0;
+      std::byte* const base = staging_.data() + rd.staging;
+      for (size_t p = rd.first; p < rd.end; ++p) {
+        if (b.ops[b.pieces[p].op].node != node) continue;
+        // The WRITE payloads are still in staging; the caller's buffers
+        // may be gone (an abandoned batch).
+        AppendRequest(b, p, n, base, /*copy_payload=*/false);
+      }
+      posted = PostChain(b, r, n, now);
+    }
+    if (!posted) {  // n failed: this chain and the rest are finished
+      Fail(b, absl::UnavailableError(absl::StrFormat(
+                  "rdma: a request to %s failed: %s; posting it again on a "
+                  "new connection failed: %s",
+                  n.name, why, n.dead)));
+      ChainDone(b, r);
+    }
+  }
+  return true;
 }
 
 void RdmaEndpoint::PollOnce() {
@@ -829,6 +935,13 @@ void RdmaEndpoint::PollOnce() {
           why +=
               " (the QP was already in the error state; the memory node "
               "has probably closed the connection)";
+        } else if (wc[j].status == IBV_WC_RETRY_EXC_ERR) {
+          why += absl::StrFormat(
+              " (no answer to %d tries of %.0f ms each)", kRetryCount + 1,
+              4.096e-3 * (1 << AckTimeoutFor(options_.timeout_ms)));
+          if (Recover(c, absl::StrFormat("%s failed: %s", Describe(op), why))) {
+            break;  // c is gone; its successor carries the chains
+          }
         }
         if (freed) {
           Fail(*b, absl::NotFoundError(absl::StrFormat("rdma: %s failed: %s",
@@ -854,6 +967,7 @@ void RdmaEndpoint::PollOnce() {
         break;
       }
       if (--ch.signalled > 0) continue;
+      c.recoveries = 0;
       Batch& b = *ch.batch;
       const size_t r = ch.round;
       c.outstanding -= ch.wrs;

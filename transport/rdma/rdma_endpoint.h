@@ -24,14 +24,20 @@
 // in flight on that QP (of any batch) is fenced. Different nodes are not
 // ordered.
 //
-// Every wait is bounded by RdmaOptions::timeout_ms per chain. A failed
-// completion, a timeout or a disconnect fails the batch with an error naming
-// the node and the operation and marks that node's connection dead: every
-// other batch with requests in flight on it fails too (naming its own
-// operation), and later operations on it fail at once (the endpoint never
-// reconnects; make a new one). Other nodes are unaffected. The destructor
-// lets batches still in flight finish (bounded by the same timeout) without
-// copying their results out.
+// Every wait is bounded by RdmaOptions::timeout_ms per chain (a chain posted
+// again after a recovery starts a new bound), and the QP's own retries
+// (kRetryCount tries of AckTimeoutFor(timeout_ms)) run out within half of
+// it. A failed completion, a timeout or a disconnect fails the batch with an
+// error naming the node and the operation and marks that node's connection
+// dead: every other batch with requests in flight on it fails too (naming
+// its own operation), and later operations on it fail at once. Other nodes
+// are unaffected. Two failures are recovered when the endpoint has a ticket
+// source: a stale key (the batch fails with NotFound, the next batch
+// connects again), and transport retries that ran out while the node's
+// control plane still answers (a new QP, and the unfinished READs and
+// WRITEs posted on it again: see Recover). The destructor lets batches still
+// in flight finish (bounded by the same timeout) without copying their
+// results out.
 #ifndef DMG_TRANSPORT_RDMA_RDMA_ENDPOINT_H_
 #define DMG_TRANSPORT_RDMA_RDMA_ENDPOINT_H_
 
@@ -103,6 +109,9 @@ class RdmaEndpoint : public Endpoint {
   // for completions that had already arrived); then starts again from
   // batches_in_flight().
   uint64_t TakeMaxInFlight() override;
+  // Times a QP whose transport retries ran out was replaced by a new
+  // connection with its unfinished READs and WRITEs posted again (Recover).
+  uint64_t recoveries() const { return recoveries_; }
 
  protected:
   // Execute is Begin then End.
@@ -141,6 +150,22 @@ class RdmaEndpoint : public Endpoint {
   // queue slots; a round that will fail at once also "fits"), and posting it.
   bool Fits(const Batch& b, size_t r) const;
   void PostRound(Batch& b, size_t r);
+  // Appends piece p of b to c's chain being built (c.wrs), through staging
+  // at `base` (the round's); copy_payload copies a WRITE's bytes there.
+  void AppendRequest(Batch& b, size_t p, Connection& c, std::byte* base,
+                     bool copy_payload);
+  // Posts c's chain being built as chain of round r of b, one doorbell;
+  // false when ibv_post_send failed (b failed, c killed).
+  bool PostChain(Batch& b, size_t r, Connection& c, Clock::time_point now);
+  // c's transport retries ran out (IBV_WC_RETRY_EXC_ERR) but its memory
+  // node's control plane still answers (a fresh ticket): the packets were
+  // lost, or the provider lost track of them (soft-RoCE's responder can
+  // drop a retried READ for good). When every unfinished chain on c holds
+  // only READs and WRITEs, a new connection replaces c and they are posted
+  // on it again, oldest first; returns false (c untouched but its QP
+  // stopped) when that is not possible, and the caller fails c as usual.
+  // At most kMaxRecoveriesInARow times without a chain finishing between.
+  bool Recover(Connection& c, const std::string& why);
   // Polling: one pass over every connection with chains in flight (CQ, CM
   // events, deadlines), then polls until done() holds or nothing is in
   // flight; returns done().
@@ -178,6 +203,8 @@ class RdmaEndpoint : public Endpoint {
   uint64_t next_seq_ = 1;
   uint64_t batches_on_wire_ = 0;  // batches with chains in flight
   uint64_t max_on_wire_ = 0;      // since the last TakeMaxInFlight
+  uint64_t recoveries_ = 0;
+  static constexpr int kMaxRecoveriesInARow = 3;
   struct StagingUse {
     uint64_t offset;
     uint64_t bytes;

@@ -237,7 +237,7 @@ void RdmaServer::OnConnectRequest(const CmEvent& e) {
       e.initiator_depth, 1, std::max(1, limits_.max_qp_rd_atom)));
   param.initiator_depth = static_cast<uint8_t>(
       std::min<int>(e.responder_resources, limits_.max_qp_init_rd_atom));
-  param.retry_count = 7;
+  param.retry_count = kRetryCount;
   param.rnr_retry_count = 7;
   if (rdma_accept(id.get(), &param) != 0) {
     LOG(WARNING) << "rdma server: rdma_accept: " << ErrnoText(errno);
