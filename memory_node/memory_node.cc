@@ -152,10 +152,10 @@ absl::StatusOr<RegionInfo> MemoryNode::AddRegion(AlignedBuffer buffer,
   return info;
 }
 
-void MemoryNode::AssignNodeId(uint32_t id) {
+void MemoryNode::AssignNodeId(uint32_t id, std::string_view by) {
   if (id != this->id())
     LOG(INFO) << "memory node " << this->id() << " is now memory node " << id
-              << " (assigned by dmg load)";
+              << " (as " << by << " says)";
   id_.store(id, std::memory_order_relaxed);
 }
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/aligned_buffer.h"
@@ -45,7 +46,7 @@ class MemoryNode : public transport::MemoryTarget {
   MemoryNode& operator=(const MemoryNode&) = delete;
 
   uint32_t id() const { return id_.load(std::memory_order_relaxed); }
-  void AssignNodeId(uint32_t id) override;
+  void AssignNodeId(uint32_t id, std::string_view by) override;
 
   // Registers the image's bytes as region kStoreRegion ("store"), replacing
   // any store there.

@@ -148,7 +148,7 @@ int MemoryNodeCommand() {
       if (absl::Status s = node.LoadStore(std::move(snap->store)); !s.ok()) {
         return ReportError(s);
       }
-      node.AssignNodeId(node_id);
+      node.AssignNodeId(node_id, "the snapshot in " + FLAGS_snapshot_dir);
       restored = true;
       LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
                 << FLAGS_snapshot_dir << " (node " << node_id << ", " << bytes

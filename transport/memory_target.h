@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,9 +56,10 @@ class MemoryTarget {
   }
   // Changes every time the store is replaced.
   virtual uint64_t store_generation() const { return 0; }
-  // The loader told this target its position among the memory nodes (the
-  // slice of the store it holds), so its messages and logs name it.
-  virtual void AssignNodeId(uint32_t id) {}
+  // The target's position among the memory nodes (the slice of the store
+  // it holds), so its messages and logs name it; `by` says who told it
+  // ("dmg load", "the snapshot in DIR"), for the log line.
+  virtual void AssignNodeId(uint32_t id, std::string_view by) {}
   // The bytes of a region, for servers that register memory with a NIC.
   virtual absl::StatusOr<std::span<std::byte>> RegionMemory(
       uint32_t region) = 0;

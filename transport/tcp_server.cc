@@ -488,7 +488,7 @@ struct TcpServer::Impl {
     c.staging = 0;
     load_id = c.staging_load_id;
     node_id.store(c.staging_node_id);
-    target->AssignNodeId(c.staging_node_id);
+    target->AssignNodeId(c.staging_node_id, "dmg load");
     if (options.on_commit) options.on_commit(c.staging_node_id, load_id);
     if (!users.empty()) {
       LOG(WARNING) << "store replaced by a forced load from " << c.peer
