@@ -11,7 +11,9 @@ namespace dmg::algorithms {
 
 absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source) {
   DMG_RETURN_IF_ERROR(CheckSource(source, engine.num_vertices()));
-  auto& depth = engine.NewState<int32_t>("bfs.depth", -1);
+  // Claimed: paged, a bit per vertex answers "visited?" (CacheHint).
+  auto& depth =
+      engine.NewState<int32_t>("bfs.depth", -1, compute::CacheHint::kClaimed);
   compute::Frontier frontier = engine.FrontierOf(source);
   int32_t level = 0;
   engine.Carry("bfs.frontier", &frontier);

@@ -21,6 +21,12 @@ namespace {
 
 uint64_t Align8(uint64_t x) { return (x + 7) / 8 * 8; }
 
+// A sparse push READs members' offsets and edge ranges; ones closer than
+// these share one READ (the bytes between cost less than another
+// operation): offsets up to 16 words apart, ranges up to 64 bytes.
+constexpr int64_t kOffsetGapWords = 16;
+constexpr uint64_t kRangeGapBytes = 64;
+
 std::span<const store::Weight> WeightsOf(const BlockView& b, VertexId v) {
   return b.weighted() ? b.weights(v) : std::span<const store::Weight>();
 }
@@ -58,7 +64,7 @@ class StorePageSource : public PageSource {
   StorePageSource(WorkerPool& pool, uint32_t node, uint64_t bytes)
       : pool_(pool), node_(node), bytes_(bytes) {}
   absl::Status FetchPages(int worker, uint64_t first, uint64_t count,
-                          std::byte* const* dst) override {
+                          std::byte* const* dst, uint8_t*) override {
     transport::Endpoint& ep = pool_.endpoint(worker);
     for (uint64_t k = 0; k < count; ++k) {
       uint64_t at = (first + k) * PageCache::kPageBytes;
@@ -484,11 +490,15 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
   auto block_edges = [&](uint32_t i) {
     return store::EntryEdges(dir, i, graph_.num_arcs());
   };
-  // Whole block when the frontier needs half of it or more, or many
-  // small pieces of it; else just the frontier's edge ranges.
+  // Whole block when the frontier needs half of it or more; else just the
+  // frontier's edge ranges, those closer than kRangeGapBytes in one READ
+  // (unweighted: a member's weights follow its targets in the buffer, so
+  // weighted ranges go one by one, and many of them read the block whole).
+  // Reading whole blocks for more than 32 members read 12x road-NY's edge
+  // bytes in a BFS at 5% (35 of 84.9 MB, with the depth pages the rest).
   auto read_whole = [&](const DirectoryEntry& e, uint64_t need,
                         uint64_t vertices) {
-    return need * 2 >= e.length || vertices > 32 || keep;
+    return need * 2 >= e.length || (weighted && vertices > 32) || keep;
   };
   // Without cached headers, the members' offsets of the blocks read
   // sparsely are READ first (one round trip for the unit; one READ per run
@@ -523,9 +533,11 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       int64_t last = -2;  // the previous member's index in the block
       frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
         const int64_t j = v - e.first_vertex;
-        if (j == last + 1) {
-          ++sc.runs.back().count;  // offsets j and j + 1: one more word
-          ++total;
+        if (last >= 0 && j - last <= kOffsetGapWords + 1) {
+          // Offsets up to j + 1: a few more words (the ones between are
+          // read too, and checked like the rest), one READ fewer.
+          sc.runs.back().count += j - last;
+          total += j - last;
         } else {
           sc.runs.push_back({i, static_cast<uint32_t>(j), 2, total});
           total += 2;
@@ -716,10 +728,46 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
     const uint64_t targets_at =
         loc.offset + sizeof(store::BlockHeader) + 4 * (e.vertex_count + 1);
     absl::Status status;
+    // The open span: bytes [lo, hi) of the block's targets (or stream),
+    // landing at base + at; members close to it join it.
+    struct Span {
+      bool open = false;
+      uint64_t lo = 0, hi = 0, at = 0;
+    } span;
+    const uint64_t span_base = packed ? loc.offset + stream_at(e) : targets_at;
+    auto close_span = [&] {
+      if (!span.open) return;
+      ep.Read(loc.node, loc.region, span_base + span.lo, base + span.at,
+              span.hi - span.lo);
+      used = span.at + Align8(span.hi - span.lo);
+      span.open = false;
+    };
     frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
       if (!status.ok()) return;
       uint32_t lo, hi;
       range_of(v - e.first_vertex, &lo, &hi);
+      if (!weighted) {
+        // Targets (or a segment's bytes) [lo, hi) of the block.
+        const uint64_t b0 = packed ? lo : 4 * uint64_t{lo};
+        const uint64_t b1 = packed ? hi : 4 * uint64_t{hi};
+        const uint32_t count = hi - lo;  // edges, or a segment's bytes
+        if (b0 == b1) {                  // nothing to read
+          items.push_back({i, false, false, nullptr, v, used, 0});
+          return;
+        }
+        if (span.open && b0 >= span.hi && b0 - span.hi <= kRangeGapBytes &&
+            span.at + Align8(b1 - span.lo) <= batch_bytes_) {
+          span.hi = b1;
+        } else {
+          close_span();
+          if (used + Align8(b1 - b0) > batch_bytes_) status = deliver();
+          if (!status.ok()) return;
+          span = {true, b0, b1, used};
+        }
+        items.push_back(
+            {i, false, false, nullptr, v, span.at + (b0 - span.lo), count});
+        return;
+      }
       if (packed) {  // the segment's bytes [lo, hi) of the stream
         const uint32_t bytes = hi - lo;
         if (used + Align8(bytes) > batch_bytes_) status = deliver();
@@ -748,6 +796,7 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
       items.push_back({i, false, false, nullptr, v, used, edges});
       used += bytes;
     });
+    if (status.ok()) close_span();
     if (!bad.ok()) return bad;
     if (!status.ok()) return status;
   }

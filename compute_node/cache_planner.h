@@ -50,7 +50,14 @@ enum class CachePolicy {
 enum class CacheHint {
   kPerEdge,    // read once per edge (PageRank's contributions): keep first
   kPerVertex,  // read or written about once per vertex per superstep
-  kRare,       // touched seldom (a result written once)
+  // Written by first-wins claims (BFS's depths) and otherwise read per edge
+  // only as "still unset?". Resident after kPerVertex arrays; when paged
+  // (graph-aware, one compute node) a bit per element, carved from the
+  // bound, answers that question locally, and a claim on a page that is not
+  // cached is logged and written element by element at commit instead of
+  // fetching the page (StateArrayBase, "Claim filter").
+  kClaimed,
+  kRare,  // touched seldom (a result written once)
 };
 
 struct CacheRequest {

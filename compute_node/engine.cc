@@ -570,6 +570,21 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
   std::vector<StateRequest> requests;
   for (StateArrayBase* a : arrays) requests.push_back({a->bytes(), a->hint()});
   std::vector<bool> resident = planner_.PlaceStates(requests);
+  // Claim filters of paged kClaimed arrays come out of the bound before the
+  // page cache takes what is left (graph-aware, one compute node, a fresh
+  // job; with room for the page minimum beside them).
+  std::vector<uint64_t> filter_bytes(arrays.size(), 0);
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const uint64_t bits = arrays[i]->ClaimFilterBytes();
+    if (!resident[i] && !adopt && page_cache_ == nullptr &&
+        arrays[i]->hint() == CacheHint::kClaimed &&
+        options_.cache_policy == CachePolicy::kGraphAware &&
+        compute_nodes() == 1 &&
+        budget_.available() >= bits + planner_.minimum_page_bytes() &&
+        budget_.TryReserve(bits)) {
+      filter_bytes[i] = bits;
+    }
+  }
   for (size_t i = 0; i < arrays.size(); ++i) {
     PageCache* cache = nullptr;
     if (!resident[i]) {
@@ -586,9 +601,11 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
       }
       cache = page_cache_.get();
     }
-    const uint64_t reserved = resident[i] ? arrays[i]->bytes() : 0;
+    const uint64_t reserved =
+        (resident[i] ? arrays[i]->bytes() : 0) + filter_bytes[i];
     if (!adopt) {
-      DMG_RETURN_IF_ERROR(Fail(arrays[i]->Materialize(cache, reserved)));
+      DMG_RETURN_IF_ERROR(
+          Fail(arrays[i]->Materialize(cache, reserved, filter_bytes[i] > 0)));
       continue;
     }
     // The earlier attempt's two buffers of this array, by name.

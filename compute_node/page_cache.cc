@@ -262,14 +262,15 @@ void PageCache::EndWriteBack(Miss& miss, const absl::Status& status) {
   io_done_.notify_all();
 }
 
-void PageCache::EndFetch(int worker, Miss& miss, const absl::Status& status) {
+void PageCache::EndFetch(int worker, Miss& miss, const absl::Status& status,
+                         const std::vector<uint8_t>& dirtied) {
   PageSource* const source = miss.source;
   for (size_t k = 0; k < miss.frames.size(); ++k) {
     int32_t f = miss.frames[k];
     Frame& fr = frame_[f];
     fr.gen.fetch_add(1, std::memory_order_acq_rel);  // even
     if (status.ok()) {
-      fr.dirty.store(false, std::memory_order_relaxed);
+      fr.dirty.store(dirtied[k] != 0, std::memory_order_relaxed);
       fr.referenced.store(true, std::memory_order_relaxed);
       SetFrame(f, FrameState::kMapped, source, miss.page + k);
       // The first page stays pinned for the caller.
@@ -314,10 +315,11 @@ absl::StatusOr<std::byte*> PageCache::PinSlow(int worker, PageSource* source,
   std::vector<std::byte*> dst;
   dst.reserve(miss.frames.size());
   for (int32_t f : miss.frames) dst.push_back(data(f));
-  absl::Status s =
-      source->FetchPages(worker, page, miss.frames.size(), dst.data());
+  std::vector<uint8_t> dirtied(miss.frames.size(), 0);
+  absl::Status s = source->FetchPages(worker, page, miss.frames.size(),
+                                      dst.data(), dirtied.data());
   MutexLock lock(&mu_);
-  EndFetch(worker, miss, s);
+  EndFetch(worker, miss, s, dirtied);
   if (!s.ok()) return s;
   return dst[0];
 }
@@ -402,8 +404,7 @@ void PageCache::Drop(PageSource* source) {
   }
 }
 
-void PageCache::Invalidate(PageSource* source, uint64_t first,
-                           uint64_t count) {
+void PageCache::Invalidate(PageSource* source, uint64_t first, uint64_t count) {
   MutexLock lock(&mu_);
   while (source->busy_ > 0) mu_.Wait(io_done_);
   for (uint64_t page = first; page < first + count; ++page) {

@@ -69,9 +69,12 @@ struct DirtyPage {
 class PageSource {
  public:
   virtual ~PageSource() = default;
-  // Fills pages [first, first + count) into dst[k].
+  // Fills pages [first, first + count) into dst[k]. A source that makes a
+  // fetched page differ from what remote memory holds (a state array merges
+  // the claims it logged while the page was not cached) sets dirtied[k]
+  // (all 0 on entry): the cache then treats the frame as dirty.
   virtual absl::Status FetchPages(int worker, uint64_t first, uint64_t count,
-                                  std::byte* const* dst) = 0;
+                                  std::byte* const* dst, uint8_t* dirtied) = 0;
   virtual absl::Status WriteBackPages(int worker,
                                       std::span<const DirtyPage> pages) = 0;
 
@@ -171,6 +174,24 @@ class PageCache {
     return true;
   }
 
+  // Pin's hit path alone: the cached page's bytes, pinned, or nullptr when
+  // it is not cached (or loading); never takes a miss.
+  std::byte* PinIfCached(int worker, PageSource* source, uint64_t page) {
+    int32_t f = source->table_[page].load(std::memory_order_acquire);
+    if (f < 0) return nullptr;
+    Frame& fr = frame_[f];
+    fr.pins.fetch_add(1, std::memory_order_seq_cst);  // as in Pin
+    if (source->table_[page].load(std::memory_order_seq_cst) != f) {
+      fr.pins.fetch_sub(1, std::memory_order_acq_rel);
+      return nullptr;
+    }
+    if (!fr.referenced.load(std::memory_order_relaxed)) {
+      fr.referenced.store(true, std::memory_order_relaxed);
+    }
+    ++counters_[worker].hits;
+    return data(f);
+  }
+
   void Unpin(PageSource* source, uint64_t page, bool dirtied)
       ABSL_LOCKS_EXCLUDED(mu_) {
     int32_t f = source->table_[page].load(std::memory_order_acquire);
@@ -263,7 +284,8 @@ class PageCache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under mu_, after the fetch: publishes the pages (the first pinned for
   // the caller) or, on failure, frees the frames.
-  void EndFetch(int worker, Miss& miss, const absl::Status& status)
+  void EndFetch(int worker, Miss& miss, const absl::Status& status,
+                const std::vector<uint8_t>& dirtied)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A frame to refill (empty, or evicted by the clock), pinned; a dirty
   // victim is appended to `dirty` (state kWriting) for the caller to write

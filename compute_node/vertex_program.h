@@ -469,11 +469,10 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
                                          Cond cond) {
   DMG_RETURN_IF_ERROR(
       Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
-  const T unset = target.initial();
   // A target worth updating: cond holds, and (Claim) it is still unset.
   auto candidate = [&](VertexId v) {
     if constexpr (Op::kFirstWins) {
-      if (target.Get(v) != unset) return false;
+      if (!target.Unset(v)) return false;
     }
     return cond(v);
   };

@@ -297,6 +297,30 @@ absl::Status MemoryNode::ServeReads(std::span<const transport::Op> reads) {
   return status;
 }
 
+absl::Status MemoryNode::ServeWrites(std::span<const transport::Op> writes) {
+  if (options_.guard_memory) return MemoryTarget::ServeWrites(writes);
+  // As ServeReads: one lock and one count for the run.
+  uint64_t bytes = 0;
+  size_t done = 0;
+  absl::Status status;
+  {
+    std::shared_lock lock(mu_);
+    for (const transport::Op& op : writes) {
+      absl::StatusOr<std::byte*> p = Locate(op.region, op.offset, op.length, 1);
+      if (!p.ok()) {
+        status = p.status();
+        break;
+      }
+      WriteRegion(*p, op.local, op.length);
+      bytes += op.length;
+      ++done;
+    }
+  }
+  writes_.fetch_add(done, std::memory_order_relaxed);
+  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+  return status;
+}
+
 absl::Status MemoryNode::ServeWrite(uint32_t region, uint64_t offset,
                                     const void* src, uint64_t length) {
   absl::Status s = Access(region, offset, length, 1,

@@ -70,6 +70,7 @@ class MemoryNode : public transport::MemoryTarget {
   absl::Status ServeRead(uint32_t region, uint64_t offset, void* dst,
                          uint64_t length) override;
   absl::Status ServeReads(std::span<const transport::Op> reads) override;
+  absl::Status ServeWrites(std::span<const transport::Op> writes) override;
   absl::Status ServeWrite(uint32_t region, uint64_t offset, const void* src,
                           uint64_t length) override;
   absl::StatusOr<uint64_t> ServeCompareAndSwap(uint32_t region, uint64_t offset,

@@ -383,6 +383,98 @@ TEST(EngineTest, PagedWriteBacksSendChangedLinesNotPages) {
       /*paged=*/true, /*sends=*/2);
 }
 
+// The claim filter (a paged kClaimed array, graph-aware, one compute node):
+// BFS level by level pages none of the depths in (claims and "unset?" tests
+// are local bits, claims on pages away are logged and written at commit),
+// each finished superstep's buffer holds its whole version and the other
+// buffer the one before, and other writes to the same array (a Set back to
+// the initial value, reads that fetch pages and merge the logged claims
+// into them) keep it exact. Without those writes the depths are BFS's.
+void CheckClaimFilter(store::GeneratorParams::Kind kind, int threads,
+                      bool meddle) {
+  SCOPED_TRACE(testing::Message()
+               << "threads " << threads << ", meddle " << meddle);
+  TestGraph t = Generated(kind, 14);
+  const uint64_t n = t.graph.num_vertices();
+  // Block buffers (one + a prefetch window of 2 per worker), the page
+  // minimum and 8 pages more: the 64 KiB of depths cannot be resident.
+  auto c = Start(t.graph, threads, 4096, false,
+                 {uint64_t(threads) * (3 + 16) * 4096 + 8 * 4096,
+                  compute::CachePolicy::kGraphAware});
+  compute::Engine& e = c->engine();
+  auto& d = e.NewState<int32_t>("test.depth", -1, compute::CacheHint::kClaimed);
+  store::VertexId source = 0;
+  while (t.graph.out.neighbors(source).empty()) ++source;
+  std::vector<int32_t> expect(n, -1);
+  expect[source] = 0;
+  ASSERT_TRUE(e.VertexMap(e.FrontierOf(source), [&](store::VertexId v) {
+                 d.Set(v, 0);
+               }).ok());
+  ASSERT_FALSE(d.resident());
+  ASSERT_TRUE(d.filtered());
+  compute::Frontier f = e.FrontierOf(source);
+  int32_t level = 0;
+  while (!f.empty()) {
+    SCOPED_TRACE(testing::Message() << "level " << level);
+    const std::vector<int32_t> before =
+        level == 0 ? std::vector<int32_t>(n, -1) : expect;
+    absl::StatusOr<compute::Frontier> next = e.EdgeMap<compute::Claim>(
+        f, store::Direction::kOut, compute::Mode::kAuto, d,
+        [&](store::VertexId, store::VertexId, auto) { return level + 1; },
+        compute::AllVertices());
+    ASSERT_TRUE(next.ok()) << next.status();
+    for (store::VertexId v : next->vertices()) {
+      ASSERT_EQ(expect[v], -1) << "vertex " << v << " claimed twice";
+      expect[v] = level + 1;
+    }
+    if (meddle && level % 2 == 1) {
+      // Every element read (pages fetched, logged claims merged), and some
+      // of this level's claims undone: their bits must say unset again.
+      std::atomic<uint64_t> wrong{0};
+      ASSERT_TRUE(e.VertexMap([&](store::VertexId v) {
+                     if (d.Get(v) != expect[v]) ++wrong;
+                   }).ok());
+      EXPECT_EQ(wrong.load(), 0u);
+      for (store::VertexId v : next->vertices()) {
+        if (v % 7 == 0) {
+          d.Set(0, v, -1);
+          expect[v] = -1;
+        }
+      }
+    }
+    ASSERT_TRUE(e.EndSuperstep().ok());
+    const compute::SuperstepStats& step = e.stats().supersteps.back();
+    // The source's page, fetched by its Set (with read-ahead), at most.
+    if (!meddle) {
+      EXPECT_LE(step.cache.misses, level == 0 ? 1u : 0u);
+    }
+    std::vector<int32_t> remote(n);
+    ASSERT_TRUE(d.ReadVersion(e.superstep(), 0, n, remote.data()).ok());
+    ASSERT_EQ(remote, expect) << "after level " << level;
+    ASSERT_TRUE(d.ReadVersion(e.superstep() - 1, 0, n, remote.data()).ok());
+    ASSERT_EQ(remote, before) << "the version before level " << level;
+    for (store::VertexId v = 0; v < n; v += 61) {
+      ASSERT_EQ(d.Unset(0, v), expect[v] == -1) << "vertex " << v;
+    }
+    f = *std::move(next);
+    ++level;
+  }
+  if (!meddle) {
+    absl::StatusOr<std::vector<int32_t>> ref = reference::Bfs(t.graph, source);
+    ASSERT_TRUE(ref.ok());
+    EXPECT_EQ(*e.Result(d), *ref);
+  }
+}
+
+TEST(EngineTest, ClaimFilterKeepsDepthPagesAwayAndVersionsWhole) {
+  for (int threads : {1, 2, 3}) {
+    CheckClaimFilter(store::GeneratorParams::Kind::kUrand, threads, false);
+    CheckClaimFilter(store::GeneratorParams::Kind::kKron, threads, false);
+    CheckClaimFilter(store::GeneratorParams::Kind::kUrand, threads, true);
+    CheckClaimFilter(store::GeneratorParams::Kind::kKron, threads, true);
+  }
+}
+
 // A paged array's initial value is written from a short pattern, again and
 // again: every element of both versions must start with its bytes, in
 // arrays longer than the pattern (64 KiB), for every element size.

@@ -67,7 +67,7 @@ class FakeSource : public PageSource {
   explicit FakeSource(uint64_t pages)
       : fetches_of(pages), bytes_(pages * kPage), busy_(pages) {}
   absl::Status FetchPages(int, uint64_t first, uint64_t count,
-                          std::byte* const* dst) override {
+                          std::byte* const* dst, uint8_t*) override {
     Begin(first, count, nullptr);
     ++fetch_batches;
     fetched_pages += count;

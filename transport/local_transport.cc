@@ -19,14 +19,18 @@ class LocalEndpoint : public Endpoint {
             absl::StrFormat("no memory node %d", op.node));
       }
       MemoryTarget* t = nodes_[op.node];
-      if (op.kind == OpKind::kRead) {
-        // A run of READs for one node is served in one call, in order.
+      if (op.kind == OpKind::kRead || op.kind == OpKind::kWrite) {
+        // A run of READs (or of WRITEs) for one node is served in one
+        // call, in order.
         size_t end = k + 1;
-        while (end < ops.size() && ops[end].kind == OpKind::kRead &&
+        while (end < ops.size() && ops[end].kind == op.kind &&
                ops[end].node == op.node) {
           ++end;
         }
-        if (absl::Status s = t->ServeReads(ops.subspan(k, end - k)); !s.ok()) {
+        std::span<const Op> run = ops.subspan(k, end - k);
+        if (absl::Status s = op.kind == OpKind::kRead ? t->ServeReads(run)
+                                                      : t->ServeWrites(run);
+            !s.ok()) {
           return s;
         }
         k = end - 1;

@@ -36,6 +36,15 @@ class MemoryTarget {
     }
     return absl::OkStatus();
   }
+  // The same for a run of WRITEs (a commit's changed lines, a level's
+  // logged claims: thousands of small ones), in order.
+  virtual absl::Status ServeWrites(std::span<const Op> writes) {
+    for (const Op& op : writes) {
+      absl::Status s = ServeWrite(op.region, op.offset, op.local, op.length);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   virtual absl::StatusOr<uint64_t> ServeCompareAndSwap(uint32_t region,
                                                        uint64_t offset,
                                                        uint64_t expected,
