@@ -575,7 +575,7 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
   // job; with room for the page minimum beside them).
   std::vector<uint64_t> filter_bytes(arrays.size(), 0);
   for (size_t i = 0; i < arrays.size(); ++i) {
-    const uint64_t bits = arrays[i]->ClaimFilterBytes();
+    const uint64_t bits = arrays[i]->ClaimFilterBytes();  // and its logs
     if (!resident[i] && !adopt && page_cache_ == nullptr &&
         arrays[i]->hint() == CacheHint::kClaimed &&
         options_.cache_policy == CachePolicy::kGraphAware &&

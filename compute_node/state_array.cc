@@ -96,7 +96,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
   if (claim_filter && cache_ != nullptr && ctx_.bounds.size() <= 2 &&
       elem_ <= sizeof(uint64_t)) {
     // Every element starts as the initial value.
-    unset_.assign(ClaimFilterBytes() / 8, ~uint64_t{0});
+    unset_.assign(ClaimBitBytes() / 8, ~uint64_t{0});
+    log_cap_ = std::max<uint64_t>(64, ClaimBitBytes() / sizeof(Logged));
     if (n_ % 64 != 0) unset_.back() = (uint64_t{1} << (n_ % 64)) - 1;
     log_.resize(pages_);
     prev_log_.resize(pages_);
@@ -379,6 +380,7 @@ bool StateArrayBase::MergeLog(uint64_t page, std::byte* data) {
     MarkDirty(e.index);
   }
   const bool any = !entries.empty();
+  log_entries_.fetch_sub(entries.size(), std::memory_order_relaxed);
   entries.clear();
   std::atomic_ref<uint64_t>(logged_[page >> 6])
       .fetch_and(~(uint64_t{1} << (page & 63)), std::memory_order_relaxed);
@@ -398,7 +400,11 @@ std::byte* StateArrayBase::PinIfCachedElement(int worker, uint64_t index) {
   return base + at % kPageBytes;
 }
 
-void StateArrayBase::LogClaim(uint64_t index, const void* value) {
+bool StateArrayBase::LogClaim(uint64_t index, const void* value) {
+  if (log_entries_.fetch_add(1, std::memory_order_relaxed) >= log_cap_) {
+    log_entries_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
   const uint64_t page = index * elem_ / kPageBytes;
   Logged e{index, 0};
   std::memcpy(&e.value, value, elem_);
@@ -406,6 +412,7 @@ void StateArrayBase::LogClaim(uint64_t index, const void* value) {
   log_[page].push_back(e);
   std::atomic_ref<uint64_t>(logged_[page >> 6])
       .fetch_or(uint64_t{1} << (page & 63), std::memory_order_relaxed);
+  return true;
 }
 
 uint64_t StateArrayBase::PrevLogLines(uint64_t page) const {
@@ -418,12 +425,12 @@ uint64_t StateArrayBase::PrevLogLines(uint64_t page) const {
 
 absl::Status StateArrayBase::WriteLogs(int buffer) {
   transport::Endpoint& ep = endpoint(0);
-  // This superstep's claims, in index order. Entries closer than kGapLines
-  // lines go in one WRITE when every element between them still holds the
-  // initial value (its bit says so: its bytes are known): a WRITE costs
-  // more than that many bytes moved, and a level's claims are near each
-  // other.
-  constexpr uint64_t kGapBytes = kGapLines * kLineBytes;
+  // This superstep's claims, in index order. Entries at most 16 bytes
+  // apart go in one WRITE when every element between them still holds the
+  // initial value (its bit says so: its bytes are known). (192 bytes, the
+  // resident commit's gap, wrote 6.2 MB in a road-NY BFS at 5% against
+  // 4.7 MB, in the same time.)
+  constexpr uint64_t kGapBytes = 16;
   std::vector<Logged>& entries = commit_entries_;  // reused: no page faults
   entries.clear();
   for (size_t word = 0; word < logged_.size(); ++word) {
@@ -744,6 +751,7 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
     prev_log_.swap(log_);
     prev_logged_.swap(logged_);
     std::fill(logged_.begin(), logged_.end(), 0);
+    log_entries_.store(0, std::memory_order_relaxed);
   }
   // Lines still pending are READ from the finished version's buffer now.
   for (uint64_t p = 0; any_pending_ && p < pages_; ++p) {

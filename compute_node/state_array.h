@@ -118,8 +118,11 @@ class StateArrayBase : public PageSource {
   // bits' bytes are part of `reserved` (see ClaimFilterBytes).
   absl::Status Materialize(PageCache* cache, uint64_t reserved,
                            bool claim_filter = false);
-  // The budget bytes a claim filter of this array takes.
-  uint64_t ClaimFilterBytes() const { return (n_ + 63) / 64 * 8; }
+  // The budget bytes a claim filter of this array takes: its bits, and as
+  // many again for each of the open superstep's log and the previous
+  // commit's WRITEs (a claim past the log's share pages its page in).
+  uint64_t ClaimFilterBytes() const { return 3 * ClaimBitBytes(); }
+  uint64_t ClaimBitBytes() const { return (n_ + 63) / 64 * 8; }
   bool filtered() const { return !unset_.empty(); }
   // Materializes from the regions an earlier attempt of the job left
   // (`dmg run --resume`, one compute node): `regions` are its two buffers,
@@ -293,7 +296,8 @@ class StateArrayBase : public PageSource {
   // is cached (the worker's pinned one, or any cached frame, now pinned by
   // the worker: no miss), else nullptr, and LogClaim keeps it.
   std::byte* PinIfCachedElement(int worker, uint64_t index);
-  void LogClaim(uint64_t index, const void* value);
+  // False when the log holds its share of the bound already.
+  bool LogClaim(uint64_t index, const void* value);
   // Paged reads: from the worker's pinned page, else an unpinned validated
   // read of a cached page (the page cache's hit path).
   template <typename T>
@@ -458,6 +462,9 @@ class StateArrayBase : public PageSource {
   std::vector<uint64_t> unset_;
   std::vector<std::vector<Logged>> log_, prev_log_;
   std::vector<uint64_t> logged_, prev_logged_;
+  // Entries log_ holds, and how many it may (its share of the bound).
+  std::atomic<uint64_t> log_entries_{0};
+  uint64_t log_cap_ = 0;
   static constexpr int kLogStripes = 64;  // locks over log_, by page
   std::unique_ptr<Mutex[]> log_mu_;
   Mutex& LogLock(uint64_t page) { return log_mu_[page % kLogStripes]; }
@@ -572,13 +579,14 @@ class StateArray : public StateArrayBase {
       // Claim filter: the bit decides who wins; no page comes in for it.
       if (!resident() && filtered() && x != unset) {
         if (!TakeUnsetBit(v)) return false;
-        if (std::byte* p = PinIfCachedElement(w, v)) {
-          std::atomic_ref<T>(*reinterpret_cast<T*>(p)).store(x, kRelaxed);
-          MarkDirty(v);
-          NoteDirty(w);
-        } else {
-          LogClaim(v, &x);
-        }
+        std::byte* p = PinIfCachedElement(w, v);
+        if (p == nullptr && LogClaim(v, &x)) return true;
+        // Cached, or the log is full: into the page (fetched if need be).
+        if (p == nullptr) p = PinElement(w, v);
+        if (p == nullptr) return false;  // the error is recorded
+        std::atomic_ref<T>(*reinterpret_cast<T*>(p)).store(x, kRelaxed);
+        MarkDirty(v);
+        NoteDirty(w);
         return true;
       }
     }
