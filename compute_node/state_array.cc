@@ -433,15 +433,18 @@ absl::Status StateArrayBase::WriteLogs(int buffer) {
   constexpr uint64_t kGapBytes = 16;
   std::vector<Logged>& entries = commit_entries_;  // reused: no page faults
   entries.clear();
+  // Sorted page by page (a few entries each), pages ascending.
+  auto by_index = [](const Logged& a, const Logged& b) {
+    return a.index < b.index;
+  };
   for (size_t word = 0; word < logged_.size(); ++word) {
     for (uint64_t bits = logged_[word]; bits != 0; bits &= bits - 1) {
-      const std::vector<Logged>& now = log_[word * 64 + std::countr_zero(bits)];
+      std::vector<Logged>& now = log_[word * 64 + std::countr_zero(bits)];
+      std::sort(now.begin(), now.end(), by_index);
       entries.insert(entries.end(), now.begin(), now.end());
     }
   }
-  // Pages ascend, so sorting is within pages; one sort is as cheap.
-  std::sort(entries.begin(), entries.end(),
-            [](const Logged& a, const Logged& b) { return a.index < b.index; });
+
   // What this buffer lacks of the previous superstep's claims: the WRITEs
   // its commit made, again (their bytes kept since), but for pages whose
   // write-back in this superstep already sent those lines (their frames
@@ -491,7 +494,8 @@ absl::Status StateArrayBase::WriteLogs(int buffer) {
   std::vector<LogRun>& runs = commit_runs_;
   runs.clear();
   uint64_t total = 0;
-  std::vector<std::pair<size_t, size_t>> spans;  // entries [k, j) per run
+  std::vector<std::pair<size_t, size_t>>& spans = commit_spans_;
+  spans.clear();  // entries [k, j) per run
   for (size_t k = 0; k < entries.size();) {
     size_t j = k + 1;
     while (j < entries.size() && entries[j].index > entries[j - 1].index &&

@@ -43,6 +43,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -502,6 +503,7 @@ class StateArrayBase : public PageSource {
   };
   std::vector<Logged> commit_entries_;
   std::vector<LogRun> commit_runs_, prev_runs_;
+  std::vector<std::pair<size_t, size_t>> commit_spans_;
   std::vector<std::byte> commit_values_, prev_values_;
 };
 
