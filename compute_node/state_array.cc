@@ -97,7 +97,9 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
       elem_ <= sizeof(uint64_t)) {
     // Every element starts as the initial value.
     unset_.assign(ClaimBitBytes() / 8, ~uint64_t{0});
-    log_cap_ = std::max<uint64_t>(64, ClaimBitBytes() / sizeof(Logged));
+    static_assert(sizeof(Logged) == 16);
+    log_cap_ = std::max<uint64_t>(
+        16, (ClaimFilterBytes() - ClaimBitBytes()) / kLogBytesPerEntry);
     if (n_ % 64 != 0) unset_.back() = (uint64_t{1} << (n_ % 64)) - 1;
     log_.resize(pages_);
     prev_log_.resize(pages_);
@@ -494,8 +496,6 @@ absl::Status StateArrayBase::WriteLogs(int buffer) {
   std::vector<LogRun>& runs = commit_runs_;
   runs.clear();
   uint64_t total = 0;
-  std::vector<std::pair<size_t, size_t>>& spans = commit_spans_;
-  spans.clear();  // entries [k, j) per run
   for (size_t k = 0; k < entries.size();) {
     size_t j = k + 1;
     while (j < entries.size() && entries[j].index > entries[j - 1].index &&
@@ -504,7 +504,6 @@ absl::Status StateArrayBase::WriteLogs(int buffer) {
       ++j;
     }
     runs.push_back({entries[k].index, entries[j - 1].index, total});
-    spans.emplace_back(k, j);
     total += (entries[j - 1].index - entries[k].index + 1) * elem_;
     k = j;
   }
@@ -512,14 +511,14 @@ absl::Status StateArrayBase::WriteLogs(int buffer) {
   values.resize(total);
   uint64_t initial = 0;
   std::memcpy(&initial, initial_.data(), elem_);
-  for (size_t k = 0; k < runs.size(); ++k) {
-    const LogRun& run = runs[k];
+  size_t e = 0;  // the next entry: runs take them in order
+  for (const LogRun& run : runs) {
     std::byte* out = values.data() + run.at;
     // The gaps hold the initial value; then each entry's bytes.
     for (uint64_t v = run.first; v <= run.last; ++v) {
       StoreElement(out + (v - run.first) * elem_, initial);
     }
-    for (size_t e = spans[k].first; e < spans[k].second; ++e) {
+    for (; e < entries.size() && entries[e].index <= run.last; ++e) {
       StoreElement(out + (entries[e].index - run.first) * elem_,
                    entries[e].value);
     }

@@ -21,10 +21,13 @@
 // never pages the array in. A claim won on a page that is not cached is
 // logged (index, value) instead: a later fetch of the page merges the log
 // into its frame (which is then dirty), and the commit writes what is left
-// of it element by element (runs of consecutive elements in one WRITE),
-// and again into the next superstep's buffer (what that buffer lacks), so
-// a level's scattered claims move a few bytes each, not a page each.
-// road-NY BFS at 5% fetched 49 MB of depth pages for a 1 MB array.
+// of it element by element (entries at most 16 bytes apart in one WRITE
+// when the elements between are unset), and the next commit the same
+// bytes into the other buffer (what that buffer lacks), so a level's
+// scattered claims move a few bytes each, not a page each. The log holds
+// at most as many entries as its share of the bound; a claim past that
+// pages its page in. road-NY BFS at 5% fetched 49 MB of depth pages for a
+// 1 MB array; now none.
 //
 // Accessors are safe from many workers at once (values are accessed
 // atomically); a paged miss uses the calling worker's transport endpoint
@@ -119,10 +122,15 @@ class StateArrayBase : public PageSource {
   // bits' bytes are part of `reserved` (see ClaimFilterBytes).
   absl::Status Materialize(PageCache* cache, uint64_t reserved,
                            bool claim_filter = false);
-  // The budget bytes a claim filter of this array takes: its bits, and as
-  // many again for each of the open superstep's log and the previous
-  // commit's WRITEs (a claim past the log's share pages its page in).
-  uint64_t ClaimFilterBytes() const { return 3 * ClaimBitBytes(); }
+  // The budget bytes a claim filter of this array takes: its bits, and four
+  // times as many for the log and what commits keep of it (5 bits per
+  // element; a claim past the log's share pages its page in).
+  uint64_t ClaimFilterBytes() const { return 5 * ClaimBitBytes(); }
+  // The most bytes one log entry can hold across a commit: its entry in
+  // log_ and in the commit's sorted copy (16 each), and at worst a run of
+  // its own (24) with 24 bytes of values, this commit's and the previous
+  // one's.
+  static constexpr uint64_t kLogBytesPerEntry = 16 + 16 + 2 * (24 + 24);
   uint64_t ClaimBitBytes() const { return (n_ + 63) / 64 * 8; }
   bool filtered() const { return !unset_.empty(); }
   // Materializes from the regions an earlier attempt of the job left
@@ -501,9 +509,9 @@ class StateArrayBase : public PageSource {
   struct LogRun {
     uint64_t first, last, at;
   };
+  static_assert(sizeof(LogRun) == 24);
   std::vector<Logged> commit_entries_;
   std::vector<LogRun> commit_runs_, prev_runs_;
-  std::vector<std::pair<size_t, size_t>> commit_spans_;
   std::vector<std::byte> commit_values_, prev_values_;
 };
 

@@ -447,9 +447,9 @@ void CheckClaimFilter(store::GeneratorParams::Kind kind, int threads,
     ASSERT_TRUE(e.EndSuperstep().ok());
     const compute::SuperstepStats& step = e.stats().supersteps.back();
     // The source's page, fetched by its Set, at most, while the level's
-    // claims fit the log (its share of the bound: as many 16-byte entries
-    // as the filter has bytes); past that, claims page their pages in.
-    if (!meddle && next_claims <= n / 128) {
+    // claims fit the log (its share of the bound: 4 bits per element, 128
+    // bytes per entry at most); past that, claims page their pages in.
+    if (!meddle && next_claims <= n / 256) {
       EXPECT_LE(step.cache.misses, level == 0 ? 1u : 0u);
     }
     max_claims = std::max(max_claims, next_claims);
@@ -465,7 +465,7 @@ void CheckClaimFilter(store::GeneratorParams::Kind kind, int threads,
     ++level;
   }
   // Levels both within the log's share and past it.
-  EXPECT_GT(max_claims, n / 128);
+  EXPECT_GT(max_claims, n / 256);
   if (!meddle) {
     absl::StatusOr<std::vector<int32_t>> ref = reference::Bfs(t.graph, source);
     ASSERT_TRUE(ref.ok());
