@@ -6,8 +6,8 @@
 //   State<T>& s = engine.NewState<T>(name, initial, hint)
 //       a vertex-property array on the memory nodes, double-buffered by
 //       superstep. The hint says how the program reads it (CacheHint:
-//       per edge, per vertex, rarely); the cache keeps arrays local in that
-//       order. Usable from the next engine operation on. s.Get(v),
+//       per edge, per vertex, claimed, rarely); the cache keeps arrays local
+//       in that order (a paged claimed array keeps a bit per vertex). Usable from the next engine operation on. s.Get(v),
 //       s.Set(v, x), s.Apply<Op>(v, x); s.reader() for read-only hot loops.
 //   VertexMap(fn(v)) / VertexMap(subset, fn(v))
 //       fn for every vertex (or every vertex of a frontier), in parallel.

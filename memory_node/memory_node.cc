@@ -271,54 +271,50 @@ absl::Status MemoryNode::ServeRead(uint32_t region, uint64_t offset, void* dst,
   return s;
 }
 
-absl::Status MemoryNode::ServeReads(std::span<const transport::Op> reads) {
-  if (options_.guard_memory) return MemoryTarget::ServeReads(reads);
+template <typename Copy>
+absl::Status MemoryNode::ServeRun(std::span<const transport::Op> ops,
+                                  std::atomic<uint64_t>& count,
+                                  std::atomic<uint64_t>& byte_count,
+                                  Copy copy) {
   // One lock and one count for the run: a batch of many small READs (a
-  // bottom-up step's prefixes) would otherwise pay both per READ, on cache
-  // lines every worker shares.
+  // bottom-up step's prefixes) or WRITEs (a commit's lines, a level's
+  // logged claims) would otherwise pay both per operation, on cache lines
+  // every worker shares.
   uint64_t bytes = 0;
   size_t done = 0;
   absl::Status status;
   {
     std::shared_lock lock(mu_);
-    for (const transport::Op& op : reads) {
+    for (const transport::Op& op : ops) {
       absl::StatusOr<std::byte*> p = Locate(op.region, op.offset, op.length, 1);
       if (!p.ok()) {
         status = p.status();
         break;
       }
-      ReadRegion(op.local, *p, op.length);
+      copy(op, *p);
       bytes += op.length;
       ++done;
     }
   }
-  reads_.fetch_add(done, std::memory_order_relaxed);
-  bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
+  count.fetch_add(done, std::memory_order_relaxed);
+  byte_count.fetch_add(bytes, std::memory_order_relaxed);
   return status;
+}
+
+absl::Status MemoryNode::ServeReads(std::span<const transport::Op> reads) {
+  if (options_.guard_memory) return MemoryTarget::ServeReads(reads);
+  return ServeRun(reads, reads_, bytes_read_,
+                  [](const transport::Op& op, std::byte* p) {
+                    ReadRegion(op.local, p, op.length);
+                  });
 }
 
 absl::Status MemoryNode::ServeWrites(std::span<const transport::Op> writes) {
   if (options_.guard_memory) return MemoryTarget::ServeWrites(writes);
-  // As ServeReads: one lock and one count for the run.
-  uint64_t bytes = 0;
-  size_t done = 0;
-  absl::Status status;
-  {
-    std::shared_lock lock(mu_);
-    for (const transport::Op& op : writes) {
-      absl::StatusOr<std::byte*> p = Locate(op.region, op.offset, op.length, 1);
-      if (!p.ok()) {
-        status = p.status();
-        break;
-      }
-      WriteRegion(*p, op.local, op.length);
-      bytes += op.length;
-      ++done;
-    }
-  }
-  writes_.fetch_add(done, std::memory_order_relaxed);
-  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
-  return status;
+  return ServeRun(writes, writes_, bytes_written_,
+                  [](const transport::Op& op, std::byte* p) {
+                    WriteRegion(p, op.local, op.length);
+                  });
 }
 
 absl::Status MemoryNode::ServeWrite(uint32_t region, uint64_t offset,

@@ -106,6 +106,12 @@ class MemoryNode : public transport::MemoryTarget {
   template <typename Fn>
   absl::Status Access(uint32_t region, uint64_t offset, uint64_t length,
                       size_t alignment, Fn&& fn);
+  // ServeReads / ServeWrites: copy(op, address) for each operation of a
+  // run, under one lock, counted once into count and byte_count.
+  template <typename Copy>
+  absl::Status ServeRun(std::span<const transport::Op> ops,
+                        std::atomic<uint64_t>& count,
+                        std::atomic<uint64_t>& byte_count, Copy copy);
   void CountAtomic();
   // A zeroed buffer for a region, or ResourceExhausted (an error reply)
   // when it cannot fit: over the capacity, over what the machine has
