@@ -24,19 +24,34 @@ if [ "$mode" = demo ]; then
   exit 0
 fi
 
+# Every step below runs even when an earlier one failed, so that one run
+# shows everything that fails; the summary at the end names each failed
+# step, and the script exits non-zero if any did.
+failed=()
+step() {  # step NAME COMMAND...: runs COMMAND, records NAME if it fails
+  local name="$1"; shift
+  echo "quickstart: == $name"
+  local t0=$SECONDS rc=0
+  "$@" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    failed+=("$name (exit $rc after $((SECONDS - t0)) s)")
+    echo "quickstart: == $name FAILED (exit $rc)"
+  fi
+}
+
 # Real graphs: tests read them through DMG_GRAPHS_DIR and skip when absent.
 if [ -z "${DMG_GRAPHS_DIR:-}" ] && [ -d ../shared/graphs ]; then
   export DMG_GRAPHS_DIR="$(cd ../shared/graphs && pwd)"
 fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
-ctest --preset release -j "$(nproc)"
+step "ctest (release)" ctest --preset release -j "$(nproc)"
 
 # Fuzzing (docs/TESTING.md): the libFuzzer targets for 10 x 32 s, two at a
 # time. DMG_SKIP_FUZZ=1 skips them.
 if [ "${DMG_SKIP_FUZZ:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_FUZZ=1: skipping the fuzzers"
 else
-  bash fuzz/run.sh
+  step "fuzzers (fuzz/run.sh)" bash fuzz/run.sh
 fi
 # The sanitizer runs (tests/sanitizers.sh; docs/TESTING.md says what each
 # covers and leaves out): the unit, transport, engine and in-process
@@ -46,8 +61,8 @@ fi
 if [ "${DMG_SKIP_SANITIZERS:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_SANITIZERS=1: skipping the sanitizer runs"
 else
-  bash tests/sanitizers.sh asan
-  bash tests/sanitizers.sh tsan
+  step "asan (tests/sanitizers.sh asan)" bash tests/sanitizers.sh asan
+  step "tsan (tests/sanitizers.sh tsan)" bash tests/sanitizers.sh tsan
 fi
 
 # deploy/cluster on every backend: local, netns, ssh against a real sshd in
@@ -56,12 +71,14 @@ fi
 if [ "${DMG_SKIP_CLUSTER_TESTS:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_CLUSTER_TESTS=1: skipping the cluster launcher tests"
 else
-  for t in local netns ssh slurm; do bash "tests/cluster_${t}_test.sh"; done
+  for t in local netns ssh slurm; do
+    step "cluster launcher: $t" bash "tests/cluster_${t}_test.sh"
+  done
 fi
 
 # The experiment runner: a tiny sweep (CSV + PNGs), a bad sweep file, and
 # Ctrl-C in the middle leaving nothing behind (about 20 s; no root needed).
-bash tests/experiments_test.sh
+step "experiments (tests/experiments_test.sh)" bash tests/experiments_test.sh
 
 # RDMA: the conformance suite and an end-to-end job over real verbs, on
 # soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe);
@@ -71,6 +88,14 @@ bash tests/experiments_test.sh
 if [ "${DMG_SKIP_RDMA_VM:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_RDMA_VM=1: skipping the soft-RoCE VM tests"
 else
-  bash deploy/softroce/dmg-rdma-test.sh
-  bash deploy/softroce/dmg-rdma-2host-test.sh
+  step "soft-RoCE VM (dmg-rdma-test.sh)" bash deploy/softroce/dmg-rdma-test.sh
+  step "soft-RoCE two VMs (dmg-rdma-2host-test.sh)" \
+    bash deploy/softroce/dmg-rdma-2host-test.sh
 fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "quickstart: ${#failed[@]} step(s) FAILED:"
+  for f in "${failed[@]}"; do echo "quickstart:   - $f"; done
+  exit 1
+fi
+echo "quickstart: every step passed"

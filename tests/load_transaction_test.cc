@@ -4,12 +4,18 @@
 // holds the store, and `--force` makes that job fail instead of reading a
 // mix of two graphs. In-process against a real TcpServer first (raw frames),
 // then as an operator meets it: 20 loads during jobs, 20 killed loads.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "memory_node/memory_node.h"
 #include "tests/daemon_util.h"
@@ -212,33 +218,131 @@ TEST(LoadTransactionProcessTest, LoadsDuringJobsNeverGiveAWrongAnswer) {
       kTrials, refused, forced_failed, verified, wrong);
 }
 
+// How many lines of `text` contain `what`.
+int CountLines(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + what.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// What the memory node's log says of a load that was killed: whether it
+// staged (" stages "), and then either committed or ended without a commit
+// (a line written when the server takes the connection's end, which it
+// does after every request that was sent on it).
+enum class KillLanded { kBeforeStaging, kMidWay, kAfterCommit };
+
+KillLanded WhereTheKillLanded(const testing::Daemon& node, int staged_before,
+                              int ended_before, int committed_before) {
+  // A request sent just before the kill may still be in the socket: a load
+  // not seen staging is taken as unstaged after a second, and a staged one
+  // must show its commit or its end within ten.
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const std::string log = node.log();
+    if (CountLines(log, " committed: ") > committed_before) {
+      return KillLanded::kAfterCommit;
+    }
+    if (CountLines(log, " ended before its commit") > ended_before) {
+      return KillLanded::kMidWay;
+    }
+    const bool staged = CountLines(log, " stages ") > staged_before;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (!staged && waited > std::chrono::seconds(1)) {
+      return KillLanded::kBeforeStaging;
+    }
+    if (waited > std::chrono::seconds(10)) {
+      ADD_FAILURE() << "a staged load neither committed nor ended:\n" << log;
+      return KillLanded::kAfterCommit;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Starts `dmg load ARGS` and kills it `delay_s` after the memory node logs
+// its staging (so the kill lands inside the upload, whatever the build
+// before it took on this machine). Returns where the kill landed.
+KillLanded KillALoadMidWay(const testing::Daemon& node, const std::string& args,
+                           double delay_s) {
+  const std::string log = node.log();
+  const int staged = CountLines(log, " stages ");
+  const int ended = CountLines(log, " ended before its commit");
+  const int committed = CountLines(log, " committed: ");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + DMG_BINARY + " load " +
+                            args + " >/dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int status = 0;
+  bool exited = false;
+  while (CountLines(node.log(), " stages ") == staged &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  if (!exited) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  return WhereTheKillLanded(node, staged, ended, committed);
+}
+
+// The kill delays are drawn inside the load's upload (from the staging
+// region's creation to the commit), whose length is measured first on
+// this machine, and counted from the moment the memory node logs the
+// staging. A kill that landed after the commit anyway (loads vary) is made
+// again, earlier, up to kRedos times a trial, each said.
 TEST(LoadTransactionProcessTest, AKilledLoadLeavesThePreviousStoreServing) {
   testing::TempDir dir;
   Daemon node("--transport=tcp", dir.file("node.log"));
   const std::string nodes = " --memory_nodes=" + node.address();
+  // The upload's length: the median of three whole loads (the first is
+  // often slow, on cold caches), as the loader reports it.
+  std::vector<double> uploads;
+  for (int i = 0; i < 3; ++i) {
+    testing::CommandResult whole = RunDmg("load --graph=kron:16" + nodes);
+    ASSERT_EQ(whole.exit_code, 0) << whole.err;
+    const size_t in = whole.out.find("memory node(s) in ");
+    ASSERT_NE(in, std::string::npos) << whole.out;
+    uploads.push_back(std::stod(whole.out.substr(in + 18)));
+  }
+  std::sort(uploads.begin(), uploads.end());
+  const double upload_s = uploads[1];
+  std::printf("a load of kron:16 uploads in %.1f ms here\n", upload_s * 1e3);
   ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
+
+  constexpr int kRedos = 6;
   std::mt19937 rng(7);
-  int killed = 0, verified = 0;
+  int killed = 0, verified = 0, redone = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
-    const int delay_ms = 20 + rng() % 300;
-    testing::CommandResult r =
-        RunCommand(std::string("(") + DMG_BINARY + " load --graph=kron:16" +
-                   nodes + " >/dev/null 2>&1 & pid=$!; sleep " +
-                   std::to_string(delay_ms / 1000.0) +
-                   "; kill -9 $pid 2>/dev/null; wait $pid; echo load=$?)");
-    bool finished = r.out.find("load=0") != std::string::npos;
-    if (!finished) {
-      // A kill that lands after the switch (while the loader prints or
-      // exits) found the load complete: the new graph (65536 vertices)
-      // serves, as it should.
-      testing::CommandResult which =
-          RunDmg("run --algo=bfs --source=0 --progress=false" + nodes);
-      finished = which.out.find(" 65536 vertices") != std::string::npos;
+    KillLanded landed = KillLanded::kBeforeStaging;
+    double hi = upload_s;
+    for (int attempt = 0; attempt <= kRedos; ++attempt) {
+      const double delay_s = std::uniform_real_distribution<>(0, hi)(rng);
+      landed = KillALoadMidWay(node, "--graph=kron:16" + nodes, delay_s);
+      if (landed == KillLanded::kMidWay) break;
+      std::printf("trial %d: the kill %.1f ms after the staging landed %s\n",
+                  trial, delay_s * 1e3,
+                  landed == KillLanded::kAfterCommit
+                      ? "after the commit; again, earlier"
+                      : "before it (the loader ended first); again");
+      ++redone;
+      if (landed == KillLanded::kAfterCommit) {
+        hi = delay_s;  // the new graph serves: put kron:14 back
+        ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
+      }
     }
-    if (finished) {  // too late to kill: put kron:14 back
-      ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
-      continue;
-    }
+    if (landed != KillLanded::kMidWay) continue;
     ++killed;
     testing::CommandResult job =
         RunDmg("run --algo=bfs --graph=kron:14 --verify" + nodes);
@@ -248,9 +352,9 @@ TEST(LoadTransactionProcessTest, AKilledLoadLeavesThePreviousStoreServing) {
   EXPECT_GE(killed, kTrials / 2);
   EXPECT_EQ(verified, killed);
   std::printf(
-      "%d loads: %d killed mid-way, after each the previous store "
-      "served a verified job %d times\n",
-      kTrials, killed, verified);
+      "%d loads: %d killed mid-way (%d kills made again), after each the "
+      "previous store served a verified job %d times\n",
+      kTrials, killed, redone, verified);
 }
 
 }  // namespace

@@ -490,6 +490,9 @@ struct TcpServer::Impl {
     node_id.store(c.staging_node_id);
     target->AssignNodeId(c.staging_node_id, "dmg load");
     if (options.on_commit) options.on_commit(c.staging_node_id, load_id);
+    LOG(INFO) << "load " << absl::StrFormat("%016x", load_id) << " from "
+              << c.peer << " committed: serving its store as memory node "
+              << c.staging_node_id;
     if (!users.empty()) {
       LOG(WARNING) << "store replaced by a forced load from " << c.peer
                    << " while " << users.size() << " job(s) ran on it ('"
@@ -729,6 +732,8 @@ struct TcpServer::Impl {
           c.staging = region->id;
           c.staging_node_id = id;
           c.staging_load_id = load;
+          LOG(INFO) << "load " << absl::StrFormat("%016x", load) << " from "
+                    << c.peer << " stages " << bytes << " bytes";
           wire::PutRegion(w, *region);
           return out;
         }
@@ -1062,6 +1067,12 @@ struct TcpServer::Impl {
       }
     }
     FreeRegions(to_free);
+    if (c->staging != 0) {
+      LOG(INFO) << "load " << absl::StrFormat("%016x", c->staging_load_id)
+                << " from " << c->peer
+                << " ended before its commit: its staging region is freed, "
+                   "the store this node had still serves";
+    }
     if (!to_free.empty()) {
       LOG(INFO) << c->peer << " disconnected; freed its " << to_free.size()
                 << " region(s)";
