@@ -54,6 +54,10 @@ uint64_t Endpoint::Post() {
   ran_since_take_ = 1;
   inflight_.push_back({ticket, std::move(ops_), absl::OkStatus()});
   ops_.clear();
+  if (!spare_ops_.empty()) {
+    ops_ = std::move(spare_ops_.back());
+    spare_ops_.pop_back();
+  }
   Batch& b = inflight_.back();
   b.status = Begin(b.ops);
   return ticket;
@@ -76,6 +80,12 @@ absl::Status Endpoint::Wait(uint64_t ticket) {
       constexpr size_t kKept = 64;
       if (failed_early_.size() == kKept) failed_early_.pop_front();
       failed_early_.emplace_back(b.ticket, s);
+    }
+    // A few spares suffice: one per batch that may be in flight at once.
+    constexpr size_t kSpares = 8;
+    if (spare_ops_.size() < kSpares) {
+      b.ops.clear();
+      spare_ops_.push_back(std::move(b.ops));
     }
     inflight_.pop_front();
   }

@@ -156,6 +156,11 @@ class Endpoint {
   std::vector<Op> ops_;
   // Oldest first. A deque, so a batch's ops never move while it is in flight.
   std::deque<Batch> inflight_;
+  // Op vectors of completed batches, kept with their capacity: Post moves the
+  // queued ops into the batch, and without these the next batch would grow
+  // its vector from nothing again (a reallocation chain on every round trip,
+  // ~5% of a road-NY BFS on the local transport).
+  std::vector<std::vector<Op>> spare_ops_;
   // Failed batches completed by a Wait for a later ticket, for their own
   // Wait; oldest first, a few at most (the oldest are dropped beyond that).
   std::deque<std::pair<uint64_t, absl::Status>> failed_early_;
