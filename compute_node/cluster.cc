@@ -127,8 +127,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
     if (bounds.size() != static_cast<size_t>(nodes) + 1) {
       return absl::InternalError("job record needs nodes + 1 bounds");
     }
-    DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> existing,
-                         find());
+    DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> existing, find());
     if (existing.has_value()) {
       return absl::AlreadyExistsError(absl::StrCat(
           "a job named '", options.job,
@@ -263,18 +262,35 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
   // ended and stays so until this node posts its next round, so a READ
   // issued after it sees it whole.
   bool confirm = false;
-  for (int polls = 0;; ++polls) {
-    // Mostly the 8-byte counter; the whole record (slots: who is where,
-    // who failed) once it has reached this round, and every 16th poll.
+  for (;;) {
+    // The common case reads 24 bytes a poll: the barrier counter and the
+    // left counter. Each node's slot body landed before its fetch-and-add
+    // was issued, so once the counter shows every node at this round, a
+    // READ issued after that one sees every slot body of the round whole
+    // (a node moves on to write the other parity only, and reaches this
+    // parity again only after this node's next post): one READ of this
+    // round's slots, and no READ of the whole record. The whole record
+    // (slots: who is where, who failed) is read only when a node has left
+    // or failed (it adds to the left counter first), when a READ fails (is
+    // node 0 gone?), or when the wait runs out.
     ++polls_;
-    if (polls % 16 != 0 && !confirm) {
-      uint64_t counter = 0;
-      ep.Read(record_.node, record_.id, kCounterAt, &counter, 8);
+    if (!confirm) {
+      uint64_t words[3] = {0, 0, 0};  // counter, joined, left
+      ep.Read(record_.node, record_.id, kCounterAt, words, sizeof(words));
       absl::Status s = ep.Flush();
-      if (s.ok() && counter < round_ * nodes &&
-          std::chrono::steady_clock::now() - start <= options_.timeout) {
-        backoff.Pause();
-        continue;
+      const bool timed_out =
+          std::chrono::steady_clock::now() - start > options_.timeout;
+      if (s.ok() && words[2] == 0 && !timed_out) {
+        if (words[0] < round_ * nodes) {
+          backoff.Pause();
+          continue;
+        }
+        for (int k = 0; k < nodes; ++k) {
+          ep.Read(record_.node, record_.id, slot_offset(k, round_),
+                  image.data() + slot_offset(k, round_),
+                  static_cast<uint32_t>(SlotBytes(nodes)));
+        }
+        if (ep.Flush().ok()) break;
       }
     }
     std::vector<std::byte> last = image;
@@ -324,8 +340,7 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
     if (waited > options_.timeout) {
       for (int k = 0; k < nodes; ++k) {
         Slot slot;
-        std::memcpy(&slot, image.data() + slot_offset(k, round_),
-                    sizeof(slot));
+        std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
         missing_ += slot.round < round_ ? 1 : 0;
       }
       return absl::DeadlineExceededError(absl::StrFormat(
@@ -381,7 +396,6 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   };
   write(0, common);
   for (size_t k = 0; k < to.size(); ++k) write(sections[k].offset, to[k]);
-  DMG_RETURN_IF_ERROR(ep.Flush());
   std::vector<std::byte> slot(SlotBytes(nodes()));
   Slot head{};
   head.round = round_;
@@ -391,10 +405,10 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   std::memcpy(slot.data(), &head, sizeof(head));
   std::memcpy(slot.data() + sizeof(head), sections.data(),
               sections.size() * sizeof(Section));
-  // The slot's body first (where the post is), all but its round; then,
-  // once that has landed, arrive (the fetch-and-add) and set the round, in
-  // one batch executed in order. A reader trusts a slot only when its
-  // round says so (an aligned 8-byte word is never read torn), and then
+  // The board and the slot's body first (where the post is), all but its
+  // round; then, once they have landed, arrive (the fetch-and-add) and set
+  // the round, in one batch executed in order. A reader trusts a slot only when
+  // its round says so (an aligned 8-byte word is never read torn), and then
   // takes the body from a READ issued after the one that saw that round
   // (WaitForRound), so it never sees a half-written body (a WRITE of the
   // whole slot could be read half old, half new); a node that dies between
@@ -452,8 +466,7 @@ absl::StatusOr<int> Cluster::BeginWorkRound(transport::Endpoint& ep) {
 absl::StatusOr<uint64_t> Cluster::Claim(transport::Endpoint& ep, int node,
                                         int parity, uint64_t count) {
   uint64_t old = 0;
-  ep.FetchAndAdd(record_.node, record_.id, CursorAt(node, parity), count,
-                 &old);
+  ep.FetchAndAdd(record_.node, record_.id, CursorAt(node, parity), count, &old);
   DMG_RETURN_IF_ERROR(ep.Flush());
   return old;
 }
