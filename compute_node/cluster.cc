@@ -1,6 +1,7 @@
 #include "compute_node/cluster.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -16,7 +17,7 @@ namespace {
 // The job record's layout (all fields little-endian u64 unless noted).
 constexpr uint64_t kMagic = 0x31424f4a474d44;  // "DMGJOB1"
 constexpr uint64_t kMagicAt = 0, kNodesAt = 8, kVerticesAt = 16,
-                   kCounterAt = 24, kJoinedAt = 32, kLeftAt = 40,
+                   kCounterAt = 24, kLeftAt = 32, kJoinedAt = 40,
                    kBoundsAt = 64;
 constexpr uint64_t kMaxPiece = 4 << 20;  // bytes per READ/WRITE
 // Slot.failed: the node failed (message: its error), or it gave up waiting
@@ -35,6 +36,9 @@ struct Slot {
   char message[224];
 };
 static_assert(sizeof(Slot) == 256);
+// The part of a slot before its message: what a round's post needs.
+constexpr uint32_t kSlotHead = offsetof(Slot, message);
+static_assert(kSlotHead == 32);
 struct Section {
   uint64_t offset;
   uint64_t length;
@@ -275,20 +279,24 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
     // node 0 gone?), or when the wait runs out.
     ++polls_;
     if (!confirm) {
-      uint64_t words[3] = {0, 0, 0};  // counter, joined, left
+      static_assert(kLeftAt == kCounterAt + 8);
+      uint64_t words[2] = {0, 0};  // the barrier counter, the left counter
       ep.Read(record_.node, record_.id, kCounterAt, words, sizeof(words));
       absl::Status s = ep.Flush();
       const bool timed_out =
           std::chrono::steady_clock::now() - start > options_.timeout;
-      if (s.ok() && words[2] == 0 && !timed_out) {
+      if (s.ok() && words[1] == 0 && !timed_out) {
         if (words[0] < round_ * nodes) {
           backoff.Pause();
           continue;
         }
+        // Of each slot, what Exchange uses: the head and the sections.
         for (int k = 0; k < nodes; ++k) {
-          ep.Read(record_.node, record_.id, slot_offset(k, round_),
-                  image.data() + slot_offset(k, round_),
-                  static_cast<uint32_t>(SlotBytes(nodes)));
+          const uint64_t at = slot_offset(k, round_);
+          ep.Read(record_.node, record_.id, at, image.data() + at, kSlotHead);
+          ep.Read(record_.node, record_.id, at + sizeof(Slot),
+                  image.data() + at + sizeof(Slot),
+                  static_cast<uint32_t>(sizeof(Section) * nodes));
         }
         if (ep.Flush().ok()) break;
       }
@@ -405,16 +413,19 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   std::memcpy(slot.data(), &head, sizeof(head));
   std::memcpy(slot.data() + sizeof(head), sections.data(),
               sections.size() * sizeof(Section));
-  // The board and the slot's body first (where the post is), all but its
-  // round; then, once they have landed, arrive (the fetch-and-add) and set
-  // the round, in one batch executed in order. A reader trusts a slot only when
-  // its round says so (an aligned 8-byte word is never read torn), and then
-  // takes the body from a READ issued after the one that saw that round
-  // (WaitForRound), so it never sees a half-written body (a WRITE of the
-  // whole slot could be read half old, half new); a node that dies between
-  // the two is still named by its slot's old round.
-  ep.Write(record_.node, record_.id, slot_offset(id(), round_) + 8,
-           slot.data() + 8, static_cast<uint32_t>(slot.size() - 8));
+  // The board and the slot's body (head and sections; the message is for
+  // failures) first, all but its round; then, once they have landed,
+  // arrive (the fetch-and-add) and set the round, in one batch executed in
+  // order. A reader trusts a body only after the counter (or, in the slow
+  // path, the slot's round: an aligned 8-byte word is never read torn)
+  // showed it landed, and takes it from a READ issued after that one
+  // (WaitForRound), so it never sees a half-written body; a node that dies
+  // between the two is still named by its slot's old round.
+  const uint64_t at = slot_offset(id(), round_);
+  ep.Write(record_.node, record_.id, at + 8, slot.data() + 8, kSlotHead - 8);
+  ep.Write(record_.node, record_.id, at + sizeof(Slot),
+           slot.data() + sizeof(Slot),
+           static_cast<uint32_t>(sizeof(Section) * nodes()));
   DMG_RETURN_IF_ERROR(ep.Flush());
   uint64_t old = 0;
   ep.FetchAndAdd(record_.node, record_.id, kCounterAt, 1, &old);

@@ -343,43 +343,49 @@ absl::Status Engine::Fail(absl::Status s) {
 
 absl::Status Engine::MeasureTransport() {
   // What the update coordinator weighs updates with: the best of a few
-  // 8-byte READs (a round trip), and one large READ of the store.
+  // 8-byte READs (a round trip) on every node, and the bandwidth of a
+  // 128 KiB READ of the store on node 0 alone. Every node must decide
+  // alike, so all take the mean round trip and node 0's bandwidth: the
+  // probe's bytes count in the job's figures, and N nodes each reading
+  // megabytes to learn one figure had cost a road-NY BFS on 2 nodes a
+  // fifth of its bytes. 128 KiB still takes a few round trips' time on
+  // every transport (tcp loopback ~110 us against ~50 us).
   transport::Endpoint& ep = pool_->endpoint(0);
-  std::vector<std::byte> buffer(
-      std::min<uint64_t>(1 << 20, graph_.store_bytes(0)));
   DMG_ASSIGN_OR_RETURN(const double best, BestRoundTripUs(ep, 8));
-  // The best of three: the first READ of the store's pages can cost the
-  // memory node first-touch faults and came out ~7x below what scans see
-  // (tcp loopback: 168 against ~1,200 bytes/us).
-  double us = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ep.Read(0, transport::kStoreRegion, 0, buffer.data(),
-            static_cast<uint32_t>(buffer.size()));
-    DMG_RETURN_IF_ERROR(ep.Flush());
-    us = std::min(us, std::chrono::duration<double, std::micro>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count());
+  coordinator::TransportCost mine{best, 0};
+  if (compute_node() == 0) {
+    std::vector<std::byte> buffer(
+        std::min<uint64_t>(128 << 10, graph_.store_bytes(0)));
+    // The best of three: the first READ of the store's pages can cost the
+    // memory node first-touch faults and came out ~7x below what scans see
+    // (tcp loopback: 168 against ~1,200 bytes/us).
+    double us = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ep.Read(0, transport::kStoreRegion, 0, buffer.data(),
+              static_cast<uint32_t>(buffer.size()));
+      DMG_RETURN_IF_ERROR(ep.Flush());
+      us = std::min(us, std::chrono::duration<double, std::micro>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count());
+    }
+    mine.bytes_per_us =
+        static_cast<double>(buffer.size()) / std::max(1.0, us - best);
   }
-  transport_cost_.round_trip_us = best;
-  transport_cost_.bytes_per_us =
-      static_cast<double>(buffer.size()) / std::max(1.0, us - best);
-  // Every node must decide alike: all take the mean of all nodes' samples.
-  std::string mine(reinterpret_cast<const char*>(&transport_cost_),
-                   sizeof(transport_cost_));
+  std::string post(reinterpret_cast<const char*>(&mine), sizeof(mine));
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
-                       cluster_->Exchange(ep, mine));
-  coordinator::TransportCost mean{0, 0};
-  for (const Cluster::Received& r : all) {
+                       cluster_->Exchange(ep, post));
+  coordinator::TransportCost cost{0, 0};
+  for (size_t k = 0; k < all.size(); ++k) {
     coordinator::TransportCost c;
-    if (r.common.size() != sizeof(c)) {
+    if (all[k].common.size() != sizeof(c)) {
       return absl::DataLossError("malformed transport sample");
     }
-    std::memcpy(&c, r.common.data(), sizeof(c));
-    mean.round_trip_us += c.round_trip_us / all.size();
-    mean.bytes_per_us += c.bytes_per_us / all.size();
+    std::memcpy(&c, all[k].common.data(), sizeof(c));
+    cost.round_trip_us += c.round_trip_us / all.size();
+    if (k == 0) cost.bytes_per_us = c.bytes_per_us;
   }
-  transport_cost_ = mean;
+  transport_cost_ = cost;
   stats_.transport_rtt_us = transport_cost_.round_trip_us;
   stats_.transport_bytes_per_us = transport_cost_.bytes_per_us;
   return absl::OkStatus();
