@@ -642,6 +642,12 @@ absl::Status Engine::FetchPendingState() {
   return absl::OkStatus();
 }
 
+void Engine::ArmPendingReads(bool all_on_touch) {
+  for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
+    states_[i]->FetchAllOnTouch(all_on_touch);
+  }
+}
+
 absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
   if (placed_ < states_.size()) {
     std::vector<StateArrayBase*> arrays;
@@ -667,9 +673,12 @@ absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
     s.index = superstep_ + 1;
     stats_.supersteps.push_back(s);
   }
-  // Other nodes' changes not READ yet: before an operation that may read
-  // them widely (all but the pushes that read only their own sources).
-  if (fetch_pending) DMG_RETURN_IF_ERROR(FetchPendingState());
+  // Other nodes' changes not READ yet: an operation that may read them
+  // widely (all but the pushes) READs an array's pending lines in one
+  // batch when it first touches one; an array it reads only in this
+  // node's range (PageRank's scores in its Gather) moves nothing. Others
+  // READ a line when they touch it.
+  ArmPendingReads(fetch_pending);
   return absl::OkStatus();
 }
 

@@ -250,6 +250,10 @@ class Engine {
   absl::Status Prepare(bool open_superstep = true, bool fetch_pending = true);
   // READs every state array's pending lines (lazy refresh, state_array.h).
   absl::Status FetchPendingState();
+  // What the next operation's accessors READ when they touch a pending
+  // line: all of that array's pending lines, or the line alone
+  // (StateArrayBase::FetchAllOnTouch).
+  void ArmPendingReads(bool all_on_touch);
   // Places arrays: resident or paged, by the planner; fresh, or (adopt) from
   // the regions an earlier attempt left, at version superstep_.
   absl::Status PlaceStates(std::span<StateArrayBase* const> arrays,
@@ -352,6 +356,29 @@ class Engine {
                               size_t value_bytes);
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(State<T>& target, Frontier next);
+  // Before a push EdgeMap that reads its targets' state, with several
+  // compute nodes: whether a touched pending line of the others' changes
+  // brings all of its array's (bulk) or itself alone (demand), by the
+  // coordinator's estimates (coordinator::ChooseRefresh) from the pending
+  // lines, this node's share of the frontier's arcs and the share of its
+  // arcs that reached other nodes' vertices in its last push. Records the
+  // choice and its inputs in the superstep's statistics.
+  bool RefreshInBulk(const Frontier& frontier, Direction along);
+  // The arcs of the frontier's members in this node's range, from the
+  // cached headers or at the average degree.
+  uint64_t OwnFrontierEdges(const Frontier& frontier, Direction d) const;
+  // Per worker: arcs this node's push scanned, and those whose target
+  // another node owns (RefreshInBulk's measured share).
+  struct alignas(64) ArcCount {
+    uint64_t arcs = 0, remote = 0;
+  };
+  void CountArcs(int w, std::span<const VertexId> targets) {
+    ArcCount& c = arc_counts_[w];
+    c.arcs += targets.size();
+    for (VertexId v : targets) c.remote += !Owns(v);
+  }
+  // Ends a push's counting: the share of arcs that reached other nodes.
+  void TakeRemoteShare();
   // Per worker, the push step's updates to other nodes' vertices (and those
   // of work taken from other nodes), combined in place once many.
   template <typename Op, typename T>
@@ -418,6 +445,10 @@ class Engine {
   // Per worker: 1 while it works on another node's item (its updates then
   // all travel through the outbox).
   std::vector<uint8_t> taking_;
+  std::vector<ArcCount> arc_counts_;  // per worker (CountArcs)
+  // Of the arcs this node's last push scanned, the share whose targets
+  // other nodes own; < 0 before the first.
+  double remote_share_ = -1;
   uint64_t own_items_ = 0, stolen_items_ = 0;  // push work items done
   uint64_t collectives_ = 0;
   // A running hash of the engine's choices (direction, update mode): the

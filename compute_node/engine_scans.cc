@@ -638,6 +638,59 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
   return mode;
 }
 
+uint64_t Engine::OwnFrontierEdges(const Frontier& frontier, Direction d) const {
+  d = Stored(d);
+  const HeaderCache* h = headers(d);
+  uint64_t members = 0, edges = 0;
+  for (VertexId v : frontier.vertices()) {
+    if (!Owns(v)) continue;
+    ++members;
+    if (h != nullptr) edges += h->Degree(v);
+  }
+  if (h != nullptr) return edges;
+  return members * num_arcs() / std::max<uint64_t>(1, num_vertices());
+}
+
+void Engine::TakeRemoteShare() {
+  uint64_t arcs = 0, remote = 0;
+  for (ArcCount& c : arc_counts_) {
+    arcs += c.arcs;
+    remote += c.remote;
+    c = ArcCount{};
+  }
+  if (arcs > 0) {
+    remote_share_ = static_cast<double>(remote) / static_cast<double>(arcs);
+  }
+}
+
+bool Engine::RefreshInBulk(const Frontier& frontier, Direction along) {
+  coordinator::RefreshStep step;
+  for (size_t i = 0; i < placed_; ++i) {
+    step.pending_lines += states_[i]->pending_lines();
+  }
+  if (step.pending_lines == 0) return false;  // nothing to take in
+  step.line_bytes = StateArrayBase::kLineBytes;
+  step.frontier_edges = static_cast<double>(OwnFrontierEdges(frontier, along));
+  // Before any push of its own: arcs spread as the ranges are.
+  step.remote_share =
+      remote_share_ >= 0
+          ? remote_share_
+          : static_cast<double>(compute_nodes() - 1) / compute_nodes();
+  step.threads = threads();
+  const coordinator::RefreshEstimate e =
+      coordinator::ChooseRefresh(step, transport_cost_);
+  SuperstepStats& s = stats_.supersteps.back();
+  if (s.refresh.empty()) {
+    s.refresh = e.demand ? "demand" : "bulk";
+    s.pending_lines = step.pending_lines;
+    s.remote_share = step.remote_share;
+    s.est_refresh_touches = e.touches;
+    s.est_bulk_refresh_us = e.bulk_us;
+    s.est_demand_refresh_us = e.demand_us;
+  }
+  return !e.demand;
+}
+
 absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {
   d = Stored(d);
   DMG_RETURN_IF_ERROR(Prepare(/*open_superstep=*/false));

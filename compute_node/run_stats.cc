@@ -67,13 +67,18 @@ std::string ToJson(const RunStats& s) {
         "\"stolen_items\": %d, \"steal\": \"%s\", \"steal_max_work\": "
         "%.0f, \"steal_mean_work\": %.0f, \"est_pull_us\": %.1f, "
         "\"est_push_us\": %.1f, \"est_pull_bytes\": %.0f, "
-        "\"est_push_bytes\": %.0f}",
+        "\"est_push_bytes\": %.0f, \"refresh\": \"%s\", "
+        "\"pending_lines\": %d, \"remote_share\": %.4f, "
+        "\"est_refresh_touches\": %.0f, \"est_bulk_refresh_us\": %.1f, "
+        "\"est_demand_refresh_us\": %.1f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
         t.est_remote_updates, t.est_batch_us, t.est_atomic_us, t.stolen_items,
         t.steal, t.steal_max_work, t.steal_mean_work, t.est_pull_us,
-        t.est_push_us, t.est_pull_bytes, t.est_push_bytes);
+        t.est_push_us, t.est_pull_bytes, t.est_push_bytes, t.refresh,
+        t.pending_lines, t.remote_share, t.est_refresh_touches,
+        t.est_bulk_refresh_us, t.est_demand_refresh_us);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

@@ -44,6 +44,15 @@ struct SuperstepStats {
   std::string update_chosen_by;
   uint64_t est_remote_updates = 0;
   double est_batch_us = 0, est_atomic_us = 0;
+  // How the first push EdgeMap that read its targets took in the lines
+  // other nodes changed ("bulk": all READ first; "demand": READ as read;
+  // empty: no such EdgeMap, or nothing pending), and the coordinator's
+  // inputs and estimates (coordinator::ChooseRefresh; this node's).
+  std::string refresh;
+  uint64_t pending_lines = 0;
+  double remote_share = 0;
+  double est_refresh_touches = 0;
+  double est_bulk_refresh_us = 0, est_demand_refresh_us = 0;
   double seconds = 0;
   transport::OpStats ops;
   CacheCounters cache;

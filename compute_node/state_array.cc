@@ -670,6 +670,15 @@ void StateArrayBase::MarkPending(uint64_t first, uint64_t count) {
   if (first < end) any_pending_ = true;
 }
 
+uint64_t StateArrayBase::pending_lines() const {
+  if (!any_pending_) return 0;
+  uint64_t n = 0;
+  for (size_t p = 0; p < pending_now_.size(); ++p) {
+    n += std::popcount(pending_now_[p] | pending_old_[p]);
+  }
+  return n;
+}
+
 absl::Status StateArrayBase::FetchPending() {
   if (!any_pending_) return absl::OkStatus();
   const int open = (superstep() + 1) % 2, done = superstep() % 2;
@@ -699,6 +708,49 @@ absl::Status StateArrayBase::FetchPending() {
       });
   any_pending_ = false;
   return status;
+}
+
+void StateArrayBase::FetchAllPending(int worker) {
+  MutexLock lock(&fetch_mu_);
+  const int open = (superstep() + 1) % 2, done = superstep() % 2;
+  transport::Endpoint& ep = endpoint(worker);
+  // The words to clear once READ: (page, now bits, old bits).
+  struct Taken {
+    uint64_t page, now, old;
+  };
+  std::vector<Taken> taken;
+  for (uint64_t p = 0; p < pages_; ++p) {
+    const uint64_t now = LoadWord(pending_now_, p);
+    const uint64_t old = LoadWord(pending_old_, p) & ~now;
+    if ((now | old) == 0) continue;
+    for (int buffer : {open, done}) {
+      for (uint64_t bits = buffer == open ? now : old; bits != 0;) {
+        const int at = std::countr_zero(bits);
+        const int run = std::countr_one(bits >> at);
+        const uint64_t begin = (p * 64 + at) * kLineBytes;
+        const uint64_t end =
+            std::min(begin + uint64_t(run) * kLineBytes, bytes_);
+        Queue(ep, /*write=*/false, buffer, begin, local_.data() + begin,
+              end - begin);
+        bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
+      }
+    }
+    taken.push_back({p, now, LoadWord(pending_old_, p)});
+  }
+  if (absl::Status s = ep.Flush(); !s.ok()) {
+    MutexLock error_lock(&error_mu_);
+    if (error_.ok()) error_ = s;
+    return;  // stays pending; the error ends the job
+  }
+  for (const Taken& t : taken) {
+    std::atomic_ref<uint64_t>(pending_now_[t.page])
+        .fetch_and(~t.now, std::memory_order_release);
+    std::atomic_ref<uint64_t>(pending_old_[t.page])
+        .fetch_and(~t.old, std::memory_order_release);
+  }
+  // Nothing is marked pending during an operation: the copy is current,
+  // and the accessors' check can stop.
+  any_pending_.store(false, std::memory_order_release);
 }
 
 void StateArrayBase::FetchLine(int worker, uint64_t line) {

@@ -188,7 +188,16 @@ class StateArrayBase : public PageSource {
   // READs every pending line, batched over the workers; afterwards the copy
   // is current.
   absl::Status FetchPending();
+  // What an accessor that reads a pending line READs during the next
+  // operation (set between operations): that line alone (false), or every
+  // pending line of the array in one batch (true: for operations that may
+  // read other nodes' vertices widely, a pull or a VertexMap chasing
+  // labels; an array such an operation never reads elsewhere than in this
+  // node's range moves no byte).
+  void FetchAllOnTouch(bool all) { fetch_all_ = all; }
   bool any_pending() const { return any_pending_; }
+  // How many lines are pending (the refresh choice weighs them).
+  uint64_t pending_lines() const;
   // Whether element `index`'s line is pending (ReadResult skips those in
   // its comparison).
   bool LinePending(uint64_t index) const {
@@ -338,15 +347,21 @@ class StateArrayBase : public PageSource {
     if (((LoadWord(pending_now_, line >> 6) |
           LoadWord(pending_old_, line >> 6)) &
          mask) != 0) {
-      FetchLine(worker, line);
+      if (fetch_all_) {
+        FetchAllPending(worker);
+      } else {
+        FetchLine(worker, line);
+      }
     }
   }
   static uint64_t LoadWord(const std::vector<uint64_t>& bits, uint64_t i) {
     return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[i]))
         .load(std::memory_order_acquire);
   }
-  // Set between operations only (workers read it).
-  bool any_pending_ = false;
+  // Set between operations (and cleared by FetchAllPending, once it has
+  // READ every pending line; a worker that sees it clear reads the copy).
+  std::atomic<bool> any_pending_ = false;
+  bool fetch_all_ = false;  // set between operations only
 
  private:
   // What Materialize and Adopt share: the local copy or the cache's pages,
@@ -446,6 +461,11 @@ class StateArrayBase : public PageSource {
   // the open superstep (its buffer) and before (the last finished one's).
   std::vector<uint64_t> pending_now_, pending_old_;
   [[gnu::noinline]] void FetchLine(int worker, uint64_t line);
+  // FetchAllOnTouch's READ: every pending line, on the worker that touched
+  // one; the others that touch one meanwhile wait for it. Lines leave the
+  // bitmaps only once READ (as in FetchLine).
+  [[gnu::noinline]] void FetchAllPending(int worker);
+  Mutex fetch_mu_;
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy

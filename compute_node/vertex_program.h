@@ -7,8 +7,9 @@
 //       a vertex-property array on the memory nodes, double-buffered by
 //       superstep. The hint says how the program reads it (CacheHint:
 //       per edge, per vertex, claimed, rarely); the cache keeps arrays local
-//       in that order (a paged claimed array keeps a bit per vertex). Usable from the next engine operation on. s.Get(v),
-//       s.Set(v, x), s.Apply<Op>(v, x); s.reader() for read-only hot loops.
+//       in that order (a paged claimed array keeps a bit per vertex). Usable
+//       from the next engine operation on. s.Get(v), s.Set(v, x),
+//       s.Apply<Op>(v, x); s.reader() for read-only hot loops.
 //   VertexMap(fn(v)) / VertexMap(subset, fn(v))
 //       fn for every vertex (or every vertex of a frontier), in parallel.
 //   VertexFilter(keep(v)) / VertexFilter(subset, keep(v)) -> Frontier
@@ -480,14 +481,18 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   const bool pull = ChoosePull(mode, frontier, along, Op::kFirstWins);
   const bool atomic = !pull && ChooseUpdateMode(frontier, along, sizeof(T)) ==
                                    UpdateMode::kAtomic;
-  // Other nodes' published changes stay pending (lazy refresh) only for a
-  // push that reads no target's state (every vertex a candidate, not
-  // first-wins): its value reads its own sources. (Accessors still fetch a
-  // pending line if a value function reads one; stealing fetches first.)
+  // Other nodes' published changes stay pending (lazy refresh) for a push
+  // that reads no target's state (every vertex a candidate, not
+  // first-wins): its value reads its own sources. A push that reads its
+  // targets takes them in bulk or on demand, as the coordinator estimates
+  // cheaper (RefreshInBulk). (Accessors fetch a pending line that anything
+  // reads; stealing fetches first.)
   constexpr bool kReadsOnlySources =
       std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
-  if (pull || atomic || !kReadsOnlySources) {
+  if (atomic) {
     DMG_RETURN_IF_ERROR(FetchPendingState());
+  } else if (pull || (!kReadsOnlySources && RefreshInBulk(frontier, along))) {
+    ArmPendingReads(/*all_on_touch=*/true);
   }
   if (atomic) {
     return AtomicPush<Op>(frontier, along, target, value, candidate);
@@ -495,6 +500,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   if (!pull) {
     // Updates to other nodes' vertices wait in the workers' outboxes.
     ClearOutboxes();
+    const bool count_arcs = cluster_ != nullptr;
+    if (count_arcs) arc_counts_.resize(threads());
     source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
     DMG_RETURN_IF_ERROR(ScanFrontier(
         along, frontier,
@@ -505,6 +512,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
           // ones, even to this node's own vertices: a node writes state
           // only for its own work.
           const bool taking = taking_[w] != 0;
+          if (count_arcs) CountArcs(w, out);
           for (size_t k = 0; k < out.size(); ++k) {
             const VertexId v = out[k];
             if (!candidate(v)) continue;
@@ -522,6 +530,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
         }));
     next.Seal();
     if (cluster_ == nullptr) return next;
+    TakeRemoteShare();
     return FinishPush<Op>(target, std::move(next));
   }
   if constexpr (Op::kFirstWins) {

@@ -88,4 +88,24 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
   return e;
 }
 
+RefreshEstimate ChooseRefresh(const RefreshStep& step,
+                              const TransportCost& cost) {
+  RefreshEstimate e;
+  const double lines = static_cast<double>(step.pending_lines);
+  const double line = static_cast<double>(step.line_bytes);
+  const double bw = std::max(1e-3, cost.bytes_per_us);
+  const double rtt = cost.round_trip_us;
+  // At most one READ a pending line, however many arcs reach it.
+  e.touches = std::min(lines, std::max(0.0, step.frontier_edges) *
+                                  std::clamp(step.remote_share, 0.0, 1.0));
+  e.bulk_bytes = lines * line;
+  e.bulk_us = lines > 0 ? rtt + e.bulk_bytes / bw : 0;
+  e.demand_bytes = e.touches * line;
+  // Each a round trip of its own (an accessor waits for it), the workers'
+  // in parallel.
+  e.demand_us = e.touches * (rtt + line / bw) / std::max(1, step.threads);
+  e.demand = e.demand_us < e.bulk_us;
+  return e;
+}
+
 }  // namespace dmg::coordinator

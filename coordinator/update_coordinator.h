@@ -104,6 +104,36 @@ inline constexpr double kRemoteUpdateNs = 20;
 DirectionEstimate ChooseDirection(const DirectionStep& step,
                                   const TransportCost& cost);
 
+// How a compute node takes in the state lines other nodes changed (they
+// stay pending after each collective) before a push step whose updates
+// read their targets' state (first-wins claims, or a condition on targets):
+//   bulk    the first read of a pending line READs every pending line of
+//           its array, in one batch: a round trip and every pending byte;
+//   demand  an accessor that reads a pending line READs that line alone
+//           (one round trip each; the workers overlap theirs).
+// Demand moves only the lines of the remote targets the step's arcs reach.
+// How many that is comes from the share of this node's arcs that reached
+// another node's vertex in its last push step (measured: a graph with
+// locality cut into ranges, a road network, reaches few; a random one
+// reaches (N-1)/N). Bulk costs a round trip and the pending bytes.
+struct RefreshStep {
+  uint64_t pending_lines = 0;  // this node's, over all its state arrays
+  uint64_t line_bytes = 64;
+  double frontier_edges = 0;  // the arcs this node's push will scan
+  double remote_share = 1;    // of those, the share reaching other nodes
+  int threads = 1;            // per compute node
+};
+
+struct RefreshEstimate {
+  bool demand = false;
+  double touches = 0;  // pending lines the step is expected to read
+  double bulk_us = 0, demand_us = 0;
+  double bulk_bytes = 0, demand_bytes = 0;
+};
+
+RefreshEstimate ChooseRefresh(const RefreshStep& step,
+                              const TransportCost& cost);
+
 }  // namespace dmg::coordinator
 
 #endif  // DMG_COORDINATOR_UPDATE_COORDINATOR_H_

@@ -456,5 +456,100 @@ TEST(MultiNodeTest, PendingLinesAreFetchedWhenRead) {
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
 }
 
+// An operation that may read other nodes' vertices widely (a pull, a
+// VertexMap) READs an array's pending lines when it first touches one, all
+// in one batch, and leaves the arrays it reads only in its own range
+// unread: on a path split in two, a pull whose value reads a(u) of its
+// in-neighbours touches node 1's a at the cut and so takes all of a's
+// pending lines, but none of b's, which every vertex changed too; b's are
+// still right when read later. A push of a first-wins update on this
+// transport (round trips of well under a microsecond) whose arcs stay in
+// the range leaves them pending too (demand), and says so.
+TEST(MultiNodeTest, AnOperationReadsThePendingLinesOfTheArraysItTouches) {
+  const uint32_t n = 16384;
+  absl::StatusOr<store::Graph> g = Path(n);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto cluster = StartPushSplitByVertices(*g, 2, 1, "touch", false);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  struct Seen {
+    uint64_t a_after_pull = 0, b_after_pull = 0, b_after_read = 0;
+    std::string refresh;
+  };
+  std::vector<Seen> seen(2);
+  auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
+    const int me = engine.compute_node();
+    auto& a = engine.NewState<int64_t>("a", 0);
+    auto& b = engine.NewState<int64_t>("b", 0);
+    auto& low = engine.NewState<int64_t>("low", INT64_MAX);
+    auto& depth = engine.NewState<int32_t>("depth", -1);
+    absl::StatusOr<compute::Frontier> all =
+        engine.VertexFilter([&](store::VertexId v) {
+          a.Set(v, 3 * int64_t{v} + 1);
+          b.Set(v, 5 * int64_t{v} + 2);
+          return true;
+        });
+    if (!all.ok()) return all.status();
+    absl::Status s = engine.EndSuperstep();
+    if (!s.ok()) return s;
+    // low(v) = the least a(u) of its in-neighbours.
+    auto pulled = engine.EdgeMap<compute::Min>(
+        *all, store::Direction::kIn, Mode::kPull, low,
+        [&](store::VertexId u, store::VertexId, auto) { return a.Get(u); },
+        compute::AllVertices());
+    if (!pulled.ok()) return pulled.status();
+    seen[me].a_after_pull = a.pending_lines();
+    seen[me].b_after_pull = b.pending_lines();
+    s = engine.EndSuperstep();
+    // A BFS level from each node's first vertex: its arcs stay home.
+    const store::VertexId mine = me == 0 ? 0 : n - 1;
+    compute::Frontier f = engine.FrontierOf(mine);
+    if (s.ok()) {
+      s = engine.VertexMap(f, [&](store::VertexId v) { depth.Set(v, 0); });
+    }
+    for (int level = 0; s.ok() && level < 3; ++level) {
+      auto next = engine.EdgeMap<compute::Claim>(
+          f, store::Direction::kOut, Mode::kPush, depth,
+          [&](store::VertexId, store::VertexId, auto) { return level + 1; },
+          compute::AllVertices());
+      if (!next.ok()) return next.status();
+      f = *std::move(next);
+      if (level == 2) {
+        seen[me].refresh = engine.stats().supersteps.back().refresh;
+      }
+      s = engine.EndSuperstep();
+    }
+    if (!s.ok()) return s;
+    // The other node's b, read now: current.
+    const store::VertexId far = me == 0 ? n - 1 : 0;
+    if (b.Get(far) != 5 * int64_t{far} + 2) {
+      return absl::InternalError(
+          absl::StrFormat("b(%d) = %d", far, b.Get(far)));
+    }
+    seen[me].b_after_read = b.pending_lines();
+    auto result = engine.Result(low);
+    engine.Finish();
+    if (!result.ok()) return result.status();
+    for (store::VertexId v = 0; v < n; ++v) {
+      const int64_t want =
+          v == 0 ? 3 * 1 + 1 : 3 * int64_t{v - 1} + 1;  // a(v-1) < a(v+1)
+      if ((*result)[v] != want) {
+        return absl::InternalError(
+            absl::StrFormat("low(%d) = %d, not %d", v, (*result)[v], want));
+      }
+    }
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(absl::StrCat("compute node ", k));
+    EXPECT_EQ(seen[k].a_after_pull, 0u);
+    // The other half of b: 8192 vertices of 8 bytes in 64-byte lines.
+    EXPECT_EQ(seen[k].b_after_pull, 1024u);
+    EXPECT_EQ(seen[k].refresh, "demand");
+    // Reading one line of b took that line alone.
+    EXPECT_EQ(seen[k].b_after_read, 1023u);
+  }
+}
+
 }  // namespace
 }  // namespace dmg

@@ -149,6 +149,45 @@ TEST(DirectionTest, PullsOnlyForLargeFrontiersAndSoonerWhenItIsCheap) {
   EXPECT_DOUBLE_EQ(e.pull_bytes, 4.0 * (32 << 20) + 4.0 * (1 << 20));
 }
 
+// The refresh choice before a push that reads its targets: a level of a
+// road network's BFS on 2 nodes (few arcs cross the cut) reads its lines
+// on demand where a round trip is cheap, in bulk where it is not; a
+// random graph's step, whose arcs reach other nodes' vertices half the
+// time, reads in bulk.
+TEST(RefreshTest, DemandWhereFewArcsLeaveTheRangeAndRoundTripsAreCheap) {
+  const coordinator::TransportCost local{0.06, 50000};
+  const coordinator::TransportCost rdma{3, 10000};
+  coordinator::RefreshStep road;
+  road.pending_lines = 3800;  // the other node's claims so far
+  road.frontier_edges = 1700;
+  road.remote_share = 0.002;
+  coordinator::RefreshEstimate e = coordinator::ChooseRefresh(road, local);
+  EXPECT_TRUE(e.demand);
+  EXPECT_NEAR(e.touches, 3.4, 1e-9);
+  EXPECT_DOUBLE_EQ(e.bulk_bytes, 3800.0 * 64);
+  EXPECT_NEAR(e.demand_bytes, 3.4 * 64, 1e-9);
+  EXPECT_TRUE(coordinator::ChooseRefresh(road, rdma).demand);
+  // The same step reaching other nodes 5% of the time: bulk on rdma.
+  road.remote_share = 0.05;
+  EXPECT_FALSE(coordinator::ChooseRefresh(road, rdma).demand);
+  // Half the arcs elsewhere, a big frontier: bulk everywhere, and never
+  // more touches than pending lines.
+  coordinator::RefreshStep random;
+  random.pending_lines = 1000;
+  random.frontier_edges = 1 << 20;
+  random.remote_share = 0.5;
+  e = coordinator::ChooseRefresh(random, local);
+  EXPECT_FALSE(e.demand);
+  EXPECT_DOUBLE_EQ(e.touches, 1000);
+  // More workers overlap more demand round trips.
+  coordinator::RefreshStep few = road;
+  few.remote_share = 0.02;
+  few.threads = 1;
+  const double one = coordinator::ChooseRefresh(few, rdma).demand_us;
+  few.threads = 4;
+  EXPECT_NEAR(coordinator::ChooseRefresh(few, rdma).demand_us, one / 4, 1e-9);
+}
+
 TEST(DirectionTest, APushThatKeepsBlocksPaysForTheBlocksItTouches) {
   coordinator::TransportCost tcp{40, 1000};
   coordinator::DirectionStep d = DirectionAt(1000, 32000);

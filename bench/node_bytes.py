@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Remote bytes per compute node as compute nodes are added (issue 36).
+
+For every graph x algorithm, runs `dmg run --compute_nodes=N --threads=1
+--stats_json` on the embedded cluster for each N, and prints from each
+run's statistics: the job's bytes read (every node's, setup and waiting
+included: job_totals), the largest node's, and their ratios to the 1-node
+job's. Bytes do not depend on timing, so one run each answers; the times
+are printed for orientation only (this machine has 2 cores: N nodes of one
+thread each share them).
+
+  bench/node_bytes.py --graphs kron20.img,road-NY.el --algos pagerank,bfs
+  bench/node_bytes.py --graphs_dir ../shared/graphs --graphs road-NY.el
+
+PageRank runs --iters iterations at tolerance 0; BFS and SSSP start at
+--source (random: the run's seeded pick, the same for every N); SSSP on an
+unweighted graph adds --unit_weights.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(dmg, graph, algo, nodes, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = os.path.join(tmp, "stats.json")
+        cmd = [dmg, "run", f"--algo={algo}", f"--graph={graph}",
+               f"--compute_nodes={nodes}", "--threads=1", "--progress=false",
+               f"--stats_json={stats}"]
+        if args.cache_fraction:
+            cmd.append(f"--cache_fraction={args.cache_fraction}")
+        if algo == "pagerank":
+            cmd += [f"--max_iters={args.iters}", "--tolerance=0"]
+        if algo in ("bfs", "sssp"):
+            cmd.append(f"--source={args.source}")
+        if algo == "sssp" and not graph.endswith((".wel", ".img")):
+            cmd.append("--unit_weights")
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=args.timeout)
+        if r.returncode != 0:
+            sys.exit(f"node_bytes: {' '.join(cmd)} failed:\n{r.stderr}")
+        with open(stats) as f:
+            s = json.load(f)
+    job = s.get("job_totals", s["totals"])["bytes_read"]
+    per_node = [n["ops"]["bytes_read"] for n in s.get("nodes", [])] or [job]
+    return {"job": job, "max_node": max(per_node), "seconds": s["seconds"]}
+
+
+def main():
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--dmg", default="build/release/tools/dmg")
+    p.add_argument("--graphs", required=True,
+                   help="comma-separated graph specs or files")
+    p.add_argument("--graphs_dir", default="",
+                   help="folder that relative graph files are in")
+    p.add_argument("--algos", default="pagerank,bfs,cc,sssp")
+    p.add_argument("--nodes", default="1,2,4")
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--source", default="random")
+    p.add_argument("--cache_fraction", default="",
+                   help="a cache bound (empty: none)")
+    p.add_argument("--timeout", type=float, default=600)
+    args = p.parse_args()
+    counts = [int(n) for n in args.nodes.split(",")]
+    print(f"{'graph':<16} {'algo':<9} {'N':>2} {'job MB':>9} "
+          f"{'max node MB':>12} {'job/1':>6} {'node/1':>7} {'seconds':>8}")
+    for graph in args.graphs.split(","):
+        path = graph
+        if args.graphs_dir and ":" not in graph and not os.path.isabs(graph):
+            path = os.path.join(args.graphs_dir, graph)
+        for algo in args.algos.split(","):
+            base = None
+            for n in counts:
+                r = run(args.dmg, path, algo, n, args)
+                base = base or r
+                print(f"{os.path.basename(graph):<16} {algo:<9} {n:>2} "
+                      f"{r['job'] / 1e6:>9.1f} {r['max_node'] / 1e6:>12.1f} "
+                      f"{r['job'] / base['job']:>6.2f} "
+                      f"{r['max_node'] / base['job']:>7.2f} "
+                      f"{r['seconds']:>8.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
