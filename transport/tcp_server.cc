@@ -108,8 +108,16 @@ struct TcpServer::Impl {
   TcpServerOptions options;
   std::atomic<uint32_t> node_id{0};
   asio::io_context io;
+  // The acceptor and the reaper are touched by the accept loop, the reaper
+  // loop and Stop, all on this strand: with the io threads, a Stop that
+  // cancelled the reaper's timer while its loop ran between two waits
+  // (nothing to cancel) left the loop going, so the io threads never ran
+  // dry and Stop never returned (a SIGINT'd daemon hung for 600 s under two
+  // CPU hogs).
+  asio::strand<asio::io_context::executor_type> control{asio::make_strand(io)};
   tcp::acceptor acceptor{io};
-  asio::steady_timer reaper{io};   // frees kept regions whose time is up
+  asio::steady_timer reaper{io};  // frees kept regions whose time is up
+  std::atomic<bool> stopping{false};
   asio::thread_pool snapshots{1};  // writes kSnapshot's, off the I/O threads
   std::vector<std::thread> threads;
 
@@ -409,7 +417,7 @@ struct TcpServer::Impl {
   // second until Stop.
   asio::awaitable<void> Reap() {
     boost::system::error_code ec;
-    while (true) {
+    while (!stopping.load()) {
       reaper.expires_after(std::chrono::seconds(1));
       co_await reaper.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
@@ -1198,8 +1206,8 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
   }
   Impl* p = impl.get();
   p->RestoreJobs();
-  asio::co_spawn(p->io, p->Accept(), asio::detached);
-  asio::co_spawn(p->io, p->Reap(), asio::detached);
+  asio::co_spawn(p->control, p->Accept(), asio::detached);
+  asio::co_spawn(p->control, p->Reap(), asio::detached);
   for (int i = 0; i < std::max(1, p->options.io_threads); ++i) {
     p->threads.emplace_back([p] { p->io.run(); });
   }
@@ -1235,7 +1243,8 @@ void TcpServer::Wait() {
 
 void TcpServer::Stop() {
   if (impl_->threads.empty()) return;
-  asio::post(impl_->io, [p = impl_.get()] {
+  impl_->stopping.store(true);
+  asio::post(impl_->control, [p = impl_.get()] {
     boost::system::error_code ec;
     p->acceptor.close(ec);
     p->reaper.cancel();
