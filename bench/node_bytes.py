@@ -14,7 +14,7 @@ thread each share them).
 
 PageRank runs --iters iterations at tolerance 0; BFS and SSSP start at
 --source (random: the run's seeded pick, the same for every N); SSSP on an
-unweighted graph adds --unit_weights.
+unweighted graph needs --unit_weights.
 """
 import argparse
 import json
@@ -36,7 +36,7 @@ def run(dmg, graph, algo, nodes, args):
             cmd += [f"--max_iters={args.iters}", "--tolerance=0"]
         if algo in ("bfs", "sssp"):
             cmd.append(f"--source={args.source}")
-        if algo == "sssp" and not graph.endswith((".wel", ".img")):
+        if algo == "sssp" and args.unit_weights:
             cmd.append("--unit_weights")
         r = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=args.timeout)
@@ -64,6 +64,8 @@ def main():
     p.add_argument("--cache_fraction", default="",
                    help="a cache bound (empty: none)")
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--unit_weights", action="store_true",
+                   help="SSSP with weight 1 on every arc (unweighted graphs)")
     args = p.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
     print(f"{'graph':<16} {'algo':<9} {'N':>2} {'job MB':>9} "
