@@ -679,28 +679,31 @@ uint64_t StateArrayBase::pending_lines() const {
   return n;
 }
 
+void StateArrayBase::QueuePendingRuns(transport::Endpoint& ep, uint64_t page,
+                                      uint64_t now, uint64_t old) {
+  const int open = (superstep() + 1) % 2, done = superstep() % 2;
+  old &= ~now;  // a line changed again is READ from the open buffer
+  for (int buffer : {open, done}) {
+    // Runs of consecutive pending lines: one READ each.
+    for (uint64_t bits = buffer == open ? now : old; bits != 0;) {
+      const int at = std::countr_zero(bits);
+      const int run = std::countr_one(bits >> at);
+      const uint64_t begin = (page * 64 + at) * kLineBytes;
+      const uint64_t end = std::min(begin + uint64_t(run) * kLineBytes, bytes_);
+      Queue(ep, /*write=*/false, buffer, begin, local_.data() + begin,
+            end - begin);
+      bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
+    }
+  }
+}
+
 absl::Status StateArrayBase::FetchPending() {
   if (!any_pending_) return absl::OkStatus();
-  const int open = (superstep() + 1) % 2, done = superstep() % 2;
   absl::Status status = ctx_.scheduler->ForRanges(
       pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
         transport::Endpoint& ep = endpoint(w);
         for (uint64_t p = first; p < last; ++p) {
-          const uint64_t now = pending_now_[p];
-          const uint64_t old = pending_old_[p] & ~now;
-          for (int buffer : {open, done}) {
-            // Runs of consecutive pending lines: one READ each.
-            for (uint64_t bits = buffer == open ? now : old; bits != 0;) {
-              const int at = std::countr_zero(bits);
-              const int run = std::countr_one(bits >> at);
-              const uint64_t begin = (p * 64 + at) * kLineBytes;
-              const uint64_t end =
-                  std::min(begin + uint64_t(run) * kLineBytes, bytes_);
-              Queue(ep, /*write=*/false, buffer, begin, local_.data() + begin,
-                    end - begin);
-              bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
-            }
-          }
+          QueuePendingRuns(ep, p, pending_now_[p], pending_old_[p]);
           pending_now_[p] = 0;
           pending_old_[p] = 0;
         }
@@ -712,7 +715,6 @@ absl::Status StateArrayBase::FetchPending() {
 
 void StateArrayBase::FetchAllPending(int worker) {
   MutexLock lock(&fetch_mu_);
-  const int open = (superstep() + 1) % 2, done = superstep() % 2;
   transport::Endpoint& ep = endpoint(worker);
   // The words to clear once READ: (page, now bits, old bits).
   struct Taken {
@@ -721,21 +723,10 @@ void StateArrayBase::FetchAllPending(int worker) {
   std::vector<Taken> taken;
   for (uint64_t p = 0; p < pages_; ++p) {
     const uint64_t now = LoadWord(pending_now_, p);
-    const uint64_t old = LoadWord(pending_old_, p) & ~now;
+    const uint64_t old = LoadWord(pending_old_, p);
     if ((now | old) == 0) continue;
-    for (int buffer : {open, done}) {
-      for (uint64_t bits = buffer == open ? now : old; bits != 0;) {
-        const int at = std::countr_zero(bits);
-        const int run = std::countr_one(bits >> at);
-        const uint64_t begin = (p * 64 + at) * kLineBytes;
-        const uint64_t end =
-            std::min(begin + uint64_t(run) * kLineBytes, bytes_);
-        Queue(ep, /*write=*/false, buffer, begin, local_.data() + begin,
-              end - begin);
-        bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
-      }
-    }
-    taken.push_back({p, now, LoadWord(pending_old_, p)});
+    QueuePendingRuns(ep, p, now, old);
+    taken.push_back({p, now, old});
   }
   if (absl::Status s = ep.Flush(); !s.ok()) {
     MutexLock error_lock(&error_mu_);

@@ -465,6 +465,10 @@ class StateArrayBase : public PageSource {
   // one; the others that touch one meanwhile wait for it. Lines leave the
   // bitmaps only once READ (as in FetchLine).
   [[gnu::noinline]] void FetchAllPending(int worker);
+  // Queues READs of page `page`'s pending lines (bits `now` from the open
+  // superstep's buffer, `old` from the finished version's), a READ a run.
+  void QueuePendingRuns(transport::Endpoint& ep, uint64_t page, uint64_t now,
+                        uint64_t old);
   Mutex fetch_mu_;
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
