@@ -44,7 +44,14 @@ if [ -z "${DMG_GRAPHS_DIR:-}" ] && [ -d ../shared/graphs ]; then
   export DMG_GRAPHS_DIR="$(cd ../shared/graphs && pwd)"
 fi
 echo "quickstart: DMG_GRAPHS_DIR=${DMG_GRAPHS_DIR:-<unset: real-graph tests skip>}"
-step "ctest (release)" ctest --preset release -j "$(nproc)"
+rm -f build/release/Testing/Temporary/LastTestsFailed.log
+step "ctest (release)" ctest --preset release -j "$(nproc)" --output-on-failure
+# The names of the tests that failed, kept for the summary at the end (a CI
+# log is often read from its tail only).
+ctest_failed=()
+if [ -s build/release/Testing/Temporary/LastTestsFailed.log ]; then
+  mapfile -t ctest_failed < build/release/Testing/Temporary/LastTestsFailed.log
+fi
 
 # Fuzzing (docs/TESTING.md): the libFuzzer targets for 10 x 32 s, two at a
 # time. DMG_SKIP_FUZZ=1 skips them.
@@ -94,8 +101,18 @@ else
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
+  # Each failed test once more, alone, its output's tail here at the end
+  # (whether it fails again says whether it depends on the load); the run
+  # fails either way.
+  for t in "${ctest_failed[@]}"; do
+    name="${t#*:}"
+    echo "quickstart: ctest failed: $name; again, alone:"
+    ctest --preset release -R "^${name}\$" --output-on-failure 2>&1 |
+      tail -n 40 | sed 's/^/quickstart:   | /'
+  done
   echo "quickstart: ${#failed[@]} step(s) FAILED:"
   for f in "${failed[@]}"; do echo "quickstart:   - $f"; done
+  for t in "${ctest_failed[@]}"; do echo "quickstart:   - ctest: ${t#*:}"; done
   exit 1
 fi
 echo "quickstart: every step passed"
