@@ -642,9 +642,28 @@ absl::Status Engine::FetchPendingState() {
   return absl::OkStatus();
 }
 
-void Engine::ArmPendingReads(bool all_on_touch) {
+void Engine::ArmPendingReads(bool all_on_touch, bool demand_first) {
   for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
-    states_[i]->FetchAllOnTouch(all_on_touch);
+    StateArrayBase& a = *states_[i];
+    const uint64_t demand =
+        all_on_touch && demand_first && a.any_pending()
+            ? coordinator::DemandBudget(a.pending_lines(),
+                                        StateArrayBase::kLineBytes,
+                                        transport_cost_)
+            : 0;
+    a.FetchAllOnTouch(all_on_touch, nullptr, demand);
+  }
+}
+
+void Engine::ArmSourceReads(Direction d) {
+  const int k = static_cast<int>(Stored(d));
+  if (!sources_complete_[k]) {
+    // Which lines the scan reads is not known yet: demand first.
+    ArmPendingReads(/*all_on_touch=*/true);
+    return;
+  }
+  for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
+    states_[i]->FetchAllOnTouch(true, &sources_[k]);
   }
 }
 

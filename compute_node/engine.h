@@ -114,6 +114,11 @@ struct EngineOptions {
   bool resume = false;
   uint64_t signature = 0;
   std::string job;
+  // With several compute nodes: whether Result() READs the whole array on
+  // every node (false: on node 0 alone, the others get an empty vector;
+  // dmg run, where node 0 alone reports, so that the others do not each
+  // READ the whole result).
+  bool results_everywhere = true;
 };
 
 class Engine {
@@ -252,8 +257,13 @@ class Engine {
   absl::Status FetchPendingState();
   // What the next operation's accessors READ when they touch a pending
   // line: all of that array's pending lines, or the line alone
-  // (StateArrayBase::FetchAllOnTouch).
-  void ArmPendingReads(bool all_on_touch);
+  // (StateArrayBase::FetchAllOnTouch); all of them after the first few
+  // (coordinator::DemandBudget) unless `demand_first` is false.
+  void ArmPendingReads(bool all_on_touch, bool demand_first = true);
+  // The same for an operation that reads state at the neighbours a dense
+  // scan of direction d names (a pull's sources): once a scan has recorded
+  // them all (sources_), the batch is the pending lines holding one.
+  void ArmSourceReads(Direction d);
   // Places arrays: resident or paged, by the planner; fresh, or (adopt) from
   // the regions an earlier attempt left, at version superstep_.
   absl::Status PlaceStates(std::span<StateArrayBase* const> arrays,
@@ -446,6 +456,32 @@ class Engine {
   // all travel through the outbox).
   std::vector<uint8_t> taking_;
   std::vector<ArcCount> arc_counts_;  // per worker (CountArcs)
+  // With several compute nodes, per stored direction: a bit per vertex of
+  // the other nodes' ranges that this node's blocks name (the sources its
+  // pulls read), recorded by its dense scans until one has read all its
+  // blocks (sources_complete_). Like the state arrays' line bitmaps it is
+  // not counted in the cache bound (a bit a vertex).
+  std::vector<uint64_t> sources_[2];
+  bool sources_complete_[2] = {false, false};
+  // Records the neighbours of the block's vertices in this node's range.
+  void RecordSources(int k, const BlockView& b) {
+    const VertexId first = b.first_vertex();
+    const VertexId end = first + b.vertex_count();
+    const VertexId lo = std::max(first, own_begin_);
+    const VertexId hi = std::min(end, own_end_);
+    if (lo >= hi) return;
+    const std::span<const VertexId> from = b.targets(lo);
+    const std::span<const VertexId> to = b.targets(hi - 1);
+    for (const VertexId* p = from.data(); p != to.data() + to.size(); ++p) {
+      const VertexId u = *p;
+      if (Owns(u)) continue;
+      std::atomic_ref<uint64_t> word(sources_[k][u >> 6]);
+      const uint64_t bit = uint64_t{1} << (u & 63);
+      if (!(word.load(std::memory_order_relaxed) & bit)) {
+        word.fetch_or(bit, std::memory_order_relaxed);
+      }
+    }
+  }
   // Of the arcs this node's last push scanned, the share whose targets
   // other nodes own; < 0 before the first.
   double remote_share_ = -1;

@@ -245,6 +245,10 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
   }
   auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
   const HotBlockCache* hot = hot_[k].get();
+  // Until one scan has read all of them, the blocks' other-node neighbours
+  // are recorded (a pass over targets just read, after the block's work).
+  const bool record = cluster_ != nullptr && !sources_complete_[k];
+  if (record) sources_[k].resize((num_vertices() + 63) / 64, 0);
   DMG_RETURN_IF_ERROR(Fail(
       scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
         return source_->Stream(
@@ -253,15 +257,20 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
               // Cached blocks were validated when admitted.
               if (const BlockView* v = hot ? hot->View(i, p) : nullptr) {
                 fn(w, i, *v, continues(i));
+                if (record) RecordSources(k, *v);
                 return absl::OkStatus();
               }
               DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
               fn(w, i, b, continues(i));
+              if (record) RecordSources(k, b);
               return absl::OkStatus();
             });
       })));
   // Unfiltered: every node read all its blocks (the same on every node).
-  if (want == nullptr) ++full_scans_[k];
+  if (want == nullptr) {
+    ++full_scans_[k];
+    if (record) sources_complete_[k] = true;
+  }
   return absl::OkStatus();
 }
 

@@ -713,17 +713,51 @@ absl::Status StateArrayBase::FetchPending() {
   return status;
 }
 
-void StateArrayBase::FetchAllPending(int worker) {
+uint64_t StateArrayBase::ReferencedLines(uint64_t page) const {
+  if (referenced_ == nullptr) return ~uint64_t{0};
+  const std::vector<uint64_t>& bits = *referenced_;
+  // Elements are 1, 2, 4 or 8 bytes: a line holds 64, 32, 16 or 8
+  // vertices, aligned within one word of the bitmap.
+  const uint64_t per_line = kLineBytes / elem_;
+  const uint64_t mask =
+      per_line >= 64 ? ~uint64_t{0} : (uint64_t{1} << per_line) - 1;
+  uint64_t lines = 0;
+  for (uint64_t j = 0; j < 64; ++j) {
+    const uint64_t first = (page * 64 + j) * per_line;
+    if (first >= n_ || (first >> 6) >= bits.size()) break;
+    if ((bits[first >> 6] >> (first & 63)) & mask) lines |= uint64_t{1} << j;
+  }
+  return lines;
+}
+
+void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   MutexLock lock(&fetch_mu_);
+  if (bulk_taken_.load(std::memory_order_relaxed)) {
+    // The batch was READ while this worker waited, perhaps without its
+    // line.
+    const uint64_t mask = uint64_t{1} << (line & 63);
+    if (((LoadWord(pending_now_, line >> 6) |
+          LoadWord(pending_old_, line >> 6)) &
+         mask) != 0) {
+      FetchLine(worker, line);
+    }
+    return;
+  }
   transport::Endpoint& ep = endpoint(worker);
   // The words to clear once READ: (page, now bits, old bits).
   struct Taken {
     uint64_t page, now, old;
   };
   std::vector<Taken> taken;
+  bool left = false;  // pending lines outside referenced_
   for (uint64_t p = 0; p < pages_; ++p) {
-    const uint64_t now = LoadWord(pending_now_, p);
-    const uint64_t old = LoadWord(pending_old_, p);
+    uint64_t now = LoadWord(pending_now_, p);
+    uint64_t old = LoadWord(pending_old_, p);
+    if ((now | old) == 0) continue;
+    const uint64_t wanted = ReferencedLines(p);
+    left = left || ((now | old) & ~wanted) != 0;
+    now &= wanted;
+    old &= wanted;
     if ((now | old) == 0) continue;
     QueuePendingRuns(ep, p, now, old);
     taken.push_back({p, now, old});
@@ -738,6 +772,11 @@ void StateArrayBase::FetchAllPending(int worker) {
         .fetch_and(~t.now, std::memory_order_release);
     std::atomic_ref<uint64_t>(pending_old_[t.page])
         .fetch_and(~t.old, std::memory_order_release);
+  }
+  if (left) {
+    // The rest is READ a line at a touch (this one's too, if it was left).
+    bulk_taken_.store(true, std::memory_order_release);
+    return;
   }
   // Nothing is marked pending during an operation: the copy is current,
   // and the accessors' check can stop.

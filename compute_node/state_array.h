@@ -194,7 +194,20 @@ class StateArrayBase : public PageSource {
   // read other nodes' vertices widely, a pull or a VertexMap chasing
   // labels; an array such an operation never reads elsewhere than in this
   // node's range moves no byte).
-  void FetchAllOnTouch(bool all) { fetch_all_ = all; }
+  // `referenced` (a bit per vertex, or nullptr: every line) narrows that
+  // batch to the pending lines holding a vertex it sets: the sources a
+  // pull's in-edges name (Engine::ArmSourceReads). Lines outside it stay
+  // pending, and a touch of one READs that line alone.
+  // `demand` lines are READ one at a time before the batch
+  // (coordinator::DemandBudget).
+  void FetchAllOnTouch(bool all,
+                       const std::vector<uint64_t>* referenced = nullptr,
+                       uint64_t demand = 0) {
+    fetch_all_ = all;
+    referenced_ = referenced;
+    bulk_taken_.store(false, std::memory_order_relaxed);
+    demand_left_.store(static_cast<int64_t>(demand), std::memory_order_relaxed);
+  }
   bool any_pending() const { return any_pending_; }
   // How many lines are pending (the refresh choice weighs them).
   uint64_t pending_lines() const;
@@ -347,8 +360,9 @@ class StateArrayBase : public PageSource {
     if (((LoadWord(pending_now_, line >> 6) |
           LoadWord(pending_old_, line >> 6)) &
          mask) != 0) {
-      if (fetch_all_) {
-        FetchAllPending(worker);
+      if (fetch_all_ && !bulk_taken_.load(std::memory_order_acquire) &&
+          demand_left_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+        FetchAllPending(worker, line);
       } else {
         FetchLine(worker, line);
       }
@@ -362,6 +376,11 @@ class StateArrayBase : public PageSource {
   // READ every pending line; a worker that sees it clear reads the copy).
   std::atomic<bool> any_pending_ = false;
   bool fetch_all_ = false;  // set between operations only
+  // FetchAllOnTouch's filter (set between operations), and whether this
+  // operation's batch was READ with lines left pending outside it.
+  const std::vector<uint64_t>* referenced_ = nullptr;
+  std::atomic<bool> bulk_taken_ = false;
+  std::atomic<int64_t> demand_left_ = 0;  // lines before the batch
 
  private:
   // What Materialize and Adopt share: the local copy or the cache's pages,
@@ -461,10 +480,12 @@ class StateArrayBase : public PageSource {
   // the open superstep (its buffer) and before (the last finished one's).
   std::vector<uint64_t> pending_now_, pending_old_;
   [[gnu::noinline]] void FetchLine(int worker, uint64_t line);
-  // FetchAllOnTouch's READ: every pending line, on the worker that touched
-  // one; the others that touch one meanwhile wait for it. Lines leave the
-  // bitmaps only once READ (as in FetchLine).
-  [[gnu::noinline]] void FetchAllPending(int worker);
+  // FetchAllOnTouch's READ: every pending line (in referenced_), on the
+  // worker that touched `line`; the others that touch one meanwhile wait
+  // for it. Lines leave the bitmaps only once READ (as in FetchLine).
+  [[gnu::noinline]] void FetchAllPending(int worker, uint64_t line);
+  // The lines of page `page` holding a vertex referenced_ sets.
+  uint64_t ReferencedLines(uint64_t page) const;
   // Queues READs of page `page`'s pending lines (bits `now` from the open
   // superstep's buffer, `old` from the finished version's), a READ a run.
   void QueuePendingRuns(transport::Endpoint& ep, uint64_t page, uint64_t now,

@@ -491,7 +491,10 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
       std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
   if (atomic) {
     DMG_RETURN_IF_ERROR(FetchPendingState());
-  } else if (pull || (!kReadsOnlySources && RefreshInBulk(frontier, along))) {
+  } else if (pull) {
+    // The value reads the sources the in-edges name.
+    ArmSourceReads(internal::Opposite(along));
+  } else if (!kReadsOnlySources && RefreshInBulk(frontier, along)) {
     ArmPendingReads(/*all_on_touch=*/true);
   }
   if (atomic) {
@@ -633,6 +636,7 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
   using T = decltype(value(VertexId{}, VertexId{}, Weight{}));
   using R = decltype(finish(VertexId{}, T{}));
   DMG_RETURN_IF_ERROR(Prepare());
+  ArmSourceReads(neighbours);
   NoteEdgeOp("pull", num_vertices());
   // finish's results are summed per block (the block of the vertex's last
   // piece, scanned by one worker in vertex order), then in block order.
@@ -729,6 +733,10 @@ template <typename T>
 absl::StatusOr<std::vector<T>> Engine::Result(State<T>& state) {
   if (open_) DMG_RETURN_IF_ERROR(EndSuperstep());
   StopRecording();  // the program is done with what it carried
+  if (cluster_ != nullptr && !options_.results_everywhere &&
+      compute_node() != 0) {
+    return std::vector<T>();
+  }
   return state.ReadResult(superstep_);
 }
 

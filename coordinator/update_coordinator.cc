@@ -108,4 +108,16 @@ RefreshEstimate ChooseRefresh(const RefreshStep& step,
   return e;
 }
 
+uint64_t DemandBudget(uint64_t pending_lines, uint64_t line_bytes,
+                      const TransportCost& cost) {
+  if (pending_lines == 0) return 0;
+  const double bw = std::max(1e-3, cost.bytes_per_us);
+  const double rtt = std::max(0.0, cost.round_trip_us);
+  const double line = static_cast<double>(line_bytes);
+  const double bulk_us = rtt + static_cast<double>(pending_lines) * line / bw;
+  const double each_us = rtt + line / bw;
+  return static_cast<uint64_t>(
+      std::min(static_cast<double>(pending_lines), bulk_us / each_us));
+}
+
 }  // namespace dmg::coordinator

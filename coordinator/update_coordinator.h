@@ -134,6 +134,18 @@ struct RefreshEstimate {
 RefreshEstimate ChooseRefresh(const RefreshStep& step,
                               const TransportCost& cost);
 
+// For an operation whose reads of other nodes' vertices cannot be counted
+// beforehand (a pull before its first full scan has recorded the sources,
+// a VertexMap chasing labels): how many pending lines of an array it reads
+// one at a time before it READs the rest in one batch. Ski rental: demand
+// reads until their round trips have cost what the batch would, then the
+// batch; never more than twice the better of the two in hindsight. A road
+// network's pull touches a few hundred boundary lines (all on demand on a
+// fast transport); a random graph's touches them all (the batch after a
+// few).
+uint64_t DemandBudget(uint64_t pending_lines, uint64_t line_bytes,
+                      const TransportCost& cost);
+
 }  // namespace dmg::coordinator
 
 #endif  // DMG_COORDINATOR_UPDATE_COORDINATOR_H_

@@ -457,12 +457,15 @@ TEST(MultiNodeTest, PendingLinesAreFetchedWhenRead) {
 }
 
 // An operation that may read other nodes' vertices widely (a pull, a
-// VertexMap) READs an array's pending lines when it first touches one, all
-// in one batch, and leaves the arrays it reads only in its own range
-// unread: on a path split in two, a pull whose value reads a(u) of its
-// in-neighbours touches node 1's a at the cut and so takes all of a's
-// pending lines, but none of b's, which every vertex changed too; b's are
-// still right when read later. A push of a first-wins update on this
+// VertexMap) READs the pending lines it touches one at a time until they
+// would have cost what one batch of them all costs (then the batch), and
+// leaves the arrays it reads only in its own range unread: on a path split
+// in two, a pull whose value reads a(u) of its in-neighbours touches the
+// other node's a at the cut, and READs that line alone, and none of b's,
+// which every vertex changed too; b's are still right when read later.
+// Once a full pull has recorded the sources its blocks name, a later pull
+// takes in one batch the pending lines holding one of them (here the line
+// at the cut), and no other. A push of a first-wins update on this
 // transport (round trips of well under a microsecond) whose arcs stay in
 // the range leaves them pending too (demand), and says so.
 TEST(MultiNodeTest, AnOperationReadsThePendingLinesOfTheArraysItTouches) {
@@ -473,6 +476,7 @@ TEST(MultiNodeTest, AnOperationReadsThePendingLinesOfTheArraysItTouches) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   struct Seen {
     uint64_t a_after_pull = 0, b_after_pull = 0, b_after_read = 0;
+    uint64_t a_before_second = 0, a_after_second = 0;
     std::string refresh;
   };
   std::vector<Seen> seen(2);
@@ -499,6 +503,20 @@ TEST(MultiNodeTest, AnOperationReadsThePendingLinesOfTheArraysItTouches) {
     if (!pulled.ok()) return pulled.status();
     seen[me].a_after_pull = a.pending_lines();
     seen[me].b_after_pull = b.pending_lines();
+    s = engine.EndSuperstep();
+    // Every a changes again (the same values), and a second pull.
+    if (s.ok()) {
+      s = engine.VertexMap(
+          [&](store::VertexId v) { a.Set(v, 3 * int64_t{v} + 1); });
+    }
+    if (!s.ok()) return s;
+    seen[me].a_before_second = a.pending_lines();
+    pulled = engine.EdgeMap<compute::Min>(
+        *all, store::Direction::kIn, Mode::kPull, low,
+        [&](store::VertexId u, store::VertexId, auto) { return a.Get(u); },
+        compute::AllVertices());
+    if (!pulled.ok()) return pulled.status();
+    seen[me].a_after_second = a.pending_lines();
     s = engine.EndSuperstep();
     // A BFS level from each node's first vertex: its arcs stay home.
     const store::VertexId mine = me == 0 ? 0 : n - 1;
@@ -542,9 +560,13 @@ TEST(MultiNodeTest, AnOperationReadsThePendingLinesOfTheArraysItTouches) {
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
   for (int k = 0; k < 2; ++k) {
     SCOPED_TRACE(absl::StrCat("compute node ", k));
-    EXPECT_EQ(seen[k].a_after_pull, 0u);
-    // The other half of b: 8192 vertices of 8 bytes in 64-byte lines.
+    // The other half of a and b: 8192 vertices of 8 bytes in 64-byte
+    // lines; the pull took the line at the cut.
+    EXPECT_EQ(seen[k].a_after_pull, 1023u);
     EXPECT_EQ(seen[k].b_after_pull, 1024u);
+    // The second pull: the one line the blocks name, in its batch.
+    EXPECT_EQ(seen[k].a_before_second, 1024u);
+    EXPECT_EQ(seen[k].a_after_second, 1023u);
     EXPECT_EQ(seen[k].refresh, "demand");
     // Reading one line of b took that line alone.
     EXPECT_EQ(seen[k].b_after_read, 1023u);

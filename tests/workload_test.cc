@@ -188,6 +188,22 @@ TEST(RefreshTest, DemandWhereFewArcsLeaveTheRangeAndRoundTripsAreCheap) {
   EXPECT_NEAR(coordinator::ChooseRefresh(few, rdma).demand_us, one / 4, 1e-9);
 }
 
+TEST(RefreshTest, DemandReadsCostAtMostWhatTheBatchCosts) {
+  // 1 us a round trip, 100 bytes a microsecond: the batch of 1000 lines
+  // costs 1 + 640 us, a line alone 1.64 us: 390 lines before the batch.
+  const coordinator::TransportCost cost{1, 100};
+  EXPECT_EQ(coordinator::DemandBudget(1000, 64, cost), 390u);
+  // Nothing pending, nothing to read; three lines: one alone, then the
+  // batch of the other two.
+  EXPECT_EQ(coordinator::DemandBudget(0, 64, cost), 0u);
+  EXPECT_EQ(coordinator::DemandBudget(3, 64, cost), 1u);
+  // Round trips dearer than the bytes (tcp): the batch soon.
+  EXPECT_EQ(coordinator::DemandBudget(1000, 64, {40, 1000}), 2u);
+  // One pending line: that line alone, whatever the transport.
+  EXPECT_EQ(coordinator::DemandBudget(1, 64, {40, 1000}), 1u);
+  EXPECT_EQ(coordinator::DemandBudget(1, 64, {0.01, 1e6}), 1u);
+}
+
 TEST(DirectionTest, APushThatKeepsBlocksPaysForTheBlocksItTouches) {
   coordinator::TransportCost tcp{40, 1000};
   coordinator::DirectionStep d = DirectionAt(1000, 32000);

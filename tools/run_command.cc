@@ -596,6 +596,8 @@ int RunCommand() {
   }
   engine_options.threads = options->threads;
   engine_options.steal = FLAGS_steal;
+  // Node 0 alone reports the job: the others need not READ the result.
+  engine_options.results_everywhere = false;
   if (!(FLAGS_stage1_alpha >= 0)) {
     return ReportError(
         absl::InvalidArgumentError("--stage1_alpha must be >= 0"));
