@@ -425,13 +425,12 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   out.Put<uint64_t>(placed_);
   out.Put<uint64_t>(decisions_);
   // Each array's changed lines (not pages: a page of 1,024 labels with one
-  // changed costs the others 64 bytes, not 4 KiB).
-  std::vector<uint64_t> pages;
+  // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
+  // varint gaps, whichever is smaller (a BFS level's few hundred scattered
+  // lines take a byte or two each, not 16 a run).
   for (size_t i = 0; i < placed_; ++i) {
-    pages.clear();
     DMG_RETURN_IF_ERROR(Fail(states_[i]->error()));
-    states_[i]->DirtyLines(pages);
-    out.PutArray<uint64_t>(PageRuns(pages));
+    wire::PutVertexSet(out.bytes(), states_[i]->DirtyLineWords());
   }
   out.bytes().append(common);
   DMG_ASSIGN_OR_RETURN(
@@ -465,26 +464,27 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
           collectives_, superstep_, placed_, decisions_)));
     }
     for (size_t i = 0; i < placed_; ++i) {
-      std::vector<uint64_t> runs;
-      if (!in.GetArray<uint64_t>(&runs) || runs.size() % 2 != 0) {
+      // Runs of consecutive changed lines.
+      const size_t from = refresh.size();
+      auto add = [&](VertexId line) {
+        if (refresh.size() > from &&
+            refresh.back().first + refresh.back().count == line) {
+          ++refresh.back().count;
+        } else {
+          refresh.push_back({i, line, 1});
+        }
+      };
+      if (!wire::GetVertexSet(in.rest(), states_[i]->lines(), add)) {
         return Fail(absl::DataLossError(absl::StrFormat(
-            "compute node %d posted malformed state changes (array %d of %d, "
-            "%d bytes)",
-            k, i, placed_, all[k].common.size())));
+            "compute node %d posted malformed state changes (array '%s', "
+            "array %d of %d, or a line beyond it)",
+            k, states_[i]->name(), i, placed_)));
       }
-      for (size_t r = 0; r < runs.size(); r += 2) {
-        if (runs[r] > states_[i]->lines() ||
-            runs[r + 1] > states_[i]->lines() - runs[r]) {
-          return Fail(absl::DataLossError(absl::StrFormat(
-              "compute node %d posted changes outside state '%s'", k,
-              states_[i]->name())));
-        }
-        if (k != compute_node()) {
-          if (runs[r + 1] > 0) others_changed = true;
-          refresh.push_back({i, runs[r], runs[r + 1]});
-        } else if (runs[r + 1] > 0) {
-          own_changes = true;
-        }
+      if (k == compute_node()) {
+        own_changes = own_changes || refresh.size() > from;
+        refresh.resize(from);
+      } else {
+        others_changed = others_changed || refresh.size() > from;
       }
     }
     // What is left is the operation's own part.
@@ -502,6 +502,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   if (publish_now && !publish_now(all)) return all;
   bool any_changes = others_changed || own_changes;
   if (any_changes) {
+    std::vector<uint64_t> pages;
     for (size_t i = 0; i < placed_; ++i) {
       pages.clear();
       DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));

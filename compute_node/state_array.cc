@@ -633,13 +633,9 @@ void StateArrayBase::FoldLineFlags() {
   }
 }
 
-void StateArrayBase::DirtyLines(std::vector<uint64_t>& lines) {
+std::span<const uint64_t> StateArrayBase::DirtyLineWords() {
   FoldLineFlags();
-  for (size_t word = 0; word < dirty_lines_.size(); ++word) {
-    for (uint64_t bits = dirty_lines_[word]; bits != 0; bits &= bits - 1) {
-      lines.push_back(word * 64 + std::countr_zero(bits));
-    }
-  }
+  return dirty_lines_;
 }
 
 void StateArrayBase::RefreshLines(int w, uint64_t first, uint64_t count) {

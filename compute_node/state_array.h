@@ -166,7 +166,9 @@ class StateArrayBase : public PageSource {
   // Resident writes merge runs of changed lines separated by at most this
   // many unchanged ones: a WRITE costs more than 192 bytes moved.
   static constexpr uint64_t kGapLines = 3;
-  void DirtyLines(std::vector<uint64_t>& lines);
+  // The lines changed since the last publish, a bit each (bit j of word p
+  // is line 64p + j, as wire::PutVertexSet takes a set).
+  std::span<const uint64_t> DirtyLineWords();
   uint64_t lines() const { return (bytes_ + kLineBytes - 1) / kLineBytes; }
   // Lines [first, first + count) another node published: a resident copy
   // READs them (worker w's endpoint, flushed by the caller); a paged one
