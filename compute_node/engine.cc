@@ -407,7 +407,7 @@ int Engine::OwnerOf(VertexId v) const {
 
 absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     std::string common, std::span<const std::string> to,
-    const PublishTest& publish_now) {
+    const PublishTest& publish_now, bool prewrite) {
   if (cluster_ == nullptr) {
     std::vector<Cluster::Received> one(1);
     one[0].common = std::move(common);
@@ -419,11 +419,22 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   // whose control flow depends on one node's view; caught here, not later
   // as wrong answers).
   ++collectives_;
+  // Whether changes are left to write after the exchange.
+  bool held = false;
+  for (size_t i = 0; i < placed_; ++i) {
+    if (prewrite) {
+      DMG_ASSIGN_OR_RETURN(const bool left, Fail(states_[i]->Prewrite()));
+      held = held || left;
+    } else {
+      held = true;
+    }
+  }
   MessageWriter out;
   out.Put<uint64_t>(collectives_);
   out.Put<uint64_t>(superstep_);
   out.Put<uint64_t>(placed_);
   out.Put<uint64_t>(decisions_);
+  out.Put<uint8_t>(held ? 1 : 0);
   // Each array's changed lines (not pages: a page of 1,024 labels with one
   // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
   // varint gaps, whichever is smaller (a BFS level's few hundred scattered
@@ -443,16 +454,22 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     uint64_t first, count;
   };
   std::vector<Refresh> refresh;
-  bool own_changes = false, others_changed = false;
+  bool own_changes = false, others_changed = false, any_held = false;
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
     uint64_t where[4];
+    uint8_t held_there = 0;
     for (uint64_t& x : where) {
       if (!in.Get(&x)) {
         return Fail(absl::DataLossError(
             absl::StrFormat("compute node %d posted a malformed header", k)));
       }
     }
+    if (!in.Get(&held_there)) {
+      return Fail(absl::DataLossError(
+          absl::StrFormat("compute node %d posted a malformed header", k)));
+    }
+    any_held = any_held || held_there != 0;
     if (where[0] != collectives_ ||
         where[1] != static_cast<uint64_t>(superstep_) || where[2] != placed_ ||
         where[3] != decisions_) {
@@ -507,8 +524,12 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
       pages.clear();
       DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
     }
-    DMG_RETURN_IF_ERROR(
-        Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
+    // Every change was written before its node posted: the exchange said
+    // so, and nothing is left to wait for.
+    if (any_held) {
+      DMG_RETURN_IF_ERROR(
+          Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
+    }
   } else {
     // What Publish does besides writing: paged arrays unpin their pages.
     for (size_t i = 0; i < placed_; ++i) {

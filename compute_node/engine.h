@@ -344,9 +344,15 @@ class Engine {
   // and read once, and one exchange is saved.
   using PublishTest =
       std::function<bool(const std::vector<Cluster::Received>&)>;
+  // Changes are written before the post where they can be (Prewrite: a
+  // resident array's lines not announced yet in this superstep), so the
+  // post says they are in place; the rest after the exchange, and then a
+  // "written" round, only when some node had such a rest. `prewrite`
+  // false: none before the post (a node that knows the publish waits for
+  // the next collective).
   absl::StatusOr<std::vector<Cluster::Received>> Collective(
       std::string common, std::span<const std::string> to = {},
-      const PublishTest& publish_now = nullptr);
+      const PublishTest& publish_now = nullptr, bool prewrite = true);
   // Frontier parts: a node's members of `local` (all in its range) go into
   // a message; TakeFrontier adds a part read back into `global`.
   void PutFrontier(MessageWriter& out, const Frontier& local) const;

@@ -44,6 +44,7 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       pending_old_(pages_, 0),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
+  prewritten_.assign(pages_, 0);
 }
 
 StateArrayBase::~StateArrayBase() {
@@ -175,21 +176,27 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
       });
   if (!status.ok() || nodes == 1) return status;
   // Where every node's slice is.
+  // Where every node's slice is, and whether it holds the array resident.
   std::string mine;
   for (const transport::RegionInfo& r : own.region) {
     const uint32_t where[2] = {r.node, r.id};
     mine.append(reinterpret_cast<const char*>(where), sizeof(where));
   }
+  const uint32_t resident_here = cache_ == nullptr ? 1 : 0;
+  mine.append(reinterpret_cast<const char*>(&resident_here),
+              sizeof(resident_here));
   absl::StatusOr<std::vector<std::string>> all = ctx_.exchange(mine);
   if (!all.ok()) return all.status();
+  all_resident_ = resident_here != 0;
   for (int k = 0; k < nodes; ++k) {
     if (k == ctx_.node) continue;
-    if ((*all)[k].size() != 4 * sizeof(uint32_t)) {
+    if ((*all)[k].size() != 5 * sizeof(uint32_t)) {
       return absl::DataLossError(absl::StrFormat(
           "compute node %d posted a malformed slice of state '%s'", k, name_));
     }
-    uint32_t where[4];
+    uint32_t where[5];
     std::memcpy(where, (*all)[k].data(), sizeof(where));
+    all_resident_ = all_resident_ && where[4] != 0;
     for (int b = 0; b < 2; ++b) {
       slices_[k].region[b].node = where[2 * b];
       slices_[k].region[b].id = where[2 * b + 1];
@@ -247,14 +254,17 @@ template <typename Emit>
 class LineRuns {
  public:
   explicit LineRuns(Emit emit) : emit_(emit) {}
-  // Adds the set bits of `bits`, the lines [base, base + 64).
-  void Add(uint64_t base, uint64_t bits) {
+  // Adds the set bits of `bits`, the lines [base, base + 64). `bridge`
+  // false: no gap into, inside or out of these lines is bridged (a gap
+  // may hold a line that must not be written now).
+  void Add(uint64_t base, uint64_t bits, bool bridge = true) {
+    const uint64_t gap = bridge ? StateArrayBase::kGapLines : 0;
     for (uint64_t m = bits; m != 0;) {
       const int lo = std::countr_zero(m);
       const int len = std::countr_one(m >> lo);
       m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
       const uint64_t first = base + lo;
-      if (end_ != 0 && first <= end_ + StateArrayBase::kGapLines) {
+      if (end_ != 0 && first <= end_ + gap) {
         end_ = first + len;
       } else {
         if (end_ != 0) emit_(begin_, end_);
@@ -262,9 +272,11 @@ class LineRuns {
         end_ = first + len;
       }
     }
+    if (!bridge) Finish();
   }
   void Finish() {
     if (end_ != 0) emit_(begin_, end_);
+    end_ = 0;
   }
 
  private:
@@ -289,7 +301,7 @@ uint64_t PackLineFlags(const uint8_t* flags) {
 
 template <typename PageAt>
 void StateArrayBase::QueueLines(int w, int buffer, uint64_t count,
-                                PageAt page_at) {
+                                PageAt page_at, Lines which) {
   transport::Endpoint& ep = endpoint(w);
   LineRuns runs([&](uint64_t first, uint64_t last) {
     const uint64_t begin = first * kLineBytes;
@@ -301,7 +313,18 @@ void StateArrayBase::QueueLines(int w, int buffer, uint64_t count,
   });
   for (uint64_t k = 0; k < count; ++k) {
     const uint64_t p = page_at(k);
-    runs.Add(p * 64, LinesNeeded(p));
+    uint64_t lines = LinesNeeded(p);
+    if (which == Lines::kPrewrite) {
+      // Held back: announced in this superstep and changed again. No run
+      // bridges a gap here (it might hold one).
+      const uint64_t held = dirty_lines_[p] & step_lines_[p];
+      lines &= ~held;
+      prewritten_[p] |= lines;
+      runs.Add(p * 64, lines, /*bridge=*/held == 0);
+      continue;
+    }
+    if (which == Lines::kRest) lines &= ~prewritten_[p];
+    runs.Add(p * 64, lines);
   }
   runs.Finish();
 }
@@ -591,6 +614,31 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
   return ep.Flush();
 }
 
+absl::StatusOr<bool> StateArrayBase::Prewrite() {
+  if (absl::Status s = error(); !s.ok()) return s;
+  FoldLineFlags();
+  std::vector<uint64_t> pages;
+  for (uint64_t& word : dirty_) {
+    for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
+      pages.push_back((&word - dirty_.data()) * 64 + std::countr_zero(bits));
+    }
+  }
+  if (pages.empty()) return false;
+  if (cache_ != nullptr || !all_resident_) return true;
+  const int buffer = (superstep() + 1) % 2;
+  DMG_RETURN_IF_ERROR(ctx_.scheduler->ForRanges(
+      pages.size(), kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
+        QueueLines(
+            w, buffer, last - first,
+            [&](uint64_t k) { return pages[first + k]; }, Lines::kPrewrite);
+        return endpoint(w).Flush();
+      }));
+  for (uint64_t p : pages) {
+    if ((dirty_lines_[p] & step_lines_[p]) != 0) return true;
+  }
+  return false;
+}
+
 absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
   if (absl::Status s = error(); !s.ok()) return s;
   FoldLineFlags();
@@ -606,14 +654,17 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
     ReleasePins();
     status = cache_->FlushDirty(this);
   } else {
+    // What Prewrite did not write.
     const int buffer = (superstep() + 1) % 2;
     status = ctx_.scheduler->ForRanges(
         fresh.size(), kPagesPerChunk,
         [&](int w, uint64_t first, uint64_t last) {
-          QueueLines(w, buffer, last - first,
-                     [&](uint64_t k) { return fresh[first + k]; });
+          QueueLines(
+              w, buffer, last - first,
+              [&](uint64_t k) { return fresh[first + k]; }, Lines::kRest);
           return endpoint(w).Flush();
         });
+    for (uint64_t p : fresh) prewritten_[p] = 0;
   }
   // Published pages stay whole in the open superstep's buffer: later
   // fetches and the commit go by published_ for them.
@@ -820,6 +871,7 @@ void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
 absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
                                     uint64_t page_end) {
   absl::Status status = WriteVersion(superstep, page_begin, page_end);
+  std::fill(prewritten_.begin(), prewritten_.end(), 0);
   // What changed in this superstep is what the next one's buffer lacks.
   prev_dirty_.swap(published_);
   prev_lines_.swap(step_lines_);

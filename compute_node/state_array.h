@@ -166,6 +166,19 @@ class StateArrayBase : public PageSource {
   // Resident writes merge runs of changed lines separated by at most this
   // many unchanged ones: a WRITE costs more than 192 bytes moved.
   static constexpr uint64_t kGapLines = 3;
+  // Before a collective's post, with several compute nodes: WRITEs the
+  // lines changed since the last publish that were not announced yet in the
+  // open superstep (and what their pages lack in its buffer), so that the
+  // post itself tells the others they are in place and no "written" round
+  // is needed. Only for an array every node holds resident: a resident
+  // reader READs from the open buffer only lines announced to it, so
+  // unannounced lines can be written while a slower node is still in the
+  // operation; a paged reader fetches whole pages from it. Lines announced
+  // earlier in this superstep and changed again wait for Publish, after the
+  // exchange: a slower node may still READ their announced bytes. Returns
+  // whether anything is left for Publish (such lines, or any change of an
+  // array some node pages).
+  absl::StatusOr<bool> Prewrite();
   // The lines changed since the last publish, a bit each (bit j of word p
   // is line 64p + j, as wire::PutVertexSet takes a set).
   std::span<const uint64_t> DirtyLineWords();
@@ -391,8 +404,18 @@ class StateArrayBase : public PageSource {
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
   // Resident: queues WRITEs into `buffer` of the lines pages[0..count) need
   // there (see LinesNeeded), runs merged across gaps of kGapLines.
+  // kNeeded: the lines LinesNeeded gives; kPrewrite: those not held back
+  // for Publish (see Prewrite), noted in prewritten_; kRest: those not
+  // prewritten.
+  enum class Lines { kNeeded, kPrewrite, kRest };
   template <typename PageAt>
-  void QueueLines(int w, int buffer, uint64_t count, PageAt page_at);
+  void QueueLines(int w, int buffer, uint64_t count, PageAt page_at,
+                  Lines which = Lines::kNeeded);
+  // Per page: lines Prewrite wrote since the last publish or commit.
+  std::vector<uint64_t> prewritten_;
+  // With several compute nodes: every node holds this array resident (the
+  // nodes say so when they exchange where their slices are).
+  bool all_resident_ = false;
   // The lines of page p the open superstep's buffer lacks: those changed
   // since the last publish, and, unless the page was already written whole
   // into that buffer in this superstep, those changed in the previous one.

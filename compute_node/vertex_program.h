@@ -262,8 +262,11 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     }
     return true;
   };
-  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> got,
-                       Collective(out.Take(), to, nothing_sent));
+  // A node that sent updates knows the publish waits for the second
+  // exchange: it writes nothing before this one.
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<Cluster::Received> got,
+      Collective(out.Take(), to, nothing_sent, /*prewrite=*/all.empty()));
   Frontier global = NewFrontier();
   bool sent = false;
   std::vector<Update> inbox;
