@@ -419,12 +419,16 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   // whose control flow depends on one node's view; caught here, not later
   // as wrong answers).
   ++collectives_;
-  // Whether changes are left to write after the exchange.
-  bool held = false;
+  SetBarrierReady(false);
+  // Whether changes are left to write after the exchange, and whether every
+  // array of this node is clean (StateArrayBase::Prewrite).
+  bool held = false, clean = prewrite && !atomic_in_step_;
   for (size_t i = 0; i < placed_; ++i) {
     if (prewrite) {
-      DMG_ASSIGN_OR_RETURN(const bool left, Fail(states_[i]->Prewrite()));
-      held = held || left;
+      DMG_ASSIGN_OR_RETURN(const StateArrayBase::Prewritten p,
+                           Fail(states_[i]->Prewrite()));
+      held = held || p.held;
+      clean = clean && p.clean;
     } else {
       held = true;
     }
@@ -434,7 +438,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   out.Put<uint64_t>(superstep_);
   out.Put<uint64_t>(placed_);
   out.Put<uint64_t>(decisions_);
-  out.Put<uint8_t>(held ? 1 : 0);
+  out.Put<uint8_t>((held ? 1 : 0) | (clean ? 2 : 0));
   // Each array's changed lines (not pages: a page of 1,024 labels with one
   // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
   // varint gaps, whichever is smaller (a BFS level's few hundred scattered
@@ -455,6 +459,7 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   };
   std::vector<Refresh> refresh;
   bool own_changes = false, others_changed = false, any_held = false;
+  bool all_clean = true;
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
     uint64_t where[4];
@@ -469,7 +474,8 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
       return Fail(absl::DataLossError(
           absl::StrFormat("compute node %d posted a malformed header", k)));
     }
-    any_held = any_held || held_there != 0;
+    any_held = any_held || (held_there & 1) != 0;
+    all_clean = all_clean && (held_there & 2) != 0;
     if (where[0] != collectives_ ||
         where[1] != static_cast<uint64_t>(superstep_) || where[2] != placed_ ||
         where[3] != decisions_) {
@@ -536,6 +542,9 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
       if (!states_[i]->resident()) states_[i]->ReleasePins();
     }
   }
+  // Every node's pages are whole in the open buffer: if the superstep ends
+  // now, this was its barrier.
+  SetBarrierReady(all_clean);
   // Resident copies note the others' lines (lazy refresh, FetchPending);
   // paged ones forget their pages: many short runs, a few batches per
   // worker, one flush each.
@@ -689,7 +698,14 @@ void Engine::ArmSourceReads(Direction d) {
   }
 }
 
+void Engine::SetBarrierReady(bool ready) {
+  if (ready == barrier_ready_) return;
+  barrier_ready_ = ready;
+  for (size_t i = 0; i < placed_; ++i) states_[i]->ReadOldFromOpen(ready);
+}
+
 absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
+  SetBarrierReady(false);  // an operation begins (or the superstep ends)
   if (placed_ < states_.size()) {
     std::vector<StateArrayBase*> arrays;
     for (size_t i = placed_; i < states_.size(); ++i) {
@@ -775,9 +791,22 @@ void Engine::PlanDirection(Direction d, bool push) {
 }
 
 absl::Status Engine::EndSuperstep() {
+  // The last collective was the barrier (every node's pages whole in the
+  // open buffer), unless something changed since.
+  const bool fused = cluster_ != nullptr && barrier_ready_ && open_ &&
+                     placed_ == states_.size();
   // Ends the superstep without READing what others changed (lazy).
   DMG_RETURN_IF_ERROR(
       Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
+  for (size_t i = 0; fused && i < placed_; ++i) {
+    if (!states_[i]->Clean()) {
+      return Fail(absl::FailedPreconditionError(absl::StrFormat(
+          "state '%s' changed outside an operation after the superstep's "
+          "last one: with several compute nodes, change state only inside "
+          "operations",
+          states_[i]->name())));
+    }
+  }
   for (const auto& a : states_) {
     // Each node commits the pages of its own range (all, with one node).
     const auto [first, last] = OwnPages(*a);
@@ -785,7 +814,11 @@ absl::Status Engine::EndSuperstep() {
   }
   ++superstep_;
   open_ = false;
-  if (cluster_ != nullptr) {
+  atomic_in_step_ = false;
+  if (fused) {
+    // Every node wrote its whole version before that collective's post:
+    // nothing to wait for.
+  } else if (cluster_ != nullptr) {
     DMG_RETURN_IF_ERROR(
         Fail(cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
   } else if (progress_ != nullptr && progress_->started()) {

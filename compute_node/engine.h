@@ -493,6 +493,16 @@ class Engine {
   double remote_share_ = -1;
   uint64_t own_items_ = 0, stolen_items_ = 0;  // push work items done
   uint64_t collectives_ = 0;
+  // The last collective left every node's arrays clean (each node's pages
+  // whole in the open buffer, nothing left to commit), and no operation
+  // has begun since: it serves as the superstep's barrier, and
+  // EndSuperstep needs no exchange of its own (a BFS level on a road
+  // network: one exchange, not two). Reset by Prepare.
+  bool barrier_ready_ = false;
+  // An atomic push in the open superstep (its pages are refreshed after
+  // its exchange: no collective of the superstep counts as the barrier).
+  bool atomic_in_step_ = false;
+  void SetBarrierReady(bool ready);
   // A running hash of the engine's choices (direction, update mode): the
   // same on every node, or they would diverge.
   uint64_t decisions_ = 0;

@@ -154,6 +154,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
   const uint64_t first_page = own.begin / kPageBytes;
   const uint64_t own_pages =
       (own.end + kPageBytes - 1) / kPageBytes - first_page;
+  own_first_page_ = first_page;
+  own_end_page_ = first_page + own_pages;
   absl::Status status = ctx_.scheduler->ForRanges(
       own_pages, kMaxOp / kPageBytes,
       [&](int w, uint64_t first, uint64_t last) -> absl::Status {
@@ -614,17 +616,26 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
   return ep.Flush();
 }
 
-absl::StatusOr<bool> StateArrayBase::Prewrite() {
+absl::StatusOr<StateArrayBase::Prewritten> StateArrayBase::Prewrite() {
   if (absl::Status s = error(); !s.ok()) return s;
   FoldLineFlags();
+  bool changed = false;
+  for (uint64_t word : dirty_) changed = changed || word != 0;
+  if (cache_ != nullptr || !all_resident_) return Prewritten{changed, false};
+  // The changed pages, and this node's pages whose buffer still lacks the
+  // lines the previous superstep changed.
   std::vector<uint64_t> pages;
-  for (uint64_t& word : dirty_) {
-    for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
-      pages.push_back((&word - dirty_.data()) * 64 + std::countr_zero(bits));
-    }
+  for (uint64_t p = own_first_page_; p < own_end_page_; ++p) {
+    const bool whole = Bit(published_, p) || Bit(current_, p);
+    if (Bit(dirty_, p) || (!whole && prev_lines_[p] != 0)) pages.push_back(p);
   }
-  if (pages.empty()) return false;
-  if (cache_ != nullptr || !all_resident_) return true;
+  for (uint64_t p = 0; p < own_first_page_; ++p) {
+    if (Bit(dirty_, p)) pages.push_back(p);  // (a node writes its own only)
+  }
+  for (uint64_t p = own_end_page_; p < pages_; ++p) {
+    if (Bit(dirty_, p)) pages.push_back(p);
+  }
+  if (pages.empty()) return Prewritten{false, true};
   const int buffer = (superstep() + 1) % 2;
   DMG_RETURN_IF_ERROR(ctx_.scheduler->ForRanges(
       pages.size(), kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
@@ -633,10 +644,24 @@ absl::StatusOr<bool> StateArrayBase::Prewrite() {
             [&](uint64_t k) { return pages[first + k]; }, Lines::kPrewrite);
         return endpoint(w).Flush();
       }));
+  Prewritten out;
   for (uint64_t p : pages) {
-    if ((dirty_lines_[p] & step_lines_[p]) != 0) return true;
+    // Its buffer holds the previous version's lines now: later writes
+    // need only this superstep's.
+    current_[p >> 6] |= uint64_t{1} << (p & 63);
+    out.held = out.held || (dirty_lines_[p] & step_lines_[p]) != 0;
   }
-  return false;
+  out.clean = !out.held;
+  return out;
+}
+
+bool StateArrayBase::Clean() {
+  FoldLineFlags();
+  if (cache_ != nullptr || !all_resident_) return false;
+  for (uint64_t word : dirty_) {
+    if (word != 0) return false;
+  }
+  return true;
 }
 
 absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
@@ -728,11 +753,18 @@ uint64_t StateArrayBase::pending_lines() const {
 
 void StateArrayBase::QueuePendingRuns(transport::Endpoint& ep, uint64_t page,
                                       uint64_t now, uint64_t old) {
-  const int open = (superstep() + 1) % 2, done = superstep() % 2;
   old &= ~now;  // a line changed again is READ from the open buffer
-  for (int buffer : {open, done}) {
+  // Both from the open buffer between a barrier-free collective and the
+  // end of the superstep (ReadOldFromOpen).
+  if (PendingBuffer(false) == PendingBuffer(true)) {
+    now |= old;
+    old = 0;
+  }
+  const std::pair<int, uint64_t> sets[2] = {{PendingBuffer(true), now},
+                                            {PendingBuffer(false), old}};
+  for (const auto& [buffer, lines] : sets) {
     // Runs of consecutive pending lines: one READ each.
-    for (uint64_t bits = buffer == open ? now : old; bits != 0;) {
+    for (uint64_t bits = lines; bits != 0;) {
       const int at = std::countr_zero(bits);
       const int run = std::countr_one(bits >> at);
       const uint64_t begin = (page * 64 + at) * kLineBytes;
@@ -834,9 +866,8 @@ void StateArrayBase::FetchLine(int worker, uint64_t line) {
   const uint64_t mask = uint64_t{1} << (line & 63);
   std::atomic_ref<uint64_t> now(pending_now_[line >> 6]);
   std::atomic_ref<uint64_t> old(pending_old_[line >> 6]);
-  const int buffer = (now.load(std::memory_order_acquire) & mask)
-                         ? (superstep() + 1) % 2
-                         : superstep() % 2;
+  const int buffer =
+      PendingBuffer((now.load(std::memory_order_acquire) & mask) != 0);
   const uint64_t begin = line * kLineBytes;
   const uint64_t end = std::min(begin + kLineBytes, bytes_);
   transport::Endpoint& ep = endpoint(worker);

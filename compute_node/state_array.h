@@ -177,8 +177,24 @@ class StateArrayBase : public PageSource {
   // earlier in this superstep and changed again wait for Publish, after the
   // exchange: a slower node may still READ their announced bytes. Returns
   // whether anything is left for Publish (such lines, or any change of an
-  // array some node pages).
-  absl::StatusOr<bool> Prewrite();
+  // array some node pages), and whether the array is clean: its buffer
+  // then holds every page of this node whole (the lines the previous
+  // superstep changed are copied too), so a commit right after the
+  // exchange would write nothing.
+  struct Prewritten {
+    bool held = false;
+    bool clean = false;
+  };
+  absl::StatusOr<Prewritten> Prewrite();
+  // No change since the last Prewrite that said clean (a commit now writes
+  // nothing).
+  bool Clean();
+  // Between a collective after which every node was clean and the end of
+  // the superstep (Engine::EndSuperstep without a barrier): the open
+  // buffer holds the whole version, and lines pending from earlier
+  // supersteps are READ from it, not from the finished version's buffer,
+  // which a node that has already ended the superstep may be writing.
+  void ReadOldFromOpen(bool on) { old_from_open_ = on; }
   // The lines changed since the last publish, a bit each (bit j of word p
   // is line 64p + j, as wire::PutVertexSet takes a set).
   std::span<const uint64_t> DirtyLineWords();
@@ -416,6 +432,15 @@ class StateArrayBase : public PageSource {
   // With several compute nodes: every node holds this array resident (the
   // nodes say so when they exchange where their slices are).
   bool all_resident_ = false;
+  // This node's pages: [own_first_page_, own_end_page_).
+  uint64_t own_first_page_ = 0, own_end_page_ = 0;
+  bool old_from_open_ = false;  // set between operations only
+  // The buffer a pending line is READ from: the open superstep's for one
+  // announced in it (`now`), else the finished version's (or, see
+  // ReadOldFromOpen, the open one's).
+  int PendingBuffer(bool now) const {
+    return now || old_from_open_ ? (superstep() + 1) % 2 : superstep() % 2;
+  }
   // The lines of page p the open superstep's buffer lacks: those changed
   // since the last publish, and, unless the page was already written whole
   // into that buffer in this superstep, those changed in the previous one.

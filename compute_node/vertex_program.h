@@ -335,6 +335,7 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
     return v * elem / StateArrayBase::kPageBytes;
   };
   const auto [own_first, own_last] = OwnPages(target);
+  atomic_in_step_ = true;
   DMG_RETURN_IF_ERROR(Fail(target.MakeCurrent(own_first, own_last)));
   // No atomic may land on a page before its owner has made it current.
   DMG_RETURN_IF_ERROR(

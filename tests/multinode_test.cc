@@ -573,5 +573,67 @@ TEST(MultiNodeTest, AnOperationReadsThePendingLinesOfTheArraysItTouches) {
   }
 }
 
+// A collective after which every node's pages are whole in the open
+// buffer (resident arrays, nothing held back) is the superstep's barrier:
+// the EndSuperstep that follows exchanges nothing, so a superstep of one
+// VertexMap is one exchange. Between that collective and EndSuperstep,
+// a line another node changed two supersteps ago (still pending) reads
+// right, and so does everything after.
+TEST(MultiNodeTest, TheLastCleanCollectiveIsTheSuperstepsBarrier) {
+  const uint32_t n = 16384;
+  absl::StatusOr<store::Graph> g = Path(n);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto rounds = [&](int supersteps) -> absl::StatusOr<std::vector<int>> {
+    auto cluster = StartPushSplitByVertices(
+        *g, 1, 1, absl::StrCat("fused", supersteps), false);
+    if (!cluster.ok()) return cluster.status();
+    std::vector<int> out(2, 0);
+    auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
+      auto& a = engine.NewState<int64_t>("a", 0);
+      auto& b = engine.NewState<int64_t>("b", 0);
+      const store::VertexId far = engine.compute_node() == 0 ? n - 1 : 0;
+      for (int s = 1; s <= supersteps; ++s) {
+        // Odd supersteps change a, even ones b: a's lines stay pending
+        // at the other node across an even superstep.
+        absl::Status st = engine.VertexMap([&](store::VertexId v) {
+          (s % 2 == 1 ? a : b).Set(v, int64_t{s} * n + v);
+        });
+        if (!st.ok()) return st;
+        // Read only in even supersteps: a's line is still pending then.
+        const int64_t last_a = int64_t{s - 1} * n + far;
+        if (s % 2 == 0 && a.Get(far) != last_a) {
+          return absl::InternalError(absl::StrFormat(
+              "superstep %d, before its end: a(%d) = %d, not %d", s, far,
+              a.Get(far), last_a));
+        }
+        st = engine.EndSuperstep();
+        if (!st.ok()) return st;
+      }
+      auto result = engine.Result(b);
+      engine.Finish();
+      if (!result.ok()) return result.status();
+      const int64_t last_b = int64_t{supersteps / 2 * 2} * n;
+      for (store::VertexId v = 0; v < n; ++v) {
+        if ((*result)[v] != last_b + v) {
+          return absl::InternalError(absl::StrFormat("b(%d) = %d, not %d", v,
+                                                     (*result)[v], last_b + v));
+        }
+      }
+      out[engine.compute_node()] = engine.stats().nodes[0].rounds;
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : results) {
+      if (!s.ok()) return s;
+    }
+    return out;
+  };
+  absl::StatusOr<std::vector<int>> ten = rounds(10);
+  ASSERT_TRUE(ten.ok()) << ten.status();
+  absl::StatusOr<std::vector<int>> twenty = rounds(20);
+  ASSERT_TRUE(twenty.ok()) << twenty.status();
+  // Ten more supersteps: ten more exchanges (one collective each).
+  EXPECT_EQ((*twenty)[0] - (*ten)[0], 10);
+}
+
 }  // namespace
 }  // namespace dmg
