@@ -420,6 +420,8 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   // as wrong answers).
   ++collectives_;
   SetBarrierReady(false);
+  // The operation is over: accessors check for pending lines again.
+  for (size_t i = 0; i < placed_; ++i) states_[i]->ResumeChecks();
   // Whether changes are left to write after the exchange, and whether every
   // array of this node is clean (StateArrayBase::Prewrite).
   bool held = false, clean = prewrite && !atomic_in_step_;

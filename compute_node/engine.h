@@ -165,6 +165,11 @@ class Engine {
   absl::StatusOr<Frontier> VertexFilter(const Frontier& subset, Fn keep);
   template <typename Op, typename Fn>
   auto Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))>;
+  // EdgeMap's value(u, v, w) and cond(v), and Gather's value(u, v, w) and
+  // finish(v, sum), read state only at the vertices they are given (Ligra's
+  // edge-function contract): with several compute nodes a pull takes in
+  // just the other nodes' lines its sources lie on, and reads of other
+  // vertices may see them stale.
   template <typename Op, typename T, typename Value, typename Cond>
   absl::StatusOr<Frontier> EdgeMap(const Frontier& frontier, Direction along,
                                    Mode mode, State<T>& target, Value value,

@@ -853,8 +853,13 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
         .fetch_and(~t.old, std::memory_order_release);
   }
   if (left) {
-    // The rest is READ a line at a touch (this one's too, if it was left).
+    // The rest is READ a line at a touch (this one's too, if it was left),
+    // or, under the operation's promise, never touched.
     bulk_taken_.store(true, std::memory_order_release);
+    if (referenced_ != nullptr) {
+      checks_suspended_ = true;
+      any_pending_.store(false, std::memory_order_release);
+    }
     return;
   }
   // Nothing is marked pending during an operation: the copy is current,
