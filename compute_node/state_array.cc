@@ -698,7 +698,7 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
 }
 
 void StateArrayBase::FoldLineFlags() {
-  if (line_flags_.empty()) return;
+  if (line_flags_.empty() || !flags_set_.exchange(false)) return;
   for (uint64_t p = 0; p < pages_; ++p) {
     uint8_t* flags = line_flags_.data() + p * 64;
     const uint64_t lines = PackLineFlags(flags);

@@ -326,6 +326,10 @@ class StateArrayBase : public PageSource {
     std::atomic_ref<uint8_t> flag(line_flags_[at / kLineBytes]);
     if (flag.load(std::memory_order_relaxed) == 0) {
       flag.store(1, std::memory_order_relaxed);
+      // Read first: once set, the workers share the line read-only.
+      if (!flags_set_.load(std::memory_order_relaxed)) {
+        flags_set_.store(true, std::memory_order_relaxed);
+      }
     }
   }
   static void SetBit(std::vector<uint64_t>& bits, uint64_t i) {
@@ -540,6 +544,9 @@ class StateArrayBase : public PageSource {
   // threaded, before anything reads those, and clears them. Not counted in
   // the cache bound (like the bitmaps: 1/64 of the array's bytes).
   std::vector<uint8_t> line_flags_;
+  // A line flag was set since the last fold (folds between operations,
+  // several a collective, skip the scan of every flag when none was).
+  std::atomic<bool> flags_set_ = false;
   void FoldLineFlags();
   // Lazy refresh: lines others published and this copy has not READ, in
   // the open superstep (its buffer) and before (the last finished one's).
