@@ -407,8 +407,10 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
   if (cluster_ != nullptr && options_.steal && StealPays(d, frontier)) {
-    // Taken items' sources are other nodes' vertices: their state current.
-    DMG_RETURN_IF_ERROR(FetchPendingState());
+    // Taken items' sources are other nodes' vertices: their pending lines
+    // are READ as touched, then in one batch once that has cost what the
+    // batch costs (not every pending line of every array up front).
+    ArmPendingReads(/*all_on_touch=*/true);
     return ScanFrontierShared(d, frontier, fn);
   }
   std::span<const DirectoryEntry> dir = graph_.directory(d);

@@ -490,7 +490,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   // first-wins): its value reads its own sources. A push that reads its
   // targets takes them in bulk or on demand, as the coordinator estimates
   // cheaper (RefreshInBulk). (Accessors fetch a pending line that anything
-  // reads; stealing fetches first.)
+  // reads; a step others may steal from reads as a VertexMap does.)
   constexpr bool kReadsOnlySources =
       std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
   if (atomic) {
