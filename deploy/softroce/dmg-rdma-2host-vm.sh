@@ -153,9 +153,19 @@ else
     [ "${skipped:-0}" -le 1 ] || bad "transport conformance: $skipped tests skipped"
     if [ "${BENCH:-1}" = 1 ]; then
       say "== transport_bench from B against A's memory node (TCG: ratios, not speeds)"
-      timeout 120 ./bin/transport_bench --transport=rdma --memory_nodes="$SOLO" \
-        --sizes=64,65536 --depths=1,16 --windows=1,4 --seconds=0.3 \
-        --json=bench-2host.json || bad "transport_bench against $SOLO failed"
+      # A measurement, not a check of its own: on two emulated CPUs a burst
+      # of 64 READs in flight has once stalled soft-RoCE past the 10 s wait
+      # (1 clean-clone run in ~10). A failed run is said and made again in a
+      # fresh process; the second failure fails the test.
+      bench() {
+        timeout 120 ./bin/transport_bench --transport=rdma \
+          --memory_nodes="$SOLO" --sizes=64,65536 --depths=1,16 \
+          --windows=1,4 --seconds=0.3 --json=bench-2host.json
+      }
+      if ! bench; then
+        say "transport_bench against $SOLO failed once (above); again"
+        bench || bad "transport_bench against $SOLO failed twice"
+      fi
     fi
   fi
   mark ready
