@@ -177,7 +177,6 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
         return endpoint(w).Flush();
       });
   if (!status.ok() || nodes == 1) return status;
-  // Where every node's slice is.
   // Where every node's slice is, and whether it holds the array resident.
   std::string mine;
   for (const transport::RegionInfo& r : own.region) {
@@ -814,12 +813,7 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   if (bulk_taken_.load(std::memory_order_relaxed)) {
     // The batch was READ while this worker waited, perhaps without its
     // line.
-    const uint64_t mask = uint64_t{1} << (line & 63);
-    if (((LoadWord(pending_now_, line >> 6) |
-          LoadWord(pending_old_, line >> 6)) &
-         mask) != 0) {
-      FetchLine(worker, line);
-    }
+    if (LineIsPending(line)) FetchLine(worker, line);
     return;
   }
   transport::Endpoint& ep = endpoint(worker);
@@ -853,8 +847,9 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
         .fetch_and(~t.old, std::memory_order_release);
   }
   if (left) {
-    // The rest is READ a line at a touch (this one's too, if it was left),
-    // or, under the operation's promise, never touched.
+    // The rest is READ a line at a touch, or, under the operation's
+    // promise, never touched; the line this worker touched, now.
+    if (LineIsPending(line)) FetchLine(worker, line);
     bulk_taken_.store(true, std::memory_order_release);
     if (referenced_ != nullptr) {
       checks_suspended_ = true;

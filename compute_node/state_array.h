@@ -401,13 +401,16 @@ class StateArrayBase : public PageSource {
   }
   std::byte* local_bytes() { return local_.data(); }
   const std::byte* initial_bytes() const { return initial_.data(); }
+  bool LineIsPending(uint64_t line) const {
+    return ((LoadWord(pending_now_, line >> 6) |
+             LoadWord(pending_old_, line >> 6)) >>
+            (line & 63)) &
+           1;
+  }
   // Accessors' check: READs element `index`'s line first if it is pending.
   void FetchIfPending(int worker, uint64_t index) {
     const uint64_t line = index * elem_ / kLineBytes;
-    const uint64_t mask = uint64_t{1} << (line & 63);
-    if (((LoadWord(pending_now_, line >> 6) |
-          LoadWord(pending_old_, line >> 6)) &
-         mask) != 0) {
+    if (LineIsPending(line)) {
       if (fetch_all_ && !bulk_taken_.load(std::memory_order_acquire) &&
           demand_left_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
         FetchAllPending(worker, line);
