@@ -24,26 +24,32 @@ import sys
 import tempfile
 
 
-def run(dmg, graph, algo, nodes, args):
+def run_stats(dmg, graph, algo, nodes, threads, args, who="node_bytes"):
+    """One `dmg run` on the embedded cluster; its --stats_json, parsed.
+    args: cache_fraction, iters, source, unit_weights (optional), timeout."""
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "stats.json")
         cmd = [dmg, "run", f"--algo={algo}", f"--graph={graph}",
-               f"--compute_nodes={nodes}", "--threads=1", "--progress=false",
-               f"--stats_json={stats}"]
+               f"--compute_nodes={nodes}", f"--threads={threads}",
+               "--progress=false", f"--stats_json={stats}"]
         if args.cache_fraction:
             cmd.append(f"--cache_fraction={args.cache_fraction}")
         if algo == "pagerank":
             cmd += [f"--max_iters={args.iters}", "--tolerance=0"]
         if algo in ("bfs", "sssp"):
             cmd.append(f"--source={args.source}")
-        if algo == "sssp" and args.unit_weights:
+        if algo == "sssp" and getattr(args, "unit_weights", False):
             cmd.append("--unit_weights")
         r = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=args.timeout)
         if r.returncode != 0:
-            sys.exit(f"node_bytes: {' '.join(cmd)} failed:\n{r.stderr}")
+            sys.exit(f"{who}: {' '.join(cmd)} failed:\n{r.stderr}")
         with open(stats) as f:
-            s = json.load(f)
+            return json.load(f)
+
+
+def run(dmg, graph, algo, nodes, args):
+    s = run_stats(dmg, graph, algo, nodes, 1, args)
     job = s.get("job_totals", s["totals"])["bytes_read"]
     per_node = [n["ops"]["bytes_read"] for n in s.get("nodes", [])] or [job]
     return {"job": job, "max_node": max(per_node), "seconds": s["seconds"]}

@@ -18,31 +18,16 @@ are noisy: only ratios from one run mean anything.
       --source 10969 --configs 1x1,2x1
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from node_bytes import run_stats  # noqa: E402
 
 
 def run(args, graph, algo, nodes, threads):
-    with tempfile.TemporaryDirectory() as tmp:
-        stats = os.path.join(tmp, "stats.json")
-        cmd = [args.dmg, "run", f"--algo={algo}", f"--graph={graph}",
-               f"--compute_nodes={nodes}", f"--threads={threads}",
-               "--progress=false", f"--stats_json={stats}"]
-        if args.cache_fraction:
-            cmd.append(f"--cache_fraction={args.cache_fraction}")
-        if algo == "pagerank":
-            cmd += [f"--max_iters={args.iters}", "--tolerance=0"]
-        if algo in ("bfs", "sssp"):
-            cmd.append(f"--source={args.source}")
-        r = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=args.timeout)
-        if r.returncode != 0:
-            sys.exit(f"node_times: {' '.join(cmd)} failed:\n{r.stderr}")
-        with open(stats) as f:
-            return json.load(f)["seconds"]
+    return run_stats(args.dmg, graph, algo, nodes, threads, args,
+                     who="node_times")["seconds"]
 
 
 def main():
