@@ -624,15 +624,12 @@ absl::StatusOr<StateArrayBase::Prewritten> StateArrayBase::Prewrite() {
   // The changed pages, and this node's pages whose buffer still lacks the
   // lines the previous superstep changed.
   std::vector<uint64_t> pages;
-  for (uint64_t p = own_first_page_; p < own_end_page_; ++p) {
+  for (uint64_t p = 0; p < pages_; ++p) {
+    const bool own = p >= own_first_page_ && p < own_end_page_;
     const bool whole = Bit(published_, p) || Bit(current_, p);
-    if (Bit(dirty_, p) || (!whole && prev_lines_[p] != 0)) pages.push_back(p);
-  }
-  for (uint64_t p = 0; p < own_first_page_; ++p) {
-    if (Bit(dirty_, p)) pages.push_back(p);  // (a node writes its own only)
-  }
-  for (uint64_t p = own_end_page_; p < pages_; ++p) {
-    if (Bit(dirty_, p)) pages.push_back(p);
+    if (Bit(dirty_, p) || (own && !whole && prev_lines_[p] != 0)) {
+      pages.push_back(p);
+    }
   }
   if (pages.empty()) return Prewritten{false, true};
   const int buffer = (superstep() + 1) % 2;

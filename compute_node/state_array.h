@@ -258,11 +258,7 @@ class StateArrayBase : public PageSource {
   // Whether element `index`'s line is pending (ReadResult skips those in
   // its comparison).
   bool LinePending(uint64_t index) const {
-    const uint64_t line = index * elem_ / kLineBytes;
-    return any_pending_ && ((LoadWord(pending_now_, line >> 6) |
-                             LoadWord(pending_old_, line >> 6)) >>
-                            (line & 63)) &
-                               1;
+    return any_pending_ && LineIsPending(index * elem_ / kLineBytes);
   }
   // Makes the open superstep's buffer hold the whole current version of
   // pages [page_begin, page_end) (this node's), so that remote atomics can
