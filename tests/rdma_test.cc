@@ -137,13 +137,19 @@ class BlackHole {
   std::thread thread_;
 };
 
+// Owns a QP made with ibv_create_qp (not hung on a cm_id).
+struct RawQpDeleter {
+  void operator()(ibv_qp* qp) const { ibv_destroy_qp(qp); }
+};
+using RawQpPtr = std::unique_ptr<ibv_qp, RawQpDeleter>;
+
 // A memory node serving one registered region whose first `swallow`
-// connections have their QP put in the error state as soon as they are
-// accepted, without telling the client: their requests vanish as they
-// would on a link that drops them, or into a responder that lost track of
-// them (soft-RoCE's can drop a retried READ for good), while the node itself
-// goes on accepting. Later connections are served normally (the responder
-// is the NIC's: no CPU here).
+// connections are accepted onto a QP that never leaves RESET, without
+// telling the client: their requests vanish as they would on a link that
+// drops them, or into a responder that lost track of them (soft-RoCE's can
+// drop a retried READ for good), while the node itself goes on accepting.
+// Later connections are served normally (the responder is the NIC's: no CPU
+// here).
 class FlakyNode {
  public:
   FlakyNode(const std::string& ip, uint16_t port, int swallow, size_t bytes)
@@ -170,9 +176,10 @@ class FlakyNode {
   int accepted() const { return accepted_.load(); }
 
  private:
-  struct Conn {
+  struct Conn {  // members go in reverse: the QPs before the id
     CmIdPtr id;
     QueuePair qp;
+    RawQpPtr dead;
   };
   void Serve() {
     while (!stop_) {
@@ -185,18 +192,24 @@ class FlakyNode {
       attr.qp_type = IBV_QPT_RC;
       attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
       attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-      if (rdma_create_qp(c.id.get(), pd_.get(), &attr) != 0) continue;
-      c.qp = QueuePair(c.id.get());
       rdma_conn_param param{};
       param.responder_resources = std::max<uint8_t>(1, e->initiator_depth);
-      if (rdma_accept(c.id.get(), &param) != 0) continue;
-      // The QP is ready to answer once accepted (librdmacm moved it to RTS);
-      // stopping it now, before the client can send, leaves no race.
-      if (++accepted_ <= swallow_) {
-        ibv_qp_attr err{};
-        err.qp_state = IBV_QPS_ERR;
-        if (ibv_modify_qp(c.qp.get(), &err, IBV_QP_STATE) == 0) ++swallowing_;
+      const bool swallow = accepted_ < swallow_;
+      if (swallow) {
+        // Accepted onto a QP the cm_id does not own, so librdmacm never
+        // moves it out of RESET: the responder drops every request from the
+        // first packet on. (Putting an accepted QP into ERR after
+        // rdma_accept raced with a client that sends on ESTABLISHED.)
+        c.dead.reset(ibv_create_qp(pd_.get(), &attr));
+        if (c.dead == nullptr) continue;
+        param.qp_num = c.dead->qp_num;
+      } else {
+        if (rdma_create_qp(c.id.get(), pd_.get(), &attr) != 0) continue;
+        c.qp = QueuePair(c.id.get());
       }
+      if (rdma_accept(c.id.get(), &param) != 0) continue;
+      ++accepted_;
+      if (swallow) ++swallowing_;
       conns_.push_back(std::move(c));
     }
   }
