@@ -52,12 +52,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+from dmgexp import report, stats  # noqa: E402  (deploy/experiments/dmgexp)
+
 CLUSTER = REPO / "deploy" / "cluster"
 SYSTEM_PYTHON = "/usr/bin/python3"
 ALGORITHMS = ("pagerank", "bfs", "cc", "sssp", "bc", "tc", "kcore")
 TRANSPORTS = ("local", "tcp", "rdma")
 BACKENDS = ("local", "netns", "ssh", "slurm")
 POLICIES = ("graph_aware", "page_lru")
+# --update_mode / --direction values dmg knew when this was written; another
+# is run anyway (a newer dmg) and recorded as "unsupported" if dmg refuses it.
+UPDATE_MODES = ("auto", "pull", "batch", "atomic")
+DIRECTIONS = ("auto", "push", "pull")
 
 
 class SweepError(Exception):
@@ -113,8 +120,18 @@ SWEEP_KEYS = {
     "flags": (list, []),
     "algorithm_flags": (dict, {}),
     "prebuild_images": (bool, True),
+    "update_modes": (list, ["auto"]),
+    "directions": (list, ["auto"]),
+    "stats_json": (bool, False),
+    "repeats": (int, 1),
+    "ablation": (dict, {}),
     "cluster": (dict, {}),
 }
+# The keys that make the grid of runs; an [ablation] table may set any of
+# them (a value or a list) for a second grid, run beside the first.
+DIM_KEYS = ("algorithms", "transports", "compute_nodes", "memory_nodes", "caches",
+            "cache_policies", "threads", "update_modes", "directions")
+INT_LISTS = ("compute_nodes", "memory_nodes")
 CLUSTER_KEYS = {"backend": str, "base": str, "load_flags": list, "push": bool,
                 "wait_ms": int}
 
@@ -165,12 +182,14 @@ def apply_sets(doc, sets):
             parsed = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
             parsed = value
-        if SWEEP_KEYS.get(key, (None,))[0] is list and not isinstance(parsed, list):
+        base = key[len("ablation."):] if key.startswith("ablation.") else key
+        if SWEEP_KEYS.get(base, (None,))[0] is list and not isinstance(parsed, list):
             parsed = [x.strip() for x in parsed.split(",") if x.strip()] \
                 if isinstance(parsed, str) else [parsed]
-            if key in ("compute_nodes", "memory_nodes", "threads"):
+            if base in INT_LISTS + ("threads",):
                 try:
-                    parsed = [int(x) for x in parsed]
+                    parsed = [x if base == "threads" and str(x).startswith("split")
+                              else int(x) for x in parsed]
                 except ValueError:
                     raise SweepError(f"--set {s!r}: expected integers")
         table = doc
@@ -213,34 +232,63 @@ def read_sweep(path, sets=()):
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sw["name"]):
         raise SweepError(f"{path}: name: {sw['name']!r}: letters, digits, '-', '_', '.'")
 
-    def strings(key, allowed=None):
-        for i, v in enumerate(sw[key]):
+    def strings(t, pre, key, allowed=None, pattern=None):
+        for i, v in enumerate(t[key]):
             if not isinstance(v, str) or not v:
-                raise SweepError(f"{path}: {key}[{i}]: expected a string, got {v!r}")
+                raise SweepError(f"{path}: {pre}{key}[{i}]: expected a string, got {v!r}")
             if allowed and v not in allowed:
-                raise SweepError(f"{path}: {key}[{i}]: {v!r} (one of: {', '.join(allowed)})")
+                raise SweepError(f"{path}: {pre}{key}[{i}]: {v!r} "
+                                 f"(one of: {', '.join(allowed)})")
+            if pattern and not re.fullmatch(pattern, v):
+                raise SweepError(f"{path}: {pre}{key}[{i}]: {v!r} (e.g. {pattern!r})")
 
-    def counts(key, low):
-        for i, v in enumerate(sw[key]):
+    def counts(t, pre, key, low):
+        for i, v in enumerate(t[key]):
+            if isinstance(v, str) and key == "threads" and re.fullmatch(r"split(:[1-9]\d*)?", v):
+                continue   # max(1, cores // compute nodes)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise SweepError(f"{path}: {key}[{i}]: expected an int >= {low}, got {v!r}")
+                raise SweepError(f"{path}: {pre}{key}[{i}]: expected an int >= {low}"
+                                 + (' or "split[:CORES]"' if key == "threads" else "")
+                                 + f", got {v!r}")
 
-    strings("graphs")
-    strings("algorithms", ALGORITHMS)
-    strings("transports", TRANSPORTS)
-    strings("cache_policies", POLICIES)
-    strings("flags")
-    counts("compute_nodes", 1)
-    counts("memory_nodes", 1)
-    counts("threads", 0)
-    if sw["trials"] < 1:
-        raise SweepError(f"{path}: trials: must be >= 1")
-    if sw["timeout_s"] < 1:
-        raise SweepError(f"{path}: timeout_s: must be >= 1")
+    def check_dims(t, pre):
+        strings(t, pre, "algorithms", ALGORITHMS)
+        strings(t, pre, "transports", TRANSPORTS)
+        strings(t, pre, "cache_policies", POLICIES)
+        strings(t, pre, "update_modes", pattern="[a-z_]+")
+        strings(t, pre, "directions", pattern="[a-z_]+")
+        counts(t, pre, "compute_nodes", 1)
+        counts(t, pre, "memory_nodes", 1)
+        counts(t, pre, "threads", 0)
+        t["cache_specs"] = [parse_cache(v, f"{path}: {pre}caches[{i}]")
+                            for i, v in enumerate(t["caches"])]
+
+    strings(sw, "", "graphs")
+    strings(sw, "", "flags")
+    check_dims(sw, "")
+    # [ablation]: a second grid, the first's keys with the table's values.
+    abl = sw["ablation"]
+    for k, v in abl.items():
+        if k not in DIM_KEYS:
+            raise SweepError(f"{path}: ablation.{k}: unknown key (allowed: "
+                             f"{', '.join(DIM_KEYS)})")
+        if not isinstance(v, list):
+            abl[k] = [v]
+        if not abl[k]:
+            raise SweepError(f"{path}: ablation.{k}: an empty list")
+    if abl:
+        sw["ablation"] = {k: abl.get(k, sw[k]) for k in DIM_KEYS}
+        check_dims(sw["ablation"], "ablation.")
+    else:
+        sw["ablation"] = None
+    for key in ("trials", "timeout_s", "repeats"):
+        if sw[key] < 1:
+            raise SweepError(f"{path}: {key}: must be >= 1")
     for flag in sw["flags"]:
         for own in ("--trials", "--summary_json", "--algo", "--graph", "--transport",
                     "--memory_nodes", "--compute_nodes", "--threads", "--cache_mb",
-                    "--cache_fraction", "--cache_policy", "--layout_memory_nodes"):
+                    "--cache_fraction", "--cache_policy", "--layout_memory_nodes",
+                    "--update_mode", "--direction", "--stats_json"):
             if flag == own or flag.startswith(own + "="):
                 raise SweepError(f"{path}: flags: {own} is set by the sweep itself")
     for algo, flags in sw["algorithm_flags"].items():
@@ -252,8 +300,6 @@ def read_sweep(path, sets=()):
             if flag.split("=")[0] in GRAPH_FLAGS:
                 raise SweepError(f"{path}: algorithm_flags.{algo}: {flag} shapes the loaded "
                                  "graph, which every algorithm shares: put it in flags")
-    sw["cache_specs"] = [parse_cache(v, f"{path}: caches[{i}]")
-                         for i, v in enumerate(sw["caches"])]
     cl = dict(sw["cluster"])
     for key, value in cl.items():
         if key not in CLUSTER_KEYS:
@@ -284,7 +330,7 @@ def read_sweep(path, sets=()):
     cl.setdefault("load_flags", [])
     cl.setdefault("push", False)
     if cl["backend"] in ("ssh", "slurm") and "base" not in cl:
-        needs_cluster = any(t != "local" for t in sw["transports"])
+        needs_cluster = any(t != "local" for t in every(sw, "transports"))
         if needs_cluster:
             raise SweepError(f"{path}: cluster.base: tcp/rdma on the {cl['backend']} "
                              "backend need a base cluster file (hosts, ssh or slurm settings)")
@@ -317,7 +363,8 @@ def resolve_graph(spec, path):
         return s
     candidates = [Path.cwd() / s,
                   Path(os.environ.get("DMG_GRAPHS_DIR", REPO.parent / "shared" / "graphs")) / s]
-    for c in candidates:
+    for c in candidates + [c.with_name(c.name + ext) for c in candidates
+                           for ext in (".el", ".wel")]:   # "road-NY" as scaling.py took it
         if c.exists():
             return str(c.resolve())
     raise SweepError(f"{path}: graphs: {spec}: not found here nor in "
@@ -336,23 +383,46 @@ def slug(text):
 
 # ---------------------------------------------------------------- the plan
 
+def grids(sw):
+    """(experiment, grid): the sweep's own, then its [ablation]'s."""
+    return [("sweep", sw)] + ([("ablation", sw["ablation"])] if sw["ablation"] else [])
+
+
+def every(sw, key):
+    """The values of a grid key over both grids, in order, once each."""
+    return list(dict.fromkeys(v for _, g in grids(sw) for v in g[key]))
+
+
 def plan(sw):
     """Every run, grouped by where it runs: a list of (group, runs); a group
     is (transport, memory_nodes, graph); the runs of a tcp/rdma group share
-    one cluster up/load/down."""
-    groups = []
-    for transport, m, graph in itertools.product(sw["transports"], sw["memory_nodes"],
-                                                 sw["graphs"]):
-        runs = []
-        for algo, c, threads, policy, cache in itertools.product(
-                sw["algorithms"], sw["compute_nodes"], sw["threads"],
-                sw["cache_policies"], sw["cache_specs"]):
-            runs.append(dict(graph=graph, graph_label=graph_label(graph), algorithm=algo,
-                             transport=transport, compute_nodes=c, memory_nodes=m,
-                             threads=threads, cache_policy=policy, cache=cache[0],
-                             cache_flags=cache[1], cache_kind=cache[2], cache_x=cache[3]))
-        groups.append(((transport, m, graph), runs))
-    return groups
+    one cluster up/load/down. The ablation's runs join the groups."""
+    groups = {}
+    for experiment, g in grids(sw):
+        for transport, m, graph in itertools.product(g["transports"], g["memory_nodes"],
+                                                     sw["graphs"]):
+            runs = groups.setdefault((transport, m, graph), [])
+            for algo, c, threads, policy, cache, mode, direction in itertools.product(
+                    g["algorithms"], g["compute_nodes"], g["threads"],
+                    g["cache_policies"], g["cache_specs"], g["update_modes"],
+                    g["directions"]):
+                runs.append(dict(graph=graph, graph_label=graph_label(graph),
+                                 algorithm=algo, transport=transport, compute_nodes=c,
+                                 memory_nodes=m, threads=threads, cache_policy=policy,
+                                 cache=cache[0], cache_flags=cache[1], cache_kind=cache[2],
+                                 cache_x=cache[3], experiment=experiment,
+                                 update_mode=mode, direction=direction))
+    return list(groups.items())
+
+
+def thread_count(threads, compute_nodes):
+    """A threads value as --threads: "split[:CORES]" is max(1, CORES //
+    compute nodes) (CORES: this machine's), so that a job never asks for
+    more threads than there are cores."""
+    if isinstance(threads, str):
+        cores = int(threads[6:]) if threads.startswith("split:") else os.cpu_count() or 1
+        return max(1, cores // compute_nodes)
+    return threads
 
 
 def run_flags(sw, run):
@@ -360,8 +430,12 @@ def run_flags(sw, run):
     flags = [f"--algo={run['algorithm']}", f"--trials={sw['trials']}",
              f"--compute_nodes={run['compute_nodes']}",
              f"--cache_policy={run['cache_policy']}"] + run["cache_flags"]
-    if run["threads"]:
-        flags.append(f"--threads={run['threads']}")
+    threads = thread_count(run["threads"], run["compute_nodes"])
+    if threads:
+        flags.append(f"--threads={threads}")
+    for key, flag in (("update_mode", "--update_mode"), ("direction", "--direction")):
+        if run[key] != "auto":   # auto: dmg's default
+            flags.append(f"{flag}={run[key]}")
     if sw["verify"]:
         flags.append("--verify")
     flags += sw["flags"] + sw["algorithm_flags"].get(run["algorithm"], [])
@@ -449,7 +523,7 @@ def cluster_doc(sw, transport, m, tag):
     comp = [dict(t) for t in (base or {}).get("compute_nodes", [])]
     if not comp and backend in ("local", "netns"):
         # One place per compute node (netns: its own namespace each).
-        comp = [{} for _ in range(max(sw["compute_nodes"]))]
+        comp = [{} for _ in range(max(every(sw, "compute_nodes")))]
     if comp:
         doc["compute_nodes"] = comp
     if backend == "netns" and "subnet" not in doc.get("netns", {}):
@@ -571,6 +645,11 @@ CSV_FIELDS = [
     "supersteps_median", "cache_bound_bytes", "cache_peak_bytes", "cache_hits",
     "cache_misses", "cache_bytes_fetched", "vertices", "arcs", "load_seconds",
     "threads_used", "verify", "result", "wall_s", "summary_json", "log", "command",
+    # Added with the update_mode/direction grid, repetitions and stats_json
+    # (new columns go last: scripts that index columns keep working).
+    "experiment", "update_mode", "direction", "rep", "time_supersteps_s", "job_bytes",
+    "max_node_bytes", "balance", "wait_frac", "chosen_directions", "chosen_update_modes",
+    "chosen_coordinators", "stats_json",
 ]
 
 
@@ -631,13 +710,20 @@ def build_image(sw, args, work, graph, m, logs):
     return image
 
 
-def run_one(sw, args, run, index, out, cluster, image=None):
+def run_one(sw, args, run, index, out, cluster, image=None, rep=0):
     name = (f"{index:03d}-{slug(run['graph_label'])}-{run['algorithm']}-{run['transport']}"
             f"-c{run['compute_nodes']}-m{run['memory_nodes']}-{slug(run['cache'])}"
-            f"-{run['cache_policy']}-t{run['threads']}")
+            f"-{run['cache_policy']}-t{slug(str(run['threads']))}")
+    if (run["update_mode"], run["direction"]) != ("auto", "auto"):
+        name += f"-{run['update_mode']}-{run['direction']}"
+    if sw["repeats"] > 1:
+        name += f"-r{rep}"
     summary = out / "summaries" / f"{name}.json"
+    stats_file = out / "stats" / f"{name}.json"
     log = out / "logs" / f"{name}.log"
     flags = run_flags(sw, run) + [f"--summary_json={summary}"]
+    if sw["stats_json"]:
+        flags.append(f"--stats_json={stats_file}")
     if run["transport"] == "local":
         argv = [args.dmg, "run", f"--graph={image or run['graph']}",
                 f"--layout_memory_nodes={run['memory_nodes']}"] + flags
@@ -653,7 +739,13 @@ def run_one(sw, args, run, index, out, cluster, image=None):
                compute_nodes=run["compute_nodes"], memory_nodes=run["memory_nodes"],
                cache=run["cache"], cache_policy=run["cache_policy"], threads=run["threads"],
                trials=sw["trials"], summary_json=str(summary.relative_to(out)),
-               log=str(log.relative_to(out)), command=shlex.join(argv))
+               log=str(log.relative_to(out)), command=shlex.join(argv),
+               experiment=run["experiment"], update_mode=run["update_mode"],
+               direction=run["direction"], rep=rep)
+    if run["update_mode"] == "pull" and run["direction"] == "push":
+        # A pull sends no updates: dmg refuses the pair; recorded, not run.
+        row.update(status="skipped", summary_json="", log="", command="")
+        return None if args.dry_run else row
     if args.dry_run:
         print(shlex.join(argv))
         return None
@@ -661,6 +753,9 @@ def run_one(sw, args, run, index, out, cluster, image=None):
     row["wall_s"] = f"{wall:.3f}"
     if rc is None:
         row["status"] = f"timeout ({sw['timeout_s']} s)"
+    elif rc == 2 and "must be" in log.read_text(errors="replace"):
+        # A --update_mode/--direction value this dmg does not know.
+        row["status"] = f"unsupported: {tail_line(log)}"
     elif rc != 0:
         row["status"] = f"error (exit {rc}): {tail_line(log)}"
     elif not summary.exists():
@@ -674,10 +769,18 @@ def run_one(sw, args, run, index, out, cluster, image=None):
             row_from_summary(row, s)
         except (ValueError, KeyError, TypeError) as e:
             row["status"] = f"error: bad summary JSON: {e}"
+        if sw["stats_json"] and row["status"] == "ok":
+            try:
+                row.update(stats.figures(stats.load(stats_file)),
+                           stats_json=str(stats_file.relative_to(out)))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                row["status"] = f"error: bad stats JSON: {e}"
     t = row["time_median_s"]
+    modes = "" if (run["update_mode"], run["direction"]) == ("auto", "auto") else \
+        f" {run['update_mode']}/{run['direction']}"
     say(f"{index:3d} {run['algorithm']} {run['graph_label']} {run['transport']} "
         f"C={run['compute_nodes']} M={run['memory_nodes']} cache={run['cache']} "
-        f"{run['cache_policy']} threads={run['threads']}: {row['status']}"
+        f"{run['cache_policy']} threads={run['threads']}{modes}: {row['status']}"
         + (f", median {t:.4g} s, remote {row['remote_bytes_median'] / 1e6:.3g} MB"
            if row["status"] == "ok" else f" (log {log})"))
     return row
@@ -690,12 +793,13 @@ def sweep(sw, args):
         f"{sw['name']}-{stamp}"
     out = out.resolve()
     groups = plan(sw)
-    total = sum(len(r) for _, r in groups)
+    total = sum(len(r) for _, r in groups) * sw["repeats"]
     # Every cluster file can be made (enough memory nodes in the base) before
     # anything runs, so that a bad sweep is exit 2 at once, not half way.
-    for transport, m in itertools.product(sw["transports"], sw["memory_nodes"]):
-        if transport != "local":
-            cluster_doc(sw, transport, m, "check")
+    for _, g in grids(sw):
+        for transport, m in itertools.product(g["transports"], g["memory_nodes"]):
+            if transport != "local":
+                cluster_doc(sw, transport, m, "check")
     if args.dry_run:
         say(f"{total} runs (dry run: the commands; cluster files are written at run time)")
         work = Path(tempfile.mkdtemp(prefix="dmg-sweep-"))
@@ -717,7 +821,7 @@ def sweep(sw, args):
         return 0
     if not os.access(args.dmg, os.X_OK):
         raise SweepError(f"dmg: {args.dmg} is not an executable (build it, or give --dmg)")
-    for sub in ("summaries", "logs"):
+    for sub in ("summaries", "logs") + (("stats",) if sw["stats_json"] else ()):
         (out / sub).mkdir(parents=True, exist_ok=True)
     say(f"{sw['name']}: {total} runs x {sw['trials']} trials; output in {out}")
     csv_path = out / "results.csv"
@@ -732,6 +836,11 @@ def sweep(sw, args):
             for (transport, m, graph), runs in groups:
                 cluster = None
                 done = 0
+                # Repetitions interleaved: every run of the group once before
+                # any runs again (the fastest counts in summary.txt).
+                todo = [(rep, run) for rep in range(sw["repeats"]) for run in runs
+                        if rep == 0 or (run["update_mode"], run["direction"]) !=
+                        ("pull", "push")]
                 try:
                     image = None
                     if transport != "local":
@@ -741,9 +850,9 @@ def sweep(sw, args):
                         cluster.up(graph)
                     elif sw["prebuild_images"]:
                         image = build_image(sw, args, work, graph, m, out / "logs")
-                    for run in runs:
+                    for rep, run in todo:
                         index += 1
-                        row = run_one(sw, args, run, index, out, cluster, image)
+                        row = run_one(sw, args, run, index, out, cluster, image, rep)
                         rows.append(row)
                         w.writerow(row)
                         f.flush()
@@ -751,7 +860,7 @@ def sweep(sw, args):
                 except RuntimeError as e:
                     # The cluster did not come up or load: its runs are errors.
                     say(f"error: {e}")
-                    for run in runs[done:]:
+                    for rep, run in todo[done:]:
                         index += 1
                         row = {k: "" for k in CSV_FIELDS}
                         row.update(sweep=sw["name"], graph=run["graph_label"],
@@ -760,7 +869,9 @@ def sweep(sw, args):
                                    compute_nodes=run["compute_nodes"], memory_nodes=m,
                                    cache=run["cache"], cache_policy=run["cache_policy"],
                                    threads=run["threads"], trials=sw["trials"],
-                                   status=f"error: {e}")
+                                   status=f"error: {e}", experiment=run["experiment"],
+                                   update_mode=run["update_mode"],
+                                   direction=run["direction"], rep=rep)
                         rows.append(row)
                         w.writerow(row)
                     f.flush()
@@ -777,8 +888,13 @@ def sweep(sw, args):
     say(f"wrote {csv_path} ({len(rows)} rows)")
     make_plots(rows, out, sw["name"])
     print_table(rows)
-    bad = [r for r in rows if r["status"] != "ok"]
-    say(f"done: {len(rows) - len(bad)} ok, {len(bad)} failed; output in {out}")
+    write_summary(rows, out)
+    bad = [r for r in rows if r["status"] != "ok" and
+           not r["status"].startswith(("skipped", "unsupported"))]
+    good = sum(1 for r in rows if r["status"] == "ok")
+    other = len(rows) - good - len(bad)
+    say(f"done: {good} ok, {len(bad)} failed"
+        + (f", {other} skipped or unsupported" if other else "") + f"; output in {out}")
     return 1 if bad else 0
 
 
@@ -793,7 +909,9 @@ def print_table(rows):
               f"{r['compute_nodes']:>2} {r['memory_nodes']:>2} {r['cache']:>9} "
               f"{r['cache_policy']:<11} {r['threads']:>3} {f('time_median_s'):>9} "
               f"{f('time_min_s'):>9} {f('time_max_s'):>9} "
-              f"{mb:>10}")
+              f"{mb:>10}" + ("" if (report.get(r, "update_mode"), report.get(r, "direction"))
+                             == ("auto", "auto") else
+                             f" {r['update_mode']}/{r['direction']}"))
 
 
 # ---------------------------------------------------------------- plots
@@ -819,7 +937,8 @@ def cache_axis(rows):
         else num(r, "cache_bound_bytes") / 2 ** 20
 
 
-DIMS = ("compute_nodes", "memory_nodes", "cache", "cache_policy", "threads")
+DIMS = ("compute_nodes", "memory_nodes", "cache", "cache_policy", "threads", "update_mode",
+        "direction")
 DIM_LABEL = {"compute_nodes": "C", "memory_nodes": "M", "cache": "cache",
              "cache_policy": "", "threads": "threads"}
 
@@ -840,16 +959,19 @@ def dim_order(dim, value):
 def describe(r, dims):
     parts = []
     for d in dims:
-        v = r[d]
+        v = report.get(r, d)
         if d == "compute_nodes":
             parts.append(f"{v} compute node{'s' if str(v) != '1' else ''}")
         elif d == "memory_nodes":
             parts.append(f"{v} memory node{'s' if str(v) != '1' else ''}")
         elif d == "threads":
             parts.append("threads: all cores" if str(v) == "0" else
+                         "threads: cores / compute nodes" if str(v).startswith("split") else
                          f"{v} thread{'s' if str(v) != '1' else ''}")
         elif d == "cache":
             parts.append(f"cache {v}")
+        elif d in ("update_mode", "direction"):
+            parts.append(f"{d} {v}")
         else:
             parts.append(str(v))
     return ", ".join(parts)
@@ -867,7 +989,9 @@ def make_plots(rows, out, name):
             f"`{Path(__file__).name} --replot {out / 'results.csv'}` makes them later")
         return []
     made = []
-    ok_rows = [r for r in rows if r["status"] == "ok"]
+    # The sweep's grid (the ablation has its own plot), fastest repetition.
+    ok_rows = [r for r in report.best_rows(rows) if r["status"] == "ok" and
+               report.get(r, "experiment") == "sweep"]
     keys = sorted({(r["graph"], r["algorithm"], r["transport"]) for r in ok_rows})
     for graph, algo, transport in keys:
         grp = [r for r in ok_rows if (r["graph"], r["algorithm"], r["transport"]) ==
@@ -880,15 +1004,15 @@ def make_plots(rows, out, name):
                 ("cache", "cache", "time and remote bytes vs cache size"),
                 ("compute_nodes", "compute", "speedup vs compute nodes"),
                 ("memory_nodes", "memory", "time and remote bytes vs memory nodes")):
-            values = {r[axis] for r in grp}
+            values = {report.get(r, axis) for r in grp}
             if len(values) < 2:
                 continue
             others = [d for d in DIMS if d != axis]
-            varying = [d for d in others if len({r[d] for r in grp}) > 1]
+            varying = [d for d in others if len({report.get(r, d) for r in grp}) > 1]
             fixed = [d for d in others if d not in varying]
             series = {}
             for r in grp:
-                series.setdefault(tuple(r[d] for d in varying), []).append(r)
+                series.setdefault(tuple(report.get(r, d) for d in varying), []).append(r)
             nseries = len(series)
             unbounded = sum(1 for rs in series.values() if any(
                 r["cache"] == "unbounded" for r in rs)) if axis == "cache" else 0
@@ -987,10 +1111,23 @@ def make_plots(rows, out, name):
             plt.close(fig)
             made.append(path)
             say(f"wrote {path}")
+    for path in report.plot_ablation(plt, rows, out, slug):
+        made.append(path)
+        say(f"wrote {path}")
     if not made:
         say("no plots: no axis (cache, compute nodes, memory nodes) has more than one "
             "value with an ok run")
     return made
+
+
+def write_summary(rows, out):
+    """summary.txt: the scaling table and the ablation's verdicts, when the
+    sweep has several compute-node counts or an [ablation]."""
+    text = report.summarize(rows)
+    if text:
+        print(text, end="")
+        (out / "summary.txt").write_text(text)
+        say(f"wrote {out / 'summary.txt'}")
 
 
 # ---------------------------------------------------------------- main
@@ -1028,6 +1165,7 @@ def main(argv):
             out = Path(a.out or Path(a.replot).parent)
             out.mkdir(parents=True, exist_ok=True)
             made = make_plots(rows, out, rows[0]["sweep"] if rows else "")
+            write_summary(rows, out)
             return 0 if made or not rows else 1
         if not a.sweep:
             raise SweepError("give a sweep file (or --replot CSV)")
