@@ -3,7 +3,9 @@
 # BFS, local + tcp on the local backend, 1-2 memory nodes, 2 cache sizes,
 # 1 trial) writes a CSV row per run and the plots; a bad sweep file is one
 # line and exit 2; Ctrl-C in the middle of a run takes the cluster down. No
-# dmg-sweep-* folder and no memory-node daemon is left behind. ~15 s.
+# dmg-sweep-* folder and no memory-node daemon is left behind. Then the
+# scaling pieces: an [ablation] sweep at 1-4 compute nodes with stats,
+# scaling.py's flags, cost_model.py --validate. ~20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DMG_BIN="${DMG_BIN:-$PWD/build/release/tools/dmg}"
@@ -76,4 +78,48 @@ rc=0; wait $pid || rc=$?
 left=$(ps -eo pid=,args= | grep -F "$work/" | grep -v grep || true)
 [ -z "$left" ] || fail "processes of the interrupted sweep left: $left"
 check_clean "after Ctrl-C"
+# The scaling sweep's pieces (sweeps/scaling.toml's keys, tiny): compute
+# nodes 1, 2, 4 with --stats_json, interleaved repeats, an [ablation] grid
+# with its verdict (pull/push is recorded as skipped, not run); scaling.py
+# maps its old flags onto it; cost_model.py --validate reads the stats.
+cat > "$work/scale.toml" <<'EOF'
+name = "scale"
+graphs = ["kron:12"]
+algorithms = ["pagerank", "bfs"]
+compute_nodes = [1, 2, 4]
+threads = [1]
+stats_json = true
+repeats = 2
+[algorithm_flags]
+pagerank = ["--max_iters=3", "--tolerance=0"]
+[ablation]
+algorithms = "bfs"
+compute_nodes = 2
+update_modes = ["auto", "pull", "batch"]
+directions = ["auto", "push"]
+EOF
+deploy/experiments/sweep.py "$work/scale.toml" --dmg "$DMG_BIN" --out "$work/scale" > "$work/scale.log" 2>&1 ||
+  { cat "$work/scale.log"; fail "the scaling sweep failed"; }
+csv="$work/scale/results.csv"
+rows=$(tail -n +2 "$csv" | wc -l)
+skipped=$(grep -c ',skipped,' "$csv" || true)
+[ "$rows" = 23 ] && [ "$skipped" = 1 ] || { cat "$csv"; fail "$rows rows, $skipped skipped (want 23, 1)"; }
+head -1 "$csv" | grep -q ',command,experiment,update_mode,direction,rep,' || fail "CSV: new columns not last"
+grep -q '^ablation: bfs on kron:12' "$work/scale/summary.txt" &&
+  grep -Eq '=> (PASS|MISS)$' "$work/scale/summary.txt" &&
+  grep -q '^scaling ' "$work/scale/summary.txt" || { cat "$work/scale/summary.txt"; fail "summary.txt"; }
+for p in ablation-kron12-bfs compute-kron12-pagerank-local; do
+  [ -s "$work/scale/$p.png" ] || { ls "$work/scale"; fail "no $p.png"; }
+done
+deploy/experiments/sweep.py --replot "$csv" --out "$work/replot" > /dev/null 2>&1 &&
+  cmp -s "$work/scale/summary.txt" "$work/replot/summary.txt" || fail "--replot: another summary.txt"
+n=$(deploy/experiments/scaling.py --quick --dmg "$DMG_BIN" --no-ablation --algos bfs --dry-run |
+  grep -c -- '--algo=bfs')
+[ "$n" = 2 ] || fail "scaling.py --quick --no-ablation --algos bfs: $n runs (want 2: 1 and 2 nodes)"
+st() { ls "$work/scale/stats/"*"-$1-local-c$2-"*-r0.json | head -1; }
+deploy/experiments/cost_model.py --validate "pr=$(st pagerank 1),$(st pagerank 2),$(st pagerank 4)" \
+  --project 8,64 --memory 1,4 > "$work/cm.log" 2>&1 || { cat "$work/cm.log"; fail "cost_model --validate"; }
+grep -q '^| pr | 4 | 1+2-node |' "$work/cm.log" && grep -q '^| pr | 64 | ' "$work/cm.log" ||
+  { cat "$work/cm.log"; fail "cost_model --validate: no 4-node row or 64-node projection"; }
+check_clean "after the scaling sweep"
 echo "experiments_test: PASS"

@@ -11,22 +11,20 @@ deliberately simple; docs/COST_MODEL.md gives every formula and assumption.
   cost_model.py --stats s.json --self_check
 """
 import argparse
-import json
+import math
+import os
 import sys
 
-BYTE_KEYS = ("bytes_read", "bytes_written")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dmgexp import stats  # noqa: E402  (deploy/experiments/dmgexp)
+from dmgexp.stats import nbytes  # noqa: E402
 
 
 def load(path):
-    with open(path) as f:
-        d = json.load(f)
+    d = stats.load(path)
     if not d.get("supersteps"):
         sys.exit("%s: no supersteps" % path)
     return d
-
-
-def nbytes(ops):
-    return sum(ops.get(k, 0) for k in BYTE_KEYS)
 
 
 def node0_totals(d):
@@ -177,6 +175,225 @@ class Model:
                 "rt_node": sum(x["rt_node"] for x in steps)}
 
 
+# ---------------------------------------------------------------- --validate: the per-node byte structure
+
+LINE = 64          # StateArray::kLineBytes: other nodes' changes are READ by the line
+PEER_BYTES = 128   # an exchange round: a node's slot and board as each other node reads them
+POLL_BYTES = 16    # one poll of the job record
+VALUE_BYTES = {"pagerank": 8}   # bytes a vertex of the array others read (else 4)
+
+
+class Profile:
+    """One measured run: the figures --validate compares and fits."""
+
+    def __init__(self, path):
+        d = load(path)
+        self.path, self.d = path, d
+        self.n = int(d.get("compute_nodes", 1) or 1)
+        self.threads = int(d["threads"])
+        self.algo = d.get("algorithm", "?")
+        self.vertices = int(d["vertices"])
+        self.steps = [{"seconds": t["seconds"], "bytes": nbytes(t["ops"]),
+                       "rt": t["ops"].get("round_trips", 0),
+                       "frontier": t.get("frontier", 0)} for t in d["supersteps"]]
+        self.time = stats.superstep_seconds(d)
+        self.rtt_us = d.get("transport_rtt_us", 0.0) or 0.0
+        self.bpus = d.get("transport_bytes_per_us", 0.0) or 0.0
+        self.node_bytes = stats.node_bytes(d)
+        self.job_bytes = nbytes(stats.job_ops(d))
+        nodes = d.get("nodes") or []
+        self.rounds = max((n["rounds"] for n in nodes), default=0)
+        self.polls = max((n.get("poll_round_trips", 0) for n in nodes), default=0)
+        self.balance = stats.balance(d)
+        # Busy core-seconds in the supersteps, all nodes (one node: its time).
+        self.busy = sum(n["busy_seconds"] * self.time / n["seconds"] for n in nodes
+                        if n["seconds"]) * self.threads if nodes else self.time * self.threads
+        # Node 0's bytes outside the supersteps: setup (split over the
+        # nodes) and the result's read-back at the end (node 0's alone).
+        self.setup_bytes = nbytes(d["setup"])
+        self.finish_bytes = max(nbytes(d["totals"]) - self.setup_bytes
+                                - sum(t["bytes"] for t in self.steps), 0)
+
+
+class Structure:
+    """Per-node bytes and time of a job on N compute nodes, from its 1-node
+    run (and, when given, its 2-node run to calibrate); docs/COST_MODEL.md,
+    "Validation"."""
+
+    def __init__(self, base, rtt_us, bpus, here_cores, calib=None, value_bytes=None):
+        if base.n != 1:
+            sys.exit("%s: --validate needs the 1-node run first (it has %d)" % (base.path, base.n))
+        self.base, self.rtt_us, self.bpus, self.here_cores = base, rtt_us, bpus, here_cores
+        vb = value_bytes or VALUE_BYTES.get(base.algo, 4)
+        lines = max(1.0, base.vertices * vb / LINE)
+        # x_s: bytes of the other nodes' changed lines superstep s reads if it
+        # references them all: the lines holding the vertices changed in s-1
+        # (s's frontier), one line each until every line has changed.
+        self.x = [0.0] + [LINE * lines * (1 - math.exp(-t["frontier"] / lines))
+                          for t in base.steps[1:]]
+        # CPU core-seconds per superstep: busy time less this machine's transport.
+        self.cpu = [max(t["seconds"] - (t["rt"] * rtt_us + t["bytes"] / bpus) / 1e6, 0.0)
+                    * base.threads for t in base.steps]
+        self.flat = base.setup_bytes + sum(t["bytes"] for t in base.steps)
+        self.rho, self.rounds_s, self.polls_round, self.sync_us, self.balance = \
+            1.0, 1.0, 1.0, 0.0, 1.0
+        self.w2 = 1.0   # CPU work at 2 nodes / at 1 (remote-line checks, exchanges)
+        self.calibrated = calib is not None
+        if calib is not None:
+            self.calibrate(calib)
+
+    def exchange(self, N):
+        """Bytes a node moves in a superstep's exchange rounds."""
+        if N == 1:
+            return 0.0
+        return self.rounds_s * ((N - 1) * PEER_BYTES + self.polls_round * POLL_BYTES)
+
+    def share(self, N):
+        """Of the changed lines of the others' ranges, the share a node reads:
+        every one it references (rho: the share referenced), (N-1)/N of them."""
+        return self.rho * (N - 1) / N
+
+    def inflation(self, N):
+        """CPU work at N nodes / at 1: the 2-node run's excess grows with the
+        share of a node's sources on other nodes, (N-1)/N."""
+        return 1.0 + (self.w2 - 1.0) * ((N - 1) / N) / 0.5 if N > 1 else 1.0
+
+    def overcommit(self, N):
+        return max(1.0, N * self.base.threads / self.here_cores)
+
+    def calibrate(self, c):
+        steps = max(1, len(c.steps))
+        self.rounds_s = c.rounds / steps
+        self.polls_round = c.polls / c.rounds if c.rounds else 1.0
+        mean_node = c.job_bytes / c.n
+        state = mean_node - (self.flat + self.base.finish_bytes) / c.n \
+            - self.exchange(c.n) * len(self.base.steps)
+        x = sum(self.x) * (c.n - 1) / c.n
+        self.rho = max(state, 0.0) / x if x else 1.0
+        self.balance = max(c.balance, 1.0)
+        # The 2-node run's busy core-seconds (less its transport, and less the
+        # time-sharing when its nodes outnumber the cores) / the 1-node run's CPU.
+        net2 = sum(t["bytes"] / c.n + x * self.share(c.n) + self.exchange(c.n)
+                   for t, x in zip(self.base.steps, self.x)) * c.n / self.bpus / 1e6 \
+            if self.bpus else 0.0
+        cpu1 = sum(self.cpu)
+        if cpu1 > 0:
+            self.w2 = max((c.busy / self.overcommit(c.n) - net2) / cpu1, 0.5)
+        # This machine's cost of an exchange round beyond its round trips
+        # (threads waking, nodes sharing cores): what the 2-node run took
+        # over the prediction without it, per round.
+        if c.rounds:
+            rest = self.predict(c.n, here=True)["time"]
+            self.sync_us = max(c.time - rest, 0.0) / (self.rounds_s * len(self.base.steps)) * 1e6
+
+    def predict(self, N, here=True, M=1, nic_bpus=None, nic_us=None, cores=None,
+                outstanding=1):
+        """here: this machine (its rtt and bandwidth, one thread a node on
+        here_cores cores, transfer on the same cores: cpu + net); else a
+        fabric (nic_bpus, nic_us, cores per node, M memory nodes: max(cpu,
+        net) + latency)."""
+        total, by, node_bytes = 0.0, {}, 0.0
+        for i, t in enumerate(self.base.steps):
+            b = t["bytes"] / N + self.x[i] * self.share(N) + self.exchange(N)
+            node_bytes += b
+            rt = t["rt"] / N + (self.rounds_s * (4 + N - 1) if N > 1 else 0.0)
+            if here:
+                cpu = self.cpu[i] * self.inflation(N) / N / self.base.threads * \
+                    self.overcommit(N) * (self.balance if N > 1 else 1.0)
+                net = b / self.bpus / 1e6 if self.bpus else 0.0
+                lat = rt * self.rtt_us / 1e6 + \
+                    (self.rounds_s * self.sync_us / 1e6 if N > 1 else 0.0)
+                terms = {"cpu": cpu, "net-bw": net, "latency": lat}
+                step = cpu + net + lat
+            else:
+                cpu = self.cpu[i] * self.inflation(N) / N / cores * \
+                    (self.balance if N > 1 else 1.0)
+                bw = min(nic_bpus, M * nic_bpus / N)
+                net = b / bw / 1e6
+                lat = rt * nic_us / outstanding / 1e6
+                terms = {"cpu": cpu, ("net-bw" if nic_bpus <= M * nic_bpus / N else "mem-bw"):
+                         net, "latency": lat}
+                step = max(cpu, net) + lat
+            limit = max(terms, key=terms.get)
+            by[limit] = by.get(limit, 0.0) + step
+            total += step
+        extra0 = self.base.finish_bytes   # node 0 reads the result back
+        per_node = self.base.setup_bytes / N + node_bytes
+        limit = max(by, key=by.get) if by else "-"
+        return {"time": total, "max_node": per_node + extra0,
+                "job": per_node * N + extra0, "limit": limit,
+                "share": by[limit] / total if total else 0.0}
+
+
+def err(p, m):
+    return "%+.0f%%" % (100.0 * (p - m) / m) if m else "-"
+
+
+def validate(args):
+    """Predicted vs measured at each measured N; then the fabric projection."""
+    print("| job | N | model | time s pred | meas | err | max node MB pred | meas | err "
+          "| job MB pred | meas | err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    fits = []
+    for spec in args.validate:
+        label, _, files = spec.rpartition("=")
+        runs = sorted((Profile(f) for f in files.split(",") if f), key=lambda r: r.n)
+        base = runs[0]
+        label = label or "%s %s" % (base.algo, os.path.basename(base.path))
+        # This machine's transport: the multi-node runs' own samples (a
+        # 1-node run probes nothing), or --here_rtt_us / --here_bytes_per_us.
+        sampled = [r for r in runs if r.bpus]
+        rtt = args.here_rtt_us if args.here_rtt_us is not None else \
+            (sum(r.rtt_us for r in sampled) / len(sampled) if sampled else base.rtt_us)
+        bpus = args.here_bytes_per_us if args.here_bytes_per_us is not None else \
+            (sum(r.bpus for r in sampled) / len(sampled) if sampled else 0.0)
+        two = next((r for r in runs if r.n == 2), None)
+        models = [("1-node", Structure(base, rtt, bpus, args.here_cores,
+                                       value_bytes=args.value_bytes))]
+        if two is not None:
+            models.append(("1+2-node", Structure(base, rtt, bpus, args.here_cores, two,
+                                                 args.value_bytes)))
+        for r in runs:
+            for name, m in models:
+                if r.n == 1 and name != "1-node":
+                    continue
+                p = m.predict(r.n, here=True)
+                print("| %s | %d | %s | %.4f | %.4f | %s | %.1f | %.1f | %s | %.1f | %.1f | %s |"
+                      % (label, r.n, name + (" (fit)" if m.calibrated and r.n == 2 else ""),
+                         p["time"], r.time, err(p["time"], r.time), p["max_node"] / 1e6,
+                         max(r.node_bytes) / 1e6, err(p["max_node"], max(r.node_bytes)),
+                         p["job"] / 1e6, r.job_bytes / 1e6, err(p["job"], r.job_bytes)))
+        fits.append((label, models[-1][1], rtt, bpus))
+    print()
+    for label, m, rtt, bpus in fits:
+        print("%s: here rtt %.3g us, %.0f B/us, %d cores; fitted: %s" % (
+            label, rtt, bpus, args.here_cores,
+            "rho %.2f, %.2f rounds a superstep, %.1f polls a round, %.1f us a round, "
+            "balance %.2f, CPU x%.2f at 2 nodes" % (m.rho, m.rounds_s, m.polls_round,
+                                                    m.sync_us, m.balance, m.w2)
+            if m.calibrated else "none (no 2-node run): rho 1, 1 round a superstep"))
+    if not args.project:
+        return
+    nic_bpus = args.nic_gbps * 1e9 / 8 / 1e6
+    Ms = ints(args.memory)
+    print("\nProjection (model output, not a measurement): %g Gb/s, %g us, %d cores a "
+          "compute node, M memory nodes; time s / limit (share) / MB per node"
+          % (args.nic_gbps, args.nic_us, args.cores))
+    print()
+    print("| job | N | " + " | ".join("M=%d" % M for M in Ms) + " |")
+    print("|---|---|" + "---|" * len(Ms))
+    for label, m, _, _ in fits:
+        for N in ints(args.project):
+            cells = []
+            for M in Ms:
+                p = m.predict(N, here=False, M=M, nic_bpus=nic_bpus, nic_us=args.nic_us,
+                              cores=args.cores, outstanding=int(args.outstanding)
+                              if args.outstanding.isdigit() else 1)
+                cells.append("%.4f %s (%.0f%%) %.1f" % (p["time"], p["limit"], 100 * p["share"],
+                                                        p["max_node"] / 1e6))
+            print("| %s | %d | %s |" % (label, N, " | ".join(cells)))
+
+
 def ints(s):
     return [int(x) for x in s.split(",") if x]
 
@@ -267,9 +484,9 @@ def plot(path, rows, Ms):
     print("# wrote " + path)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--stats", required=True, help="--stats_json of the base run")
+    ap.add_argument("--stats", help="--stats_json of the base run")
     ap.add_argument("--stats2", help="same job at another compute-node count (bytes growth)")
     ap.add_argument("--compute", default="1,2,4,8,16")
     ap.add_argument("--memory", default="1,2,4")
@@ -284,14 +501,30 @@ def main():
     ap.add_argument("--detail", help="N,M: print the per-superstep breakdown")
     ap.add_argument("--png", help="write a plot (needs matplotlib)")
     ap.add_argument("--self_check", action="store_true")
+    ap.add_argument("--validate", action="append", metavar="LABEL=S1,S2,S4",
+                    help="the same job's stats at 1, 2, 4 compute nodes (the 1-node run "
+                    "first; the 2-node run calibrates): predicted vs measured, a markdown "
+                    "table (repeatable: one table)")
+    ap.add_argument("--project", default="8,16,64",
+                    help="with --validate: compute-node counts to project on the fabric "
+                    "(--nic_gbps, --nic_us, --cores, --memory); '' for none")
+    ap.add_argument("--here_cores", type=int, default=os.cpu_count() or 1,
+                    help="with --validate: this machine's cores (the runs' nodes share them)")
+    ap.add_argument("--value_bytes", type=int,
+                    help="with --validate: bytes a vertex of the state others read "
+                    "(default 8 for pagerank, else 4)")
     ap.add_argument("--self_memory", type=int, default=1, help="memory nodes of the measured run")
-    args = ap.parse_args()
-    if args.self_check:
+    args = ap.parse_args(argv)
+    if args.validate:
+        validate(args)
+    elif args.self_check:
         if args.detail is None:
             args.detail = ""
         self_check(args)
-    else:
+    elif args.stats:
         table(args)
+    else:
+        ap.error("give --stats (a projection), --stats --self_check, or --validate")
 
 
 if __name__ == "__main__":
