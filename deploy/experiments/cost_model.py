@@ -215,17 +215,68 @@ class Profile:
                                 - sum(t["bytes"] for t in self.steps), 0)
 
 
+def read_arcs(path):
+    """(u, v) of every arc of a text edge list (.el/.wel: 'u v [w]'; lines
+    starting with #, %, c or p skipped)."""
+    us, vs = [], []
+    with open(path) as f:
+        for line in f:
+            if not line.strip() or line[0] in "#%cp":
+                continue
+            a = line.split()
+            us.append(int(a[0]))
+            vs.append(int(a[1]))
+    return us, vs
+
+
+def range_refs(arcs, vertices, N, value_bytes):
+    """Mean share of all state lines a node references in the others'
+    ranges, the N ranges split evenly by arcs + vertices (dmg's stage 1 with
+    --stage1_alpha=1): a line counts when an arc joins it to the node's
+    range, in either direction."""
+    us, vs = arcs
+    cost = [1] * vertices
+    for u, v in zip(us, vs):
+        cost[u] += 1
+        cost[v] += 1
+    total, cuts, acc = sum(cost), [], 0
+    for i, c in enumerate(cost):
+        acc += c
+        if len(cuts) < N - 1 and acc >= total * (len(cuts) + 1) / N:
+            cuts.append(i + 1)
+    owner = bisect_owner(cuts, vertices)
+    refs = [set() for _ in range(N)]
+    for u, v in zip(us, vs):
+        ou, ov = owner[u], owner[v]
+        if ou != ov:
+            refs[ou].add(v * value_bytes // LINE)
+            refs[ov].add(u * value_bytes // LINE)
+    lines = max(1.0, vertices * value_bytes / LINE)
+    return sum(len(r) for r in refs) / N / lines
+
+
+def bisect_owner(cuts, vertices):
+    owner, k = [0] * vertices, 0
+    for v in range(vertices):
+        while k < len(cuts) and v >= cuts[k]:
+            k += 1
+        owner[v] = k
+    return owner
+
+
 class Structure:
     """Per-node bytes and time of a job on N compute nodes, from its 1-node
     run (and, when given, its 2-node run to calibrate); docs/COST_MODEL.md,
     "Validation"."""
 
-    def __init__(self, base, rtt_us, bpus, here_cores, calib=None, value_bytes=None):
+    def __init__(self, base, rtt_us, bpus, here_cores, calib=None, value_bytes=None,
+                 arcs=None):
         if base.n != 1:
             sys.exit("%s: --validate needs the 1-node run first (it has %d)" % (base.path, base.n))
         self.base, self.rtt_us, self.bpus, self.here_cores = base, rtt_us, bpus, here_cores
         vb = value_bytes or VALUE_BYTES.get(base.algo, 4)
         lines = max(1.0, base.vertices * vb / LINE)
+        self.vb, self.lines, self.arcs, self.ref_cache = vb, lines, arcs, {}
         # x_s: bytes of the other nodes' changed lines superstep s reads if it
         # references them all: the lines holding the vertices changed in s-1
         # (s's frontier), one line each until every line has changed.
@@ -238,6 +289,7 @@ class Structure:
         self.rho, self.rounds_s, self.polls_round, self.sync_us, self.balance = \
             1.0, 1.0, 1.0, 0.0, 1.0
         self.w2 = 1.0   # CPU work at 2 nodes / at 1 (remote-line checks, exchanges)
+        self.peer_bytes = PEER_BYTES
         self.calibrated = calib is not None
         if calib is not None:
             self.calibrate(calib)
@@ -246,12 +298,27 @@ class Structure:
         """Bytes a node moves in a superstep's exchange rounds."""
         if N == 1:
             return 0.0
-        return self.rounds_s * ((N - 1) * PEER_BYTES + self.polls_round * POLL_BYTES)
+        return self.rounds_s * ((N - 1) * self.peer_bytes + self.polls_round * POLL_BYTES)
+
+    def ref(self, N):
+        """The share of all state lines a node references in the others'
+        ranges: from the graph's arcs (--graph), else as if ids were random
+        (2 arcs/N endpoints a node, each on a random line)."""
+        if N not in self.ref_cache:
+            if N == 1:
+                r = 0.0
+            elif self.arcs is not None:
+                r = range_refs(self.arcs, self.base.vertices, N, self.vb)
+            else:
+                ends = 2.0 * self.base.d["arcs"] / N
+                r = (N - 1) / N * (1 - math.exp(-ends / self.lines))
+            self.ref_cache[N] = r
+        return self.ref_cache[N]
 
     def share(self, N):
-        """Of the changed lines of the others' ranges, the share a node reads:
-        every one it references (rho: the share referenced), (N-1)/N of them."""
-        return self.rho * (N - 1) / N
+        """Of the lines that changed, the share a node reads: the ones it
+        references in the others' ranges (rho: the 2-node run's correction)."""
+        return self.rho * self.ref(N)
 
     def inflation(self, N):
         """CPU work at N nodes / at 1: the 2-node run's excess grows with the
@@ -265,11 +332,16 @@ class Structure:
         steps = max(1, len(c.steps))
         self.rounds_s = c.rounds / steps
         self.polls_round = c.polls / c.rounds if c.rounds else 1.0
+        # What a node moved beyond the edges, its writes, its share of the
+        # result and the changed lines it references: its exchanges; fitted
+        # as bytes a round per other node (polls at POLL_BYTES each apart).
         mean_node = c.job_bytes / c.n
-        state = mean_node - (self.flat + self.base.finish_bytes) / c.n \
-            - self.exchange(c.n) * len(self.base.steps)
-        x = sum(self.x) * (c.n - 1) / c.n
-        self.rho = max(state, 0.0) / x if x else 1.0
+        rest = mean_node - (self.flat + self.base.finish_bytes) / c.n \
+            - sum(self.x) * self.share(c.n)
+        rounds = self.rounds_s * len(self.base.steps)
+        if rounds:
+            self.peer_bytes = max((rest / rounds - self.polls_round * POLL_BYTES)
+                                  / (c.n - 1), 0.0)
         self.balance = max(c.balance, 1.0)
         # The 2-node run's busy core-seconds (less its transport, and less the
         # time-sharing when its nodes outnumber the cores) / the 1-node run's CPU.
@@ -348,11 +420,15 @@ def validate(args):
         bpus = args.here_bytes_per_us if args.here_bytes_per_us is not None else \
             (sum(r.bpus for r in sampled) / len(sampled) if sampled else 0.0)
         two = next((r for r in runs if r.n == 2), None)
+        arcs = None
+        if "@" in label:   # LABEL@GRAPH.el: the graph's arcs give the references
+            label, graph = label.split("@", 1)
+            arcs = read_arcs(graph)
         models = [("1-node", Structure(base, rtt, bpus, args.here_cores,
-                                       value_bytes=args.value_bytes))]
+                                       value_bytes=args.value_bytes, arcs=arcs))]
         if two is not None:
             models.append(("1+2-node", Structure(base, rtt, bpus, args.here_cores, two,
-                                                 args.value_bytes)))
+                                                 args.value_bytes, arcs)))
         for r in runs:
             for name, m in models:
                 if r.n == 1 and name != "1-node":
@@ -368,10 +444,12 @@ def validate(args):
     for label, m, rtt, bpus in fits:
         print("%s: here rtt %.3g us, %.0f B/us, %d cores; fitted: %s" % (
             label, rtt, bpus, args.here_cores,
-            "rho %.2f, %.2f rounds a superstep, %.1f polls a round, %.1f us a round, "
-            "balance %.2f, CPU x%.2f at 2 nodes" % (m.rho, m.rounds_s, m.polls_round,
-                                                    m.sync_us, m.balance, m.w2)
-            if m.calibrated else "none (no 2-node run): rho 1, 1 round a superstep"))
+            "%.2f rounds a superstep, %.1f polls a round, %.0f B a round per other node, "
+            "%.1f us a round, balance %.2f, CPU x%.2f at 2 nodes; lines referenced "
+            "at 2/4 nodes %.3f/%.3f" % (m.rounds_s, m.polls_round, m.peer_bytes, m.sync_us,
+                                         m.balance, m.w2, m.ref(2), m.ref(4))
+            if m.calibrated else "none (no 2-node run): 1 round a superstep, %d B a round "
+            "per other node" % PEER_BYTES))
     if not args.project:
         return
     nic_bpus = args.nic_gbps * 1e9 / 8 / 1e6
@@ -501,10 +579,11 @@ def main(argv=None):
     ap.add_argument("--detail", help="N,M: print the per-superstep breakdown")
     ap.add_argument("--png", help="write a plot (needs matplotlib)")
     ap.add_argument("--self_check", action="store_true")
-    ap.add_argument("--validate", action="append", metavar="LABEL=S1,S2,S4",
+    ap.add_argument("--validate", action="append", metavar="LABEL[@GRAPH.el]=S1,S2,S4",
                     help="the same job's stats at 1, 2, 4 compute nodes (the 1-node run "
                     "first; the 2-node run calibrates): predicted vs measured, a markdown "
-                    "table (repeatable: one table)")
+                    "table (repeatable: one table). @GRAPH.el: the graph's edge list, "
+                    "whose arcs give the lines a node references (else: random ids)")
     ap.add_argument("--project", default="8,16,64",
                     help="with --validate: compute-node counts to project on the fabric "
                     "(--nic_gbps, --nic_us, --cores, --memory); '' for none")
