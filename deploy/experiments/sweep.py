@@ -9,9 +9,13 @@ PNG plots out.
 A sweep names graphs, algorithms, transports (local = the embedded cluster
 in one process; tcp, rdma = memory-node daemons started by deploy/cluster on
 the sweep's backend: local, netns, ssh or slurm), compute and memory node
-counts, cache sizes and policies, threads and trials. Every combination is
-one `dmg run ... --trials=N --summary_json=FILE`; the runner reads only that
-summary. The format, the backends and an example: docs/EXPERIMENTS.md.
+counts, cache sizes and policies, threads, update modes and directions, and
+trials. Every combination is one `dmg run ... --trials=N
+--summary_json=FILE` (with `stats_json`, also --stats_json: balance,
+waiting, the choices made). An [ablation] table is a second grid beside
+the first (scaling.toml: update_mode x direction at 2 compute nodes), with
+summary.txt's verdict: auto/auto within 10% of the best forced combination.
+The format, the backends and examples: docs/EXPERIMENTS.md.
 
 For transport local, a memory-node count M is `--layout_memory_nodes=M` (M
 memory nodes inside the one process). For tcp and rdma, the runner writes a
@@ -21,8 +25,8 @@ file (its first M memory nodes) or generated -- and for each graph runs
 per run, which loads the graph itself).
 
 Output (default ~/dmg-experiments/NAME-YYYYmmdd-HHMMSS, printed): results.csv
-(written as the runs finish), summaries/*.json (dmg's), logs/*.log (each
-command's output) and the plots. Temporary files (cluster files, cluster
+(written as the runs finish), summaries/*.json (dmg's), stats/*.json,
+logs/*.log (each command's output), the plots and summary.txt. Temporary files (cluster files, cluster
 state) live in a dmg-sweep-* folder that is removed at the end, also on
 failure or Ctrl-C; every cluster that was brought up is taken down.
 
