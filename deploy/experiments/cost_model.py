@@ -181,6 +181,11 @@ LINE = 64          # StateArray::kLineBytes: other nodes' changes are READ by th
 PEER_BYTES = 128   # an exchange round: a node's slot and board as each other node reads them
 POLL_BYTES = 16    # one poll of the job record
 VALUE_BYTES = {"pagerank": 8}   # bytes a vertex of the array others read (else 4)
+# Algorithms whose 1-node run keeps the array others read in its cache
+# (PageRank's contributions): with several nodes its changed lines are also
+# written, once a superstep, by their owners.
+PUBLISH = ("pagerank",)
+SETUP_EXTRA = 400000   # a node's setup beyond its share (the transport probe, boards)
 
 
 class Profile:
@@ -201,6 +206,7 @@ class Profile:
         self.bpus = d.get("transport_bytes_per_us", 0.0) or 0.0
         self.node_bytes = stats.node_bytes(d)
         self.job_bytes = nbytes(stats.job_ops(d))
+        self.job_written = stats.job_ops(d).get("bytes_written", 0)
         nodes = d.get("nodes") or []
         self.rounds = max((n["rounds"] for n in nodes), default=0)
         self.polls = max((n.get("poll_round_trips", 0) for n in nodes), default=0)
@@ -210,7 +216,7 @@ class Profile:
                         if n["seconds"]) * self.threads if nodes else self.time * self.threads
         # Node 0's bytes outside the supersteps: setup (split over the
         # nodes) and the result's read-back at the end (node 0's alone).
-        self.setup_bytes = nbytes(d["setup"])
+        self.setup_bytes = nbytes(d["setup"])   # node 0's
         self.finish_bytes = max(nbytes(d["totals"]) - self.setup_bytes
                                 - sum(t["bytes"] for t in self.steps), 0)
 
@@ -285,11 +291,13 @@ class Structure:
         # CPU core-seconds per superstep: busy time less this machine's transport.
         self.cpu = [max(t["seconds"] - (t["rt"] * rtt_us + t["bytes"] / bpus) / 1e6, 0.0)
                     * base.threads for t in base.steps]
-        self.flat = base.setup_bytes + sum(t["bytes"] for t in base.steps)
+        # Written once a superstep by the owners of the lines that changed in
+        # it (the next superstep's x), when the 1-node run did not write them.
+        self.publish = [x if base.algo in PUBLISH else 0.0 for x in self.x[1:] + [0.0]]
         self.rho, self.rounds_s, self.polls_round, self.sync_us, self.balance = \
             1.0, 1.0, 1.0, 0.0, 1.0
         self.w2 = 1.0   # CPU work at 2 nodes / at 1 (remote-line checks, exchanges)
-        self.peer_bytes = PEER_BYTES
+        self.peer_bytes, self.setup_extra = PEER_BYTES, SETUP_EXTRA
         self.calibrated = calib is not None
         if calib is not None:
             self.calibrate(calib)
@@ -328,25 +336,44 @@ class Structure:
     def overcommit(self, N):
         return max(1.0, N * self.base.threads / self.here_cores)
 
+    def step_bytes(self, i, N):
+        """A node's bytes in superstep i: its share of what the 1-node run
+        moved, the referenced changed lines, its share of the published
+        lines, its exchanges."""
+        b = self.base.steps[i]["bytes"] / N
+        if N > 1:
+            b += self.x[i] * self.share(N) + self.publish[i] / N + self.exchange(N)
+        return b
+
+    def node_bytes(self, N):
+        """(a node's bytes, node 0's): setup share, supersteps, and node 0's
+        read-back of the result."""
+        b = self.base.setup_bytes / N + (self.setup_extra if N > 1 else 0.0) + \
+            sum(self.step_bytes(i, N) for i in range(len(self.base.steps)))
+        return b, b + self.base.finish_bytes
+
     def calibrate(self, c):
-        steps = max(1, len(c.steps))
-        self.rounds_s = c.rounds / steps
+        steps = len(self.base.steps)
+        self.rounds_s = c.rounds / max(1, len(c.steps))
         self.polls_round = c.polls / c.rounds if c.rounds else 1.0
-        # What a node moved beyond the edges, its writes, its share of the
-        # result and the changed lines it references: its exchanges; fitted
-        # as bytes a round per other node (polls at POLL_BYTES each apart).
-        mean_node = c.job_bytes / c.n
-        rest = mean_node - (self.flat + self.base.finish_bytes) / c.n \
-            - sum(self.x) * self.share(c.n)
-        rounds = self.rounds_s * len(self.base.steps)
+        self.balance = max(c.balance, 1.0)
+        # Node 0's setup beyond its share; the job's writes beyond the 1-node
+        # run's (flat in N: each changed line is written once), as x spreads.
+        self.setup_extra = max(c.setup_bytes - self.base.setup_bytes / c.n, 0.0)
+        extra_w = max(c.job_written - self.base.job_written, 0.0)
+        spread = self.x[1:] + [0.0] if sum(self.x) else [1.0] * steps
+        self.publish = [extra_w * w / sum(spread) for w in spread]
+        # What a node moved beyond all that: its exchanges, fitted as bytes a
+        # round per other node (polls at POLL_BYTES each apart).
+        self.peer_bytes = 0.0
+        rest = (c.job_bytes - self.base.finish_bytes) / c.n - self.node_bytes(c.n)[0]
+        rounds = self.rounds_s * steps
         if rounds:
             self.peer_bytes = max((rest / rounds - self.polls_round * POLL_BYTES)
                                   / (c.n - 1), 0.0)
-        self.balance = max(c.balance, 1.0)
         # The 2-node run's busy core-seconds (less its transport, and less the
         # time-sharing when its nodes outnumber the cores) / the 1-node run's CPU.
-        net2 = sum(t["bytes"] / c.n + x * self.share(c.n) + self.exchange(c.n)
-                   for t, x in zip(self.base.steps, self.x)) * c.n / self.bpus / 1e6 \
+        net2 = sum(self.step_bytes(i, c.n) for i in range(steps)) * c.n / self.bpus / 1e6 \
             if self.bpus else 0.0
         cpu1 = sum(self.cpu)
         if cpu1 > 0:
@@ -356,7 +383,8 @@ class Structure:
         # over the prediction without it, per round.
         if c.rounds:
             rest = self.predict(c.n, here=True)["time"]
-            self.sync_us = max(c.time - rest, 0.0) / (self.rounds_s * len(self.base.steps)) * 1e6
+            self.sync_us = max(c.time - rest, 0.0) / (self.rounds_s * steps) \
+                / self.overcommit(c.n) * 1e6
 
     def predict(self, N, here=True, M=1, nic_bpus=None, nic_us=None, cores=None,
                 outstanding=1):
@@ -364,17 +392,16 @@ class Structure:
         here_cores cores, transfer on the same cores: cpu + net); else a
         fabric (nic_bpus, nic_us, cores per node, M memory nodes: max(cpu,
         net) + latency)."""
-        total, by, node_bytes = 0.0, {}, 0.0
+        total, by = 0.0, {}
         for i, t in enumerate(self.base.steps):
-            b = t["bytes"] / N + self.x[i] * self.share(N) + self.exchange(N)
-            node_bytes += b
+            b = self.step_bytes(i, N)
             rt = t["rt"] / N + (self.rounds_s * (4 + N - 1) if N > 1 else 0.0)
             if here:
                 cpu = self.cpu[i] * self.inflation(N) / N / self.base.threads * \
                     self.overcommit(N) * (self.balance if N > 1 else 1.0)
                 net = b / self.bpus / 1e6 if self.bpus else 0.0
-                lat = rt * self.rtt_us / 1e6 + \
-                    (self.rounds_s * self.sync_us / 1e6 if N > 1 else 0.0)
+                lat = rt * self.rtt_us / 1e6 + (self.rounds_s * self.sync_us / 1e6 *
+                                                self.overcommit(N) if N > 1 else 0.0)
                 terms = {"cpu": cpu, "net-bw": net, "latency": lat}
                 step = cpu + net + lat
             else:
@@ -389,11 +416,10 @@ class Structure:
             limit = max(terms, key=terms.get)
             by[limit] = by.get(limit, 0.0) + step
             total += step
-        extra0 = self.base.finish_bytes   # node 0 reads the result back
-        per_node = self.base.setup_bytes / N + node_bytes
+        per_node, node0 = self.node_bytes(N)
         limit = max(by, key=by.get) if by else "-"
-        return {"time": total, "max_node": per_node + extra0,
-                "job": per_node * N + extra0, "limit": limit,
+        return {"time": total, "max_node": node0,
+                "job": per_node * N + self.base.finish_bytes, "limit": limit,
                 "share": by[limit] / total if total else 0.0}
 
 
@@ -445,9 +471,10 @@ def validate(args):
         print("%s: here rtt %.3g us, %.0f B/us, %d cores; fitted: %s" % (
             label, rtt, bpus, args.here_cores,
             "%.2f rounds a superstep, %.1f polls a round, %.0f B a round per other node, "
-            "%.1f us a round, balance %.2f, CPU x%.2f at 2 nodes; lines referenced "
-            "at 2/4 nodes %.3f/%.3f" % (m.rounds_s, m.polls_round, m.peer_bytes, m.sync_us,
-                                         m.balance, m.w2, m.ref(2), m.ref(4))
+            "%.1f us a round, balance %.2f, CPU x%.2f at 2 nodes, setup +%.2f MB a node, "
+            "published %.1f MB; lines referenced at 2/4 nodes %.3f/%.3f"
+            % (m.rounds_s, m.polls_round, m.peer_bytes, m.sync_us, m.balance, m.w2,
+               m.setup_extra / 1e6, sum(m.publish) / 1e6, m.ref(2), m.ref(4))
             if m.calibrated else "none (no 2-node run): 1 round a superstep, %d B a round "
             "per other node" % PEER_BYTES))
     if not args.project:
