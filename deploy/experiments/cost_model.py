@@ -9,6 +9,15 @@ deliberately simple; docs/COST_MODEL.md gives every formula and assumption.
   cost_model.py --stats s1.json [--stats2 s2.json] --compute 1,2,4,8,16 \
       --memory 1,2,4 --nic_gbps 100 --nic_us 2 --cores 32 [--scale_edges F]
   cost_model.py --stats s.json --self_check
+  cost_model.py --validate "kron:20 PR=c1.json,c2.json,c4.json" \
+      [--validate "road-NY BFS@road-NY.el=..."] [--project 8,16,64] [--memory 1,4,16]
+
+--validate models the per-node byte structure of multi-node runs (edges and
+owners' writes split over the nodes, each node READing the changed lines
+it references on the others, exchanges, the result on node 0), predicts
+the 2- and 4-node runs of the same job from its 1-node run (and the
+4-node run from the 1- and 2-node runs), prints predicted vs measured as
+one markdown table, and projects --project compute nodes onto the fabric.
 """
 import argparse
 import math
