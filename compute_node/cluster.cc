@@ -132,7 +132,13 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
       return absl::InternalError("job record needs nodes + 1 bounds");
     }
     DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> existing, find());
-    if (existing.has_value()) {
+    if (existing.has_value() && options.resume) {
+      // An earlier attempt's: its nodes still running (if any) stop when
+      // they next look at it.
+      LOG(INFO) << "job '" << options.job
+                << "': replacing the job record of an earlier attempt";
+      DMG_RETURN_IF_ERROR(transport.FreeRegion(existing->node, existing->id));
+    } else if (existing.has_value()) {
       return absl::AlreadyExistsError(absl::StrCat(
           "a job named '", options.job,
           "' is already running on these memory nodes; pick another --job"));
@@ -159,8 +165,19 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
       DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> found, find());
       if (found.has_value() && found->length >= kBoundsAt) {
         ep.Read(found->node, found->id, 0, head.data(), kBoundsAt);
-        DMG_RETURN_IF_ERROR(ep.Flush());
-        if (Load64(head, kMagicAt) == kMagic) {
+        absl::Status read = ep.Flush();
+        // (An earlier attempt's record may go between the listing and the
+        // READ: node 0 of a resumed job replaces it.)
+        if (absl::IsNotFound(read)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          continue;
+        }
+        DMG_RETURN_IF_ERROR(read);
+        // Resuming, a record whose nodes have all joined is the earlier
+        // attempt's, which node 0 is about to replace.
+        const bool stale = options.resume && Load64(head, kJoinedAt) >=
+                                                 static_cast<uint64_t>(nodes);
+        if (Load64(head, kMagicAt) == kMagic && !stale) {
           record = *found;
           break;
         }
@@ -201,6 +218,17 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
   }
   return std::unique_ptr<Cluster>(
       new Cluster(transport, options, record, std::move(recorded)));
+}
+
+bool Cluster::Allocated(uint32_t node, uint32_t id) const {
+  auto is = [&](const transport::RegionInfo& r) {
+    return r.node == node && r.id == id;
+  };
+  if (is(record_) && options_.id == 0) return true;
+  for (const Board& b : boards_) {
+    if (b.allocated && is(b.region)) return true;
+  }
+  return false;
 }
 
 Cluster::~Cluster() {

@@ -44,6 +44,11 @@ struct ClusterOptions {
   // How long a node waits for the others (to join, to reach a round)
   // before it names the missing ones and fails.
   std::chrono::milliseconds timeout{30000};
+  // A resumed job (`dmg run --resume`): a record of the job found on the
+  // memory node is an earlier attempt's. Node 0 frees it and makes a new
+  // one; the others wait for the new one (a record that already has all
+  // its nodes is the old one).
+  bool resume = false;
 };
 
 class Cluster {
@@ -71,6 +76,9 @@ class Cluster {
   // READs of the job record while waiting for the others (each one a round
   // trip, counted in the transport's figures too).
   uint64_t polls() const { return polls_; }
+  // Whether this node allocated region `id` on memory node `node` (the
+  // record, or one of its boards).
+  bool Allocated(uint32_t node, uint32_t id) const;
 
   // What one node posted in a round: its part for everyone, and the part
   // it addressed to this node.

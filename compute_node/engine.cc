@@ -4,6 +4,8 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute_node/vertex_program.h"
@@ -69,10 +71,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const std::vector<uint64_t> bounds =
         workload::SplitRanges(edges, g.num_vertices(), internal::kVertexGrain,
                               options.cluster.nodes, options.stage1_alpha);
-    DMG_ASSIGN_OR_RETURN(
-        engine->cluster_,
-        Cluster::Join(transport, engine->pool_->endpoint(0), options.cluster,
-                      g.num_vertices(), bounds));
+    ClusterOptions cluster = options.cluster;
+    cluster.resume = options.resume;
+    DMG_ASSIGN_OR_RETURN(engine->cluster_,
+                         Cluster::Join(transport, engine->pool_->endpoint(0),
+                                       cluster, g.num_vertices(), bounds));
     const int id = options.cluster.id;
     engine->own_begin_ = static_cast<VertexId>(engine->cluster_->bounds()[id]);
     engine->own_end_ =
@@ -85,11 +88,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
                          BestRoundTripUs(engine->pool_->endpoint(0), 4));
     engine->transport_cost_.round_trip_us = best;
     engine->stats_.transport_rtt_us = best;
-  }
-  if (options.resume && options.cluster.nodes > 1) {
-    return absl::UnimplementedError(
-        "--resume runs a job on one compute node; resuming a job of several "
-        "compute nodes is not supported yet");
   }
   DMG_RETURN_IF_ERROR(engine->Init());
   return engine;
@@ -136,20 +134,23 @@ absl::Status Engine::KeepState() {
   if (absl::IsUnimplemented(kept.status()) && !options_.resume) {
     return absl::OkStatus();  // in-process memory nodes: nothing to resume
   }
-  // A compute node of the job that is still connected (one just killed
-  // whose connections the memory node has not seen close yet, or one
-  // still running) would write over what this one resumes.
+  if (!kept.ok()) return kept.status();
+  // A process of the job that is still connected (one just killed whose
+  // connections the memory node has not seen close yet, or one still
+  // running) would write over what this one resumes.
   // (Two runs of one job at once would also share each other's regions.)
-  for (int wait = 0; kept.ok() && kept->others > 0 && wait < 30; ++wait) {
+  DMG_ASSIGN_OR_RETURN(uint32_t older, OlderConnections(*kept));
+  for (int wait = 0; older > 0 && wait < 30; ++wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     kept = transport_.KeepRegions(options_.keep_state_s);
+    if (!kept.ok()) return kept.status();
+    DMG_ASSIGN_OR_RETURN(older, OlderConnections(*kept));
   }
-  if (!kept.ok()) return kept.status();
-  if (kept->others > 0) {
+  if (older > 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "job '%s' is still connected to the memory nodes (%d connection(s)): "
         "another compute node runs it; %s",
-        options_.job, kept->others,
+        options_.job, older,
         options_.resume ? "stop it before resuming"
                         : "give this run another --job"));
   }
@@ -157,16 +158,72 @@ absl::Status Engine::KeepState() {
     DMG_ASSIGN_OR_RETURN(std::vector<transport::RegionInfo> regions,
                          transport_.ListRegions(node));
     for (transport::RegionInfo& r : regions) {
-      if (r.id != transport::kStoreRegion) leftovers_.push_back(std::move(r));
+      if (LeftByThisNode(r)) leftovers_.push_back(std::move(r));
     }
   }
-  progress_ =
-      std::make_unique<Progress>(transport_, num_vertices(), options_.job);
+  progress_ = std::make_unique<Progress>(
+      transport_, num_vertices(), options_.job,
+      cluster_ == nullptr ? "progress"
+                          : absl::StrFormat("progress.%d", compute_node()));
   progress_->Adopt(leftovers_);
   VLOG(1) << "job '" << options_.job << "': state kept " << kept->granted_s
           << " s after the process ends; " << leftovers_.size()
           << " region(s) of an earlier attempt";
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Engine::OlderConnections(
+    const transport::Transport::Kept& kept) {
+  if (cluster_ == nullptr) return kept.others;
+  const std::vector<uint32_t>& mine = kept.others_by_node;
+  if (mine.size() != transport_.num_memory_nodes()) {
+    return absl::InternalError("the memory nodes' keep replies are missing");
+  }
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<std::string> all,
+      PostToAll(std::string(reinterpret_cast<const char*>(mine.data()),
+                            mine.size() * sizeof(uint32_t))));
+  std::vector<uint32_t> least(mine.size(), ~uint32_t{0});
+  for (const std::string& theirs : all) {
+    if (theirs.size() != mine.size() * sizeof(uint32_t)) {
+      return Fail(absl::DataLossError("malformed connection counts"));
+    }
+    for (size_t m = 0; m < mine.size(); ++m) {
+      uint32_t x;
+      std::memcpy(&x, theirs.data() + m * sizeof(x), sizeof(x));
+      least[m] = std::min(least[m], x);
+    }
+  }
+  return *std::max_element(least.begin(), least.end());
+}
+
+bool Engine::LeftByThisNode(const transport::RegionInfo& r) const {
+  if (r.id == transport::kStoreRegion) return false;
+  if (cluster_ == nullptr) return true;  // every region of the job
+  if (cluster_->Allocated(r.node, r.id)) return false;  // this attempt's
+  const std::string k = absl::StrCat(compute_node());
+  const std::string progress = "progress." + k;
+  if (r.name == progress || r.name.starts_with(progress + ".")) return true;
+  const std::string job = "job." + options_.cluster.job + ".";
+  if (r.name.starts_with(job))
+    return r.name == job + "board." + k + ".0" ||
+           r.name == job + "board." + k + ".1";
+  if (r.name.starts_with("job.") || r.name.starts_with("progress.")) {
+    return false;
+  }
+  // A state array's slice: NAME.BUFFER.NODE.
+  const size_t dot = r.name.rfind('.');
+  if (dot == std::string::npos || r.name.substr(dot + 1) != k) return false;
+  const std::string rest = r.name.substr(0, dot);
+  return rest.ends_with(".0") || rest.ends_with(".1");
+}
+
+absl::StatusOr<std::vector<std::string>> Engine::PostToAll(std::string mine) {
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Fail(cluster_->Exchange(pool_->endpoint(0), mine)));
+  std::vector<std::string> common;
+  for (Cluster::Received& r : all) common.push_back(std::move(r.common));
+  return common;
 }
 
 void Engine::FreeLeftovers() {
@@ -190,6 +247,10 @@ uint64_t Engine::Signature() const {
   mix64(num_vertices());
   mix64(num_arcs());
   mix64(graph_.superblock_crc());
+  if (cluster_ != nullptr) {
+    // Each node's slices of the state arrays are its vertex range's.
+    for (uint64_t b : cluster_->bounds()) mix64(b);
+  }
   for (const auto& a : states_) {
     mix(a->name().data(), a->name().size());
     mix64(a->elem_size());
@@ -218,8 +279,26 @@ absl::StatusOr<bool> Engine::Resume() {
   const uint64_t signature = Signature();
   int done = 0;
   if (options_.resume) {
-    DMG_ASSIGN_OR_RETURN(done,
-                         Fail(progress_->TakeOver(ep, signature, carried_)));
+    // With several compute nodes, the last superstep every node completed:
+    // its version is whole in every node's slices (a node records a
+    // superstep before the barrier that lets any node begin the next, so
+    // none has written over the one before).
+    int at = -1;
+    if (cluster_ != nullptr) {
+      DMG_ASSIGN_OR_RETURN(const int mine,
+                           Fail(progress_->Completed(ep, signature)));
+      DMG_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           PostToAll(absl::StrCat(mine)));
+      for (const std::string& theirs : all) {
+        int x = 0;
+        if (!absl::SimpleAtoi(theirs, &x)) {
+          return Fail(absl::DataLossError("malformed superstep count"));
+        }
+        at = at < 0 ? x : std::min(at, x);
+      }
+    }
+    DMG_ASSIGN_OR_RETURN(
+        done, Fail(progress_->TakeOver(ep, signature, carried_, at)));
   }
   if (done == 0) {
     LOG_IF(INFO, options_.resume)
@@ -243,7 +322,7 @@ absl::StatusOr<bool> Engine::Resume() {
 
 absl::Status Engine::Init() {
   if (options_.keep_state_s > 0 || options_.resume) {
-    if (cluster_ == nullptr) DMG_RETURN_IF_ERROR(KeepState());
+    DMG_RETURN_IF_ERROR(KeepState());
   }
   DMG_ASSIGN_OR_RETURN(buffers_, planner_.PlanBuffers());
   taking_.assign(threads(), 0);
@@ -650,7 +729,10 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
     // The earlier attempt's two buffers of this array, by name.
     transport::RegionInfo buffers[2];
     for (int b = 0; b < 2; ++b) {
-      const std::string name = arrays[i]->name() + "." + std::to_string(b);
+      const std::string name =
+          cluster_ == nullptr ? absl::StrFormat("%s.%d", arrays[i]->name(), b)
+                              : absl::StrFormat("%s.%d.%d", arrays[i]->name(),
+                                                b, compute_node());
       auto it = std::find_if(leftovers_.begin(), leftovers_.end(),
                              [&](const auto& r) { return r.name == name; });
       if (it == leftovers_.end()) {
@@ -795,8 +877,11 @@ void Engine::PlanDirection(Direction d, bool push) {
 absl::Status Engine::EndSuperstep() {
   // The last collective was the barrier (every node's pages whole in the
   // open buffer), unless something changed since.
+  // (Not when the superstep is recorded: that must come between the
+  // commit and the barrier.)
+  const bool recording = progress_ != nullptr && progress_->started();
   const bool fused = cluster_ != nullptr && barrier_ready_ && open_ &&
-                     placed_ == states_.size();
+                     placed_ == states_.size() && !recording;
   // Ends the superstep without READing what others changed (lazy).
   DMG_RETURN_IF_ERROR(
       Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
@@ -821,9 +906,16 @@ absl::Status Engine::EndSuperstep() {
     // Every node wrote its whole version before that collective's post:
     // nothing to wait for.
   } else if (cluster_ != nullptr) {
+    // Recorded before the barrier: no node begins the next superstep (and
+    // writes into the buffer of the one before) until every node's record
+    // says this one is whole in its slices.
+    if (recording) {
+      DMG_RETURN_IF_ERROR(
+          Fail(progress_->Record(pool_->endpoint(0), superstep_)));
+    }
     DMG_RETURN_IF_ERROR(
         Fail(cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
-  } else if (progress_ != nullptr && progress_->started()) {
+  } else if (recording) {
     // One compute node: recording the superstep is its end (the barrier
     // would be a second round trip that orders nothing more).
     DMG_RETURN_IF_ERROR(

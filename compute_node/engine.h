@@ -276,6 +276,20 @@ class Engine {
   // Resume: asks the memory nodes to keep the job's regions, and lists
   // what an earlier attempt of the job left (leftovers_).
   absl::Status KeepState();
+  // The job's connections older than this attempt's, still open (`kept`:
+  // this node's answer from the memory nodes). With several compute nodes
+  // (a collective), on each memory node the node whose control connection
+  // is the oldest there counts just the earlier attempt's: the least count
+  // over the nodes, the most over the memory nodes.
+  absl::StatusOr<uint32_t> OlderConnections(
+      const transport::Transport::Kept& kept);
+  // Whether region `r`, listed on a memory node, is one this compute node
+  // left in an earlier attempt of the job (with several compute nodes each
+  // takes over, or frees, its own).
+  bool LeftByThisNode(const transport::RegionInfo& r) const;
+  // Every compute node's `mine`, in node order (a collective of the
+  // cluster's alone: no state is published with it).
+  absl::StatusOr<std::vector<std::string>> PostToAll(std::string mine);
   void FreeLeftovers();
   // A program's result is read: its carried values are not recorded any
   // more (another program may run on this engine next).

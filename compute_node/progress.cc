@@ -20,10 +20,6 @@ uint32_t Crc(const void* p, size_t n) {
   return store::Crc32({static_cast<const std::byte*>(p), n});
 }
 
-std::string FrontierName(size_t k, int b) {
-  return absl::StrFormat("progress.frontier.%d.%d", k, b);
-}
-
 // Queues a READ or WRITE of [offset, offset + n) of r in pieces.
 void Queue(transport::Endpoint& ep, bool write, const transport::RegionInfo& r,
            uint64_t offset, std::byte* local, uint64_t n) {
@@ -51,10 +47,14 @@ Progress::~Progress() {
   }
 }
 
+std::string Progress::FrontierName(size_t k, int b) const {
+  return absl::StrFormat("%s.frontier.%d.%d", name_, k, b);
+}
+
 void Progress::Adopt(std::vector<transport::RegionInfo>& regions) {
   std::erase_if(regions, [&](const transport::RegionInfo& r) {
     if (r.node != 0 ||
-        (r.name != "progress" && !r.name.starts_with("progress.frontier."))) {
+        (r.name != name_ && !r.name.starts_with(name_ + ".frontier."))) {
       return false;
     }
     found_.push_back(r);
@@ -114,7 +114,7 @@ absl::Status Progress::Start(transport::Endpoint& ep, uint64_t signature,
                              std::vector<Carried> carried) {
   carried_ = std::move(carried);
   DMG_RETURN_IF_ERROR(CheckCarried());
-  DMG_ASSIGN_OR_RETURN(record_, Region("progress", kRecordBytes));
+  DMG_ASSIGN_OR_RETURN(record_, Region(name_, kRecordBytes));
   DMG_RETURN_IF_ERROR(FrontierRegions());
   epoch_ = 1;
   word_ = uint64_t{epoch_} << 32;
@@ -184,18 +184,26 @@ absl::Status Progress::Record(transport::Endpoint& ep, int superstep) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> Progress::TakeOver(transport::Endpoint& ep,
-                                       uint64_t signature,
-                                       std::vector<Carried> carried) {
-  auto it = std::find_if(found_.begin(), found_.end(), [](const auto& r) {
-    return r.name == "progress" && r.length >= kRecordBytes;
+std::vector<transport::RegionInfo>::iterator Progress::FoundRecord() {
+  return std::find_if(found_.begin(), found_.end(), [&](const auto& r) {
+    return r.name == name_ && r.length >= kRecordBytes;
   });
-  if (it == found_.end()) return 0;
-  std::vector<std::byte> record(kRecordBytes);
-  ep.Read(it->node, it->id, 0, record.data(), kRecordBytes);
+}
+
+absl::Status Progress::ReadRecord(transport::Endpoint& ep,
+                                  const transport::RegionInfo& r,
+                                  uint64_t signature,
+                                  std::vector<std::byte>& record) {
+  record.resize(kRecordBytes);
+  ep.Read(r.node, r.id, 0, record.data(), kRecordBytes);
   DMG_RETURN_IF_ERROR(ep.Flush());
-  uint64_t head[3];
+  uint64_t head[2];
   std::memcpy(head, record.data(), sizeof(head));
+  if (head[0] == 0 && head[1] == 0) {
+    // Allocated, never written: that attempt died before it began.
+    record.clear();
+    return absl::OkStatus();
+  }
   if (head[0] != kMagic) {
     return absl::DataLossError(absl::StrFormat(
         "the progress record of job '%s' on memory node 0 is damaged (bad "
@@ -205,19 +213,55 @@ absl::StatusOr<int> Progress::TakeOver(transport::Endpoint& ep,
   if (head[1] != signature) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "job '%s' on the memory nodes was started with another algorithm, "
-        "source, arguments or graph: resume it with the arguments it was "
-        "started with, or run without --resume (its state is then "
-        "discarded)",
+        "source, arguments, graph or compute-node count: resume it with the "
+        "arguments it was started with, or run without --resume (its state "
+        "is then discarded)",
         job_));
   }
-  const int done = static_cast<int>(head[2] & 0xffffffff);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Progress::Completed(transport::Endpoint& ep,
+                                        uint64_t signature) {
+  auto it = FoundRecord();
+  if (it == found_.end()) return 0;
+  std::vector<std::byte> record;
+  DMG_RETURN_IF_ERROR(ReadRecord(ep, *it, signature, record));
+  if (record.empty()) return 0;
+  uint64_t word;
+  std::memcpy(&word, record.data() + kWordAt, 8);
+  return static_cast<int>(word & 0xffffffff);
+}
+
+absl::StatusOr<int> Progress::TakeOver(transport::Endpoint& ep,
+                                       uint64_t signature,
+                                       std::vector<Carried> carried,
+                                       int superstep) {
+  auto it = FoundRecord();
+  if (it == found_.end()) return 0;
+  std::vector<std::byte> record;
+  DMG_RETURN_IF_ERROR(ReadRecord(ep, *it, signature, record));
+  if (record.empty()) return 0;
+  uint64_t head[3];
+  std::memcpy(head, record.data(), sizeof(head));
+  const int last = static_cast<int>(head[2] & 0xffffffff);
+  const int done = superstep < 0 ? last : superstep;
   if (done == 0) return 0;
+  if (done > last || done < last - 1) {
+    // The superstep's values are in one of the two slots only if it is
+    // the last complete one or the one before.
+    return absl::DataLossError(absl::StrFormat(
+        "job '%s': this compute node's record is at superstep %d, too far "
+        "from the job's %d: start the job again without --resume",
+        job_, last, done));
+  }
   carried_ = std::move(carried);
   DMG_RETURN_IF_ERROR(CheckCarried());
   // Take the job over: a node of the old attempt now fails its next CAS.
+  // The word names the superstep resumed from (the next Record follows it).
   const uint32_t old_epoch = static_cast<uint32_t>(head[2] >> 32);
   const uint64_t mine =
-      (uint64_t{old_epoch + 1} << 32) | head[2] % (1ull << 32);
+      (uint64_t{old_epoch + 1} << 32) | static_cast<uint64_t>(done);
   uint64_t seen = 0;
   ep.CompareAndSwap(it->node, it->id, kWordAt, head[2], mine, &seen);
   DMG_RETURN_IF_ERROR(ep.Flush());

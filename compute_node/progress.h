@@ -56,10 +56,15 @@ class Progress {
   };
 
   // Regions of an earlier attempt of the job, by name, are reused (the
-  // caller lists them); the rest are allocated on memory node 0.
+  // caller lists them); the rest are allocated on memory node 0. `record`
+  // names the record region (its frontiers' are `record`.frontier.K.B):
+  // each compute node of a job of several keeps its own.
   Progress(transport::Transport& transport, uint64_t num_vertices,
-           std::string job)
-      : transport_(transport), n_(num_vertices), job_(std::move(job)) {}
+           std::string job, std::string record = "progress")
+      : transport_(transport),
+        n_(num_vertices),
+        job_(std::move(job)),
+        name_(std::move(record)) {}
   ~Progress();  // frees the record and frontier regions unless Abandon()ed
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -72,12 +77,18 @@ class Progress {
   // pointer; they must outlive this).
   absl::Status Start(transport::Endpoint& ep, uint64_t signature,
                      std::vector<Carried> carried);
+  // The last superstep an earlier attempt completed (0: none, or no
+  // record); its record must be of `signature`. Changes nothing.
+  absl::StatusOr<int> Completed(transport::Endpoint& ep, uint64_t signature);
   // Resumes an earlier attempt: checks its record is of `signature`, takes
   // the job over (epoch + 1) and restores every carried value as it was at
-  // the end of the last complete superstep, whose number it returns (0:
-  // none complete; nothing restored, Start instead).
+  // the end of `superstep` (-1: the last complete one; else that one or
+  // the one before it, when another compute node of the job got no
+  // further), whose number it returns (0: none; nothing restored, Start
+  // instead).
   absl::StatusOr<int> TakeOver(transport::Endpoint& ep, uint64_t signature,
-                               std::vector<Carried> carried);
+                               std::vector<Carried> carried,
+                               int superstep = -1);
   // Superstep `superstep` (1-based) is complete: records the carried values
   // and moves the word. Aborted when another node took the job over.
   absl::Status Record(transport::Endpoint& ep, int superstep);
@@ -95,6 +106,14 @@ class Progress {
   }
   absl::StatusOr<transport::RegionInfo> Region(const std::string& name,
                                                uint64_t bytes);
+  std::string FrontierName(size_t k, int b) const;
+  // The earlier attempt's record among found_ (end(): none).
+  std::vector<transport::RegionInfo>::iterator FoundRecord();
+  // READs the earlier attempt's record into `record` and checks its magic
+  // and signature; `record` is left empty when it was never written.
+  absl::Status ReadRecord(transport::Endpoint& ep,
+                          const transport::RegionInfo& r, uint64_t signature,
+                          std::vector<std::byte>& record);
   absl::Status CheckCarried() const;
   // The two regions of each carried frontier (reused, or allocated), in
   // the order of carried_, into frontier_regions_.
@@ -105,6 +124,7 @@ class Progress {
   transport::Transport& transport_;
   const uint64_t n_;
   const std::string job_;
+  const std::string name_;
   std::vector<transport::RegionInfo> found_;  // an earlier attempt's
   transport::RegionInfo record_;
   std::vector<Carried> carried_;

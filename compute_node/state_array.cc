@@ -108,18 +108,9 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
     prev_logged_.assign((pages_ + 63) / 64, 0);
     log_mu_ = std::make_unique<Mutex[]>(kLogStripes);
   }
-  // The slices: one per compute node's range (pages never straddle two:
-  // ranges start on multiples of 4096 vertices).
-  std::vector<uint64_t> bounds = ctx_.bounds;
-  if (bounds.empty()) bounds = {0, n_};
-  const int nodes = static_cast<int>(bounds.size()) - 1;
-  slices_.assign(nodes, Slice());
-  for (int k = 0; k < nodes; ++k) {
-    slices_[k].begin = bounds[k] * elem_;
-    slices_[k].end = k + 1 == nodes ? bytes_ : bounds[k + 1] * elem_;
-  }
+  SetSlices();
+  const int nodes = static_cast<int>(slices_.size());
   Slice& own = slices_[ctx_.node];
-  own.mine = true;
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<transport::RegionInfo> r = ctx_.transport->AllocateRegion(
         ctx_.node % ctx_.transport->num_memory_nodes(),
@@ -151,11 +142,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
   }
   // This node's slice, in chunks of kMaxOp bytes (whole pages), taken by
   // whichever worker is free.
-  const uint64_t first_page = own.begin / kPageBytes;
-  const uint64_t own_pages =
-      (own.end + kPageBytes - 1) / kPageBytes - first_page;
-  own_first_page_ = first_page;
-  own_end_page_ = first_page + own_pages;
+  const uint64_t first_page = own_first_page_;
+  const uint64_t own_pages = own_end_page_ - own_first_page_;
   absl::Status status = ctx_.scheduler->ForRanges(
       own_pages, kMaxOp / kPageBytes,
       [&](int w, uint64_t first, uint64_t last) -> absl::Status {
@@ -177,7 +165,30 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
         return endpoint(w).Flush();
       });
   if (!status.ok() || nodes == 1) return status;
+  return ExchangeSlices();
+}
+
+void StateArrayBase::SetSlices() {
+  // One per compute node's range (pages never straddle two: ranges start
+  // on multiples of 4096 vertices).
+  std::vector<uint64_t> bounds = ctx_.bounds;
+  if (bounds.empty()) bounds = {0, n_};
+  const int nodes = static_cast<int>(bounds.size()) - 1;
+  slices_.assign(nodes, Slice());
+  for (int k = 0; k < nodes; ++k) {
+    slices_[k].begin = bounds[k] * elem_;
+    slices_[k].end = k + 1 == nodes ? bytes_ : bounds[k + 1] * elem_;
+  }
+  Slice& own = slices_[ctx_.node];
+  own.mine = true;
+  own_first_page_ = own.begin / kPageBytes;
+  own_end_page_ = (own.end + kPageBytes - 1) / kPageBytes;
+}
+
+absl::Status StateArrayBase::ExchangeSlices() {
   // Where every node's slice is, and whether it holds the array resident.
+  const int nodes = static_cast<int>(slices_.size());
+  const Slice& own = slices_[ctx_.node];
   std::string mine;
   for (const transport::RegionInfo& r : own.region) {
     const uint32_t where[2] = {r.node, r.id};
@@ -210,11 +221,10 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
 absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
                                    const transport::RegionInfo (&regions)[2],
                                    int version) {
-  if (!ctx_.bounds.empty() && ctx_.bounds.size() != 2) {
-    return absl::UnimplementedError(
-        "resuming state with several compute nodes");
-  }
-  const uint64_t need = std::max<uint64_t>((bytes_ + 7) / 8 * 8, 8);
+  SetSlices();
+  Slice& own = slices_[ctx_.node];
+  const uint64_t need =
+      std::max<uint64_t>((own.end - own.begin + 7) / 8 * 8, 8);
   for (const transport::RegionInfo& r : regions) {
     if (r.length < need) {
       return absl::DataLossError(absl::StrFormat(
@@ -223,18 +233,40 @@ absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
     }
   }
   AttachStorage(cache, reserved);
-  slices_.assign(1, Slice());
-  slices_[0].begin = 0;
-  slices_[0].end = bytes_;
-  slices_[0].mine = true;
-  slices_[0].region[0] = regions[0];
-  slices_[0].region[1] = regions[1];
+  own.region[0] = regions[0];
+  own.region[1] = regions[1];
+  if (slices_.size() > 1) {
+    // Both buffers of this node's slice take the version (as a fresh
+    // array's hold its initial value), so the open superstep's buffer is
+    // whole without knowing what the earlier attempt changed last; the
+    // exchange after it is also the barrier that keeps the others from
+    // writing into this slice before the copy is done.
+    DMG_RETURN_IF_ERROR(CopyOwnSlice(version % 2, (version + 1) % 2));
+    DMG_RETURN_IF_ERROR(ExchangeSlices());
+    if (cache_ != nullptr) return absl::OkStatus();
+    return ReadVersion(version, 0, n_, local_.data());
+  }
   // Buffer (version + 1) % 2 holds an older version: as if every line had
   // changed in the last superstep, the next commit completes it.
   std::fill(prev_dirty_.begin(), prev_dirty_.end(), ~uint64_t{0});
   std::fill(prev_lines_.begin(), prev_lines_.end(), ~uint64_t{0});
   if (cache_ != nullptr) return absl::OkStatus();  // pages come from version
   return ReadVersion(version, 0, n_, local_.data());
+}
+
+absl::Status StateArrayBase::CopyOwnSlice(int from, int to) {
+  const Slice& own = slices_[ctx_.node];
+  return ctx_.scheduler->ForRanges(
+      own.end - own.begin, kMaxOp,
+      [&](int w, uint64_t first, uint64_t last) -> absl::Status {
+        std::vector<std::byte> bounce(last - first);
+        Queue(endpoint(w), /*write=*/false, from, own.begin + first,
+              bounce.data(), last - first);
+        DMG_RETURN_IF_ERROR(endpoint(w).Flush());
+        Queue(endpoint(w), /*write=*/true, to, own.begin + first, bounce.data(),
+              last - first);
+        return endpoint(w).Flush();
+      });
 }
 
 void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,

@@ -134,10 +134,13 @@ class StateArrayBase : public PageSource {
   uint64_t ClaimBitBytes() const { return (n_ + 63) / 64 * 8; }
   bool filtered() const { return !unset_.empty(); }
   // Materializes from the regions an earlier attempt of the job left
-  // (`dmg run --resume`, one compute node): `regions` are its two buffers,
-  // and the version after superstep `version` (the one superstep_ says)
-  // is taken as the current one. Its other buffer holds an older version,
-  // so the next commit writes every page there, not just the changed ones.
+  // (`dmg run --resume`): `regions` are its two buffers (of this node's
+  // slice, with several compute nodes), and the version after superstep
+  // `version` (the one superstep_ says) is taken as the current one. With
+  // one compute node its other buffer holds an older version, so the next
+  // commit writes every page there, not just the changed ones; with
+  // several, each node copies its slice's version into the other buffer,
+  // and the nodes exchange where their slices are (a collective).
   absl::Status Adopt(PageCache* cache, uint64_t reserved,
                      const transport::RegionInfo (&regions)[2], int version);
 
@@ -435,6 +438,14 @@ class StateArrayBase : public PageSource {
   // What Materialize and Adopt share: the local copy or the cache's pages,
   // and clean line flags.
   void AttachStorage(PageCache* cache, uint64_t reserved);
+  // The slices of ctx_.bounds (this node's marked mine) and this node's
+  // pages; no regions yet.
+  void SetSlices();
+  // With several compute nodes: every node posts where its slice's buffers
+  // are and whether it holds the array resident (a collective).
+  absl::Status ExchangeSlices();
+  // Copies this node's slice from buffer `from` into buffer `to`.
+  absl::Status CopyOwnSlice(int from, int to);
   void QueueWrite(int w, int buffer, uint64_t first_page, uint64_t last_page);
   // Resident: queues WRITEs into `buffer` of the lines pages[0..count) need
   // there (see LinesNeeded), runs merged across gaps of kGapLines.

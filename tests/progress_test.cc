@@ -178,6 +178,72 @@ TEST_F(ProgressTest, NothingCompleteMeansAFreshStart) {
   EXPECT_TRUE(again.Start(*ep_, 5, b.Carried()).ok());
 }
 
+// A job of several compute nodes: each keeps its own record, and the job
+// resumes from the least superstep they recorded, which a node that got one
+// further still holds in its other slot.
+TEST_F(ProgressTest, ANodeOfSeveralResumesAtTheSuperstepBeforeItsLast) {
+  Loop a0, a1;
+  Progress n0(transport_, kN, "j", "progress.0");
+  Progress n1(transport_, kN, "j", "progress.1");
+  ASSERT_TRUE(n0.Start(*ep_, 9, a0.Carried()).ok());
+  ASSERT_TRUE(n1.Start(*ep_, 9, a1.Carried()).ok());
+  for (int s = 1; s <= 3; ++s) {
+    a0.level = a1.level = s;
+    Fill(a0.frontier, 5 + s, 11);
+    ASSERT_TRUE(n0.Record(*ep_, s).ok());
+    if (s < 3) {  // n1 dies in 3
+      ASSERT_TRUE(n1.Record(*ep_, s).ok());
+    }
+  }
+  const std::vector<store::VertexId> second = [&] {
+    Fill(a0.frontier, 5 + 2, 11);
+    return a0.frontier.SortedVertices();
+  }();
+  n0.Abandon();
+  n1.Abandon();
+  const std::vector<transport::RegionInfo> regions = Regions(transport_);
+  Loop b0, b1;
+  Progress r0(transport_, kN, "j", "progress.0");
+  Progress r1(transport_, kN, "j", "progress.1");
+  std::vector<transport::RegionInfo> left = regions;
+  r0.Adopt(left);
+  r1.Adopt(left);
+  EXPECT_TRUE(left.empty());
+  EXPECT_EQ(*r0.Completed(*ep_, 9), 3);
+  EXPECT_EQ(*r1.Completed(*ep_, 9), 2);
+  ASSERT_EQ(*r0.TakeOver(*ep_, 9, b0.Carried(), 2), 2);
+  ASSERT_EQ(*r1.TakeOver(*ep_, 9, b1.Carried(), 2), 2);
+  EXPECT_EQ(b0.level, 2);
+  EXPECT_EQ(b0.frontier.SortedVertices(), second);
+  EXPECT_EQ(b1.level, 2);
+  // The next record follows the superstep resumed from.
+  EXPECT_TRUE(r0.Record(*ep_, 3).ok());
+  r0.Abandon();
+  r1.Abandon();
+  // Two supersteps back is in neither slot: refused.
+  Loop c;
+  Progress far(transport_, kN, "j", "progress.0");
+  left = regions;
+  far.Adopt(left);
+  absl::StatusOr<int> r = far.TakeOver(*ep_, 9, c.Carried(), 1);
+  EXPECT_TRUE(absl::IsDataLoss(r.status())) << r.status();
+  far.Abandon();
+}
+
+// A record allocated by an attempt killed before it wrote it is no record.
+TEST_F(ProgressTest, ARecordNeverWrittenMeansAFreshStart) {
+  absl::StatusOr<transport::RegionInfo> blank =
+      transport_.AllocateRegion(0, Progress::kRecordBytes, "progress");
+  ASSERT_TRUE(blank.ok());
+  Loop b;
+  Progress again(transport_, kN, "j");
+  std::vector<transport::RegionInfo> left = Regions(transport_);
+  again.Adopt(left);
+  EXPECT_EQ(*again.Completed(*ep_, 5), 0);
+  EXPECT_EQ(*again.TakeOver(*ep_, 5, b.Carried()), 0);
+  EXPECT_TRUE(again.Start(*ep_, 5, b.Carried()).ok());
+}
+
 // ---- the memory node's side: kept regions ------------------------------
 
 std::unique_ptr<transport::TcpTransport> Connect(uint16_t port,

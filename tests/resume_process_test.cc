@@ -22,6 +22,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/daemon_util.h"
+#include "tests/kill_resume.h"
 #include "tests/test_util.h"
 
 namespace dmg {
@@ -44,11 +45,6 @@ std::string JobName(const char* algo, int trial) {
   return std::string("resume-") + algo + "-" + std::to_string(trial);
 }
 
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
-
 class ResumeProcessTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ResumeProcessTest, AKilledComputeNodeResumesWithIdenticalOutput) {
@@ -63,80 +59,33 @@ TEST_P(ResumeProcessTest, AKilledComputeNodeResumesWithIdenticalOutput) {
   const auto t0 = std::chrono::steady_clock::now();
   testing::CommandResult ref = RunCommand(
       run + " --job=reference --output=" + dir.file("reference.out"));
-  const double uninterrupted = Seconds(t0);
+  const double uninterrupted = testing::SecondsSince(t0);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   const std::string want = Slurp(dir.file("reference.out"));
   ASSERT_FALSE(want.empty());
 
   std::mt19937 rng(20261202);
-  int killed = 0, finished = 0, resumed = 0, restarted = 0, identical = 0;
-  int redone = 0;
-  std::vector<int> from;
-  // A run that finished before its kill (this machine was faster than
-  // during the reference run) is made again with an earlier kill, at most
-  // kRedos times a trial, each said; every run's output is checked.
-  constexpr int kRedos = 4;
-  auto check = [&](const std::string& out, int trial) {
-    if (Slurp(out) == want) {
-      ++identical;
-    } else {
-      ADD_FAILURE() << c.name << " trial " << trial
-                    << ": output differs from the uninterrupted run's";
-    }
+  testing::KillResumeTrials t;
+  t.name = c.name;
+  t.trials = kTrials;
+  t.uninterrupted_s = uninterrupted;
+  t.want = want;
+  t.dir = &dir;
+  t.job = [&](int trial, int attempt) {
+    return JobName(c.name, trial) +
+           (attempt ? "-" + std::to_string(attempt) : "");
   };
-  for (int trial = 0; trial < kTrials; ++trial) {
-    double hi = 1.0;  // of the uninterrupted run
-    for (int attempt = 0; attempt <= kRedos; ++attempt) {
-      const std::string job = JobName(c.name, trial) +
-                              (attempt ? "-" + std::to_string(attempt) : "");
-      const std::string out = dir.file(job + ".out");
-      // Anywhere from connecting to the last superstep.
-      const double delay =
-          uninterrupted * std::uniform_real_distribution<>(0.05, hi)(rng);
-      testing::CommandResult first = RunCommand(
-          "(" + run + " --job=" + job + " --output=" + out + " >/dev/null 2>" +
-          dir.file("first.err") + " & pid=$!; sleep " + std::to_string(delay) +
-          "; kill -9 $pid 2>/dev/null; wait $pid; echo exit=$?)");
-      if (first.out.find("exit=0") != std::string::npos) {
-        ++finished;  // too late: it completed before the kill
-        check(out, trial);
-        if (attempt == kRedos) break;
-        std::printf(
-            "%s trial %d: finished before the kill at %.2f s; again, "
-            "earlier\n",
-            c.name, trial, delay);
-        ++redone;
-        hi = std::max(0.1, delay / uninterrupted);
-        continue;
-      }
-      ++killed;
-      testing::CommandResult again =
-          RunCommand(run + " --resume --job=" + job + " --output=" + out);
-      EXPECT_EQ(again.exit_code, 0) << again.err;
-      std::smatch m;
-      if (std::regex_search(again.out, m,
-                            std::regex("resumed after superstep (\\d+)"))) {
-        ++resumed;
-        from.push_back(std::stoi(m[1].str()));
-      } else {
-        ++restarted;  // killed before its first superstep completed
-      }
-      check(out, trial);
-      break;
-    }
-  }
-  std::string supersteps;
-  for (int s : from) supersteps += " " + std::to_string(s);
-  std::printf(
-      "%s: %d trials (uninterrupted %.2f s): %d killed, %d finished before "
-      "the kill (%d made again); %d resumed (after supersteps:%s), %d "
-      "restarted from the beginning; %d outputs identical to the "
-      "uninterrupted run's\n",
-      c.name, kTrials, uninterrupted, killed, finished, redone, resumed,
-      supersteps.c_str(), restarted, identical);
-  EXPECT_EQ(identical, killed + finished);
-  EXPECT_GE(killed, kTrials / 2);
-  EXPECT_GE(resumed, kTrials / 4);
+  // Anywhere from connecting to the last superstep.
+  t.first = [&](const std::string& job, const std::string& out, double delay,
+                int) {
+    return "(" + run + " --job=" + job + " --output=" + out + " >/dev/null 2>" +
+           dir.file("first.err") + " & pid=$!; sleep " + std::to_string(delay) +
+           "; kill -9 $pid 2>/dev/null; wait $pid; echo exit=$?)";
+  };
+  t.resume = [&](const std::string& job, const std::string& out) {
+    return run + " --resume --job=" + job + " --output=" + out;
+  };
+  testing::RunKillResumeTrials(t, rng);
   // Every job finished: nothing of theirs is left on the memory node.
   testing::CommandResult status = RunDmg("status" + nodes);
   EXPECT_NE(status.out.find(" 0 job regions"), std::string::npos)
@@ -191,15 +140,23 @@ TEST(ResumeRefusalTest, OtherArgumentsOrAJobStillRunningAreRefused) {
   // The killed job, resumed with other arguments: refused.
   testing::CommandResult other = RunCommand(run + " --max_iters=50 --resume");
   EXPECT_NE(other.exit_code, 0);
-  EXPECT_NE(other.err.find("another algorithm, source, arguments or graph"),
+  EXPECT_NE(other.err.find("another algorithm, source, arguments, graph"),
             std::string::npos)
       << other.err;
   // With its own arguments it finishes.
   testing::CommandResult same = RunCommand(run + " --max_iters=1000 --resume");
   EXPECT_EQ(same.exit_code, 0) << same.err;
-  // --resume needs a job name, daemons and one compute node.
+  // --resume needs a job name and daemons; --max_retries, with several
+  // compute nodes, the nodes dmg run starts itself.
   EXPECT_EQ(RunDmg("run --algo=bfs --graph=kron:10 --resume").exit_code, 2);
   EXPECT_EQ(RunDmg("run --algo=bfs --resume" + nodes).exit_code, 2);
+  testing::CommandResult alone = RunDmg(
+      "run --algo=bfs --compute_nodes=2 --compute_node_id=1 --job=x "
+      "--max_retries=1" +
+      nodes);
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--compute_node_id"), std::string::npos)
+      << alone.err;
 }
 
 // A TCP proxy to a memory node whose connections the test can cut (the
@@ -294,7 +251,7 @@ TEST(ResumeRetryTest, MaxRetriesResumesAJobWhoseConnectionsDropped) {
       RunDmg(args + " --memory_nodes=" + node.address() +
              " --job=reference --output=" + dir.file("reference.out"));
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const double uninterrupted = Seconds(t0);
+  const double uninterrupted = testing::SecondsSince(t0);
   const uint16_t port =
       static_cast<uint16_t>(std::stoi(node.address().substr(10)));
   // The connections drop at a moment drawn from the uninterrupted run's

@@ -110,17 +110,22 @@ DEFINE_double(stage1_alpha, 1.0,
               "its edges plus this times its vertices");
 DEFINE_bool(resume, false,
             "continue job --job from the last superstep it completed (after "
-            "its compute node died): same arguments, memory-node daemons, "
-            "one compute node; output identical to an uninterrupted run");
+            "a compute node died): same arguments, memory-node daemons; with "
+            "several compute nodes every node runs again with --resume, from "
+            "the last superstep all of them completed; output identical to "
+            "an uninterrupted run");
 DEFINE_int32(keep_state_s, 600,
-             "with memory-node daemons and one compute node: the memory "
-             "nodes keep the job's state this long after its process ends, "
-             "and every superstep is recorded, so --resume can continue it "
-             "(0: nothing kept, no --resume)");
+             "with memory-node daemons: the memory nodes keep the job's "
+             "state this long after its processes end, and every superstep "
+             "is recorded, so --resume can continue it (0: nothing kept, no "
+             "--resume). With several compute nodes only when given (or with "
+             "--resume or --max_retries): recording costs each superstep a "
+             "barrier round of its own there");
 DEFINE_int32(max_retries, 0,
-             "on a runtime failure (a memory node or the network lost), "
-             "reconnect and resume the job from its last complete "
-             "superstep, up to this many times");
+             "on a runtime failure (a memory node or the network lost, a "
+             "compute node died), reconnect and resume the job from its "
+             "last complete superstep, up to this many times (several "
+             "compute nodes: when dmg run starts them, all of them again)");
 DECLARE_string(memory_nodes);
 DECLARE_int32(transport_timeout_ms);
 DECLARE_int32(threads);
@@ -381,17 +386,30 @@ absl::StatusOr<JobPlace> ResolveJob() {
   return p;
 }
 
+// With several compute nodes a recorded superstep ends with a barrier of
+// its own (its last collective cannot be it), so their state is kept only
+// when asked for.
+bool KeepStateAsked() {
+  return !gflags::GetCommandLineFlagInfoOrDie("keep_state_s").is_default ||
+         FLAGS_resume || FLAGS_max_retries > 0;
+}
+
 // dmg run --compute_nodes=N --memory_nodes=... without an id: starts N
 // copies of this command on this host, one per compute node, and waits.
 // Node 0 keeps stdout (its summary is the job's) and writes the outputs;
 // the others' stdout is dropped, their errors still show on stderr.
-int SpawnComputeNodes(const JobPlace& place, int threads) {
+int SpawnComputeNodes(const JobPlace& place, int threads, bool resume) {
   std::vector<pid_t> children;
   for (int k = 0; k < place.nodes; ++k) {
     std::vector<std::string> args = CommandLine();
     args.push_back(absl::StrCat("--compute_node_id=", k));
     args.push_back("--job=" + place.job);
     args.push_back(absl::StrCat("--threads=", threads));
+    if (resume) args.push_back("--resume");
+    if (KeepStateAsked()) {
+      args.push_back(absl::StrCat("--keep_state_s=", FLAGS_keep_state_s));
+    }
+    args.push_back("--max_retries=0");  // (this process retries them all)
     if (k > 0) {
       for (const char* quiet : {"--output=", "--stats_json=", "--summary_json=",
                                 "--noverify", "--top=0"}) {
@@ -441,6 +459,26 @@ int SpawnComputeNodes(const JobPlace& place, int threads) {
     }
   }
   return result;
+}
+
+// --max_retries with several compute nodes: a failed attempt (a node died,
+// or failed and the others were stopped) is started again, every node
+// with --resume, so the job continues from the last superstep all its
+// nodes completed. Bad input (exit 2) is not retried.
+int SpawnComputeNodesWithRetries(const JobPlace& place, int threads) {
+  int code = SpawnComputeNodes(place, threads, FLAGS_resume);
+  for (int attempt = 1; code == kExitFailure && attempt <= FLAGS_max_retries;
+       ++attempt) {
+    const int wait_ms = std::min(8000, 500 << std::min(4, attempt - 1));
+    absl::FPrintF(stderr,
+                  "dmg: attempt %d of job %s failed; its %d compute nodes "
+                  "resume in %.1f s (retry %d of %d)\n",
+                  attempt, place.job, place.nodes, wait_ms / 1000.0, attempt,
+                  FLAGS_max_retries);
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    code = SpawnComputeNodes(place, threads, /*resume=*/true);
+  }
+  return code;
 }
 
 // --summary_json: the job's figures, completed from compute node 0's engine.
@@ -591,8 +629,30 @@ int RunCommand() {
     // The cores are shared out between the compute nodes on this host.
     options->threads = std::max(1, DefaultThreads() / place->nodes);
   }
+  if (FLAGS_keep_state_s < 0 || FLAGS_max_retries < 0 ||
+      FLAGS_max_retries > 1000) {
+    return ReportError(absl::InvalidArgumentError(
+        "--keep_state_s must be >= 0 and --max_retries in 0..1000"));
+  }
+  if ((FLAGS_resume || FLAGS_max_retries > 0) &&
+      (!remote || FLAGS_keep_state_s == 0)) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        FLAGS_resume ? "--resume" : "--max_retries",
+        " needs memory-node daemons (--memory_nodes) and --keep_state_s > 0: "
+        "the job's state lives on the memory nodes")));
+  }
+  if (FLAGS_resume && FLAGS_job.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "--resume needs --job=NAME, the name the job to continue ran under"));
+  }
+  if (FLAGS_max_retries > 0 && place->nodes > 1 && place->id >= 0) {
+    return ReportError(absl::InvalidArgumentError(
+        "--max_retries with --compute_node_id: a node cannot go on alone "
+        "when another dies; let `dmg run --compute_nodes=N` start the nodes "
+        "(it starts them all again), or run every node again with --resume"));
+  }
   if (place->nodes > 1 && place->id < 0 && remote) {
-    return SpawnComputeNodes(*place, options->threads);
+    return SpawnComputeNodesWithRetries(*place, options->threads);
   }
   engine_options.threads = options->threads;
   engine_options.steal = FLAGS_steal;
@@ -608,24 +668,10 @@ int RunCommand() {
   engine_options.cluster.job = place->job;
   engine_options.job = place->job;
   engine_options.resume = FLAGS_resume;
-  if (FLAGS_keep_state_s < 0 || FLAGS_max_retries < 0 ||
-      FLAGS_max_retries > 1000) {
-    return ReportError(absl::InvalidArgumentError(
-        "--keep_state_s must be >= 0 and --max_retries in 0..1000"));
-  }
-  if ((FLAGS_resume || FLAGS_max_retries > 0) &&
-      (!remote || place->nodes > 1 || FLAGS_keep_state_s == 0)) {
-    return ReportError(absl::InvalidArgumentError(absl::StrCat(
-        FLAGS_resume ? "--resume" : "--max_retries",
-        " needs memory-node daemons (--memory_nodes), one compute node and "
-        "--keep_state_s > 0: the job's state lives on the memory nodes")));
-  }
-  if (FLAGS_resume && FLAGS_job.empty()) {
-    return ReportError(absl::InvalidArgumentError(
-        "--resume needs --job=NAME, the name the job to continue ran under"));
-  }
-  if (remote && place->nodes == 1) {
-    engine_options.keep_state_s = static_cast<uint32_t>(FLAGS_keep_state_s);
+  if (remote) {
+    if (place->nodes == 1 || KeepStateAsked()) {
+      engine_options.keep_state_s = static_cast<uint32_t>(FLAGS_keep_state_s);
+    }
   }
   engine_options.cluster.timeout =
       std::chrono::milliseconds(FLAGS_transport_timeout_ms);

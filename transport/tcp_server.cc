@@ -324,6 +324,10 @@ struct TcpServer::Impl {
             std::distance(open.begin(), open.lower_bound(c.seq)));
       }
     }
+    // With none older left, every region they had is kept by now (their
+    // close keeps them before it stops counting them); this connection
+    // takes over those that closed after it said hello.
+    if (granted > 0 && others == 0) Adopt(c);
     std::string out;
     wire::Writer w(&out);
     w.Put(granted);
@@ -1048,7 +1052,6 @@ struct TcpServer::Impl {
     }
     c->done = true;
     c->timer.cancel();
-    Unpin(*c);
     boost::system::error_code ignored;
     c->socket.close(ignored);
     c->payload.Release();
@@ -1075,6 +1078,10 @@ struct TcpServer::Impl {
       }
     }
     FreeRegions(to_free);
+    // Only now does the job stop counting this connection (kKeepJob's
+    // `others`): a process that sees none left older than its own finds
+    // their regions kept or gone, never still owned.
+    Unpin(*c);
     if (c->staging != 0) {
       LOG(INFO) << "load " << absl::StrFormat("%016x", c->staging_load_id)
                 << " from " << c->peer

@@ -395,7 +395,8 @@ absl::StatusOr<std::vector<RegionInfo>> TcpControl::List(uint32_t node) {
 absl::StatusOr<Transport::Kept> TcpControl::KeepJob(uint32_t keep_s) {
   std::string req;
   wire::Writer(&req).Put(keep_s);
-  Transport::Kept all{keep_s, 0};
+  Transport::Kept all;
+  all.granted_s = keep_s;
   for (uint32_t node = 0; node < num_nodes(); ++node) {
     absl::StatusOr<std::string> reply = Call(node, wire::kKeepJob, req);
     if (!reply.ok()) return reply.status();
@@ -406,6 +407,7 @@ absl::StatusOr<Transport::Kept> TcpControl::KeepJob(uint32_t keep_s) {
     }
     all.granted_s = std::min(all.granted_s, one.granted_s);
     all.others = std::max(all.others, one.others);
+    all.others_by_node.push_back(one.others);
   }
   return all;
 }

@@ -196,6 +196,8 @@ class Transport {
   struct Kept {
     uint32_t granted_s = 0;
     uint32_t others = 0;
+    // `others` on each memory node (`others` is the largest of them).
+    std::vector<uint32_t> others_by_node;
   };
   virtual absl::StatusOr<Kept> KeepRegions(uint32_t keep_s) {
     return absl::UnimplementedError(
