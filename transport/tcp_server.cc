@@ -818,9 +818,12 @@ struct TcpServer::Impl {
       std::memcpy(ops.data(), ops_bytes, ops.size() * sizeof(wire::WireOp));
     }
     if (absl::Status s = CheckBatch(c, ops); !s.ok()) return s;
-    // A forced load may replace the store while this batch is served: then
-    // its READs may hold new bytes, and the batch fails instead.
-    const uint64_t generation = target->store_generation();
+    // A forced load may replace the store while this batch is served (or
+    // since CheckBatch looked): then its READs may hold new bytes, or fall
+    // outside the new store, and the batch fails saying so. A pinned
+    // connection's own generation is the one that counts.
+    const uint64_t generation =
+        c.pinned ? c.generation : target->store_generation();
     // Size the reply: status, then READ payloads and atomic results.
     uint64_t reply_bytes = 0;
     for (const wire::WireOp& op : ops) {
