@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -39,7 +40,6 @@
 #include "compute_node/hot_block_cache.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/message.h"
-#include "compute_node/outbox.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/progress.h"
 #include "compute_node/remote_graph.h"
@@ -48,10 +48,17 @@
 #include "compute_node/unit_scheduler.h"
 #include "compute_node/updates.h"
 #include "compute_node/worker_pool.h"
+#include "coordinator/outbox.h"
 #include "coordinator/update_coordinator.h"
 #include "store/block_format.h"
 
 namespace dmg::compute {
+
+// The update exchange's outboxes (coordinator/outbox.h).
+using coordinator::CombineOutboxes;
+using coordinator::CombineScratch;
+using coordinator::RemoteUpdate;
+using coordinator::UpdateOutbox;
 
 using store::BlockView;
 using store::Weight;
@@ -391,6 +398,26 @@ class Engine {
                               size_t value_bytes);
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(State<T>& target, Frontier next);
+  template <typename T>
+  absl::StatusOr<Frontier> FinishAtomicPush(
+      State<T>& target, Frontier next, const std::vector<uint64_t>& touched);
+  // EdgeMap's push, bottom-up pull (std::nullopt: the source cannot read
+  // prefixes) and pull (edge_map.h).
+  template <typename Op, typename T, typename Value, typename Candidate>
+  absl::StatusOr<Frontier> PushEdgeMap(const Frontier& frontier,
+                                       Direction along, State<T>& target,
+                                       Value& value, Candidate& candidate);
+  template <typename Op, typename T, typename Value, typename Candidate>
+  absl::StatusOr<std::optional<Frontier>> BottomUp(const Frontier& frontier,
+                                                   Direction along,
+                                                   State<T>& target,
+                                                   Value& value,
+                                                   Candidate& candidate);
+  template <typename Op, bool kEveryVertex, typename T, typename Value,
+            typename Candidate>
+  absl::StatusOr<Frontier> PullEdgeMap(const Frontier& frontier,
+                                       Direction along, State<T>& target,
+                                       Value& value, Candidate& candidate);
   // Before a push EdgeMap that reads its targets' state, with several
   // compute nodes: whether a touched pending line of the others' changes
   // brings all of its array's (bulk) or itself alone (demand), by the

@@ -13,8 +13,8 @@
 //
 // CombineOutboxes folds the workers' outboxes into one list per target,
 // sorted by target, ready to be cut into the owners' batches.
-#ifndef DMG_COMPUTE_NODE_OUTBOX_H_
-#define DMG_COMPUTE_NODE_OUTBOX_H_
+#ifndef DMG_COORDINATOR_OUTBOX_H_
+#define DMG_COORDINATOR_OUTBOX_H_
 
 #include <algorithm>
 #include <bit>
@@ -28,7 +28,7 @@
 #include "common/huge_pages.h"
 #include "store/graph.h"
 
-namespace dmg::compute {
+namespace dmg::coordinator {
 
 // An update pushed to a vertex another compute node owns.
 template <typename T>
@@ -247,6 +247,6 @@ std::span<const RemoteUpdate<T>> CombineOutboxes(std::span<UpdateOutbox> boxes,
   return {reinterpret_cast<const Update*>(scratch.out.data()), kept};
 }
 
-}  // namespace dmg::compute
+}  // namespace dmg::coordinator
 
-#endif  // DMG_COMPUTE_NODE_OUTBOX_H_
+#endif  // DMG_COORDINATOR_OUTBOX_H_

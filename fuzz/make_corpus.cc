@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "compute_node/outbox.h"
 #include "compute_node/wire_codec.h"
+#include "coordinator/outbox.h"
 #include "memory_node/snapshot.h"
 #include "store/build_graph.h"
 #include "store/layout.h"
@@ -196,7 +196,7 @@ void WireCodecSeeds() {
   cw::PutVertexSet(sparse_set, sparse);
   cw::PutVertexSet(dense_set, dense);
   cw::PutVertexSet(empty_set, std::vector<uint64_t>(4));
-  using dmg::compute::RemoteUpdate;
+  using dmg::coordinator::RemoteUpdate;
   std::string i64, u32, f32, f64;
   cw::PutUpdates<RemoteUpdate<int64_t>>(
       i64, std::vector<RemoteUpdate<int64_t>>{{1, -5}, {7, 1 << 20}, {900, 3}});

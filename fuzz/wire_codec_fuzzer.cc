@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "compute_node/message.h"
-#include "compute_node/outbox.h"
 #include "compute_node/wire_codec.h"
+#include "coordinator/outbox.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {
@@ -47,7 +47,7 @@ void CheckVertexSet(std::string_view& in, uint64_t n) {
 
 template <typename T>
 void CheckUpdates(std::string_view in) {
-  using U = dmg::compute::RemoteUpdate<T>;
+  using U = dmg::coordinator::RemoteUpdate<T>;
   std::vector<U> updates;
   if (!wire::GetUpdates<U>(in, updates)) return;
   for (size_t k = 1; k < updates.size(); ++k) {
@@ -76,11 +76,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t num_vertices = 1 + n % (uint64_t{1} << 16);
   CheckVertexSet(in.rest(), num_vertices);
   switch (type % 6) {
-    case 0: CheckUpdates<int64_t>(in.rest()); break;
-    case 1: CheckUpdates<uint32_t>(in.rest()); break;
-    case 2: CheckUpdates<int32_t>(in.rest()); break;
-    case 3: CheckUpdates<float>(in.rest()); break;
-    case 4: CheckUpdates<double>(in.rest()); break;
+    case 0:
+      CheckUpdates<int64_t>(in.rest());
+      break;
+    case 1:
+      CheckUpdates<uint32_t>(in.rest());
+      break;
+    case 2:
+      CheckUpdates<int32_t>(in.rest());
+      break;
+    case 3:
+      CheckUpdates<float>(in.rest());
+      break;
+    case 4:
+      CheckUpdates<double>(in.rest());
+      break;
     case 5: {  // a count-prefixed array (MessageReader::GetArray)
       std::vector<uint64_t> xs;
       if (in.GetArray<uint64_t>(&xs)) FUZZ_CHECK(xs.size() * 8 <= size);

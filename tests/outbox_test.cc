@@ -2,7 +2,7 @@
 // in, CombineOutboxes gives each target the combine of its updates, sorted
 // by target, checked against a std::map fold; outboxes come back empty and
 // reusable, and a list switches to dense only past its threshold.
-#include "compute_node/outbox.h"
+#include "coordinator/outbox.h"
 
 #include <cstdint>
 #include <cstring>
@@ -14,9 +14,13 @@
 #include "compute_node/updates.h"
 #include "gtest/gtest.h"
 
-namespace dmg::compute {
+namespace dmg::coordinator {
 namespace {
 
+using compute::Add;
+using compute::Claim;
+using compute::Max;
+using compute::Min;
 using store::VertexId;
 
 template <typename Op, typename T>
@@ -150,4 +154,4 @@ TEST(OutboxTest, TurnsDenseOnlyPastAQuarterOfTheDenseSize) {
 }
 
 }  // namespace
-}  // namespace dmg::compute
+}  // namespace dmg::coordinator

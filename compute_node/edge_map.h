@@ -1,0 +1,468 @@
+// EdgeMap (vertex_program.h is the API): push and pull on one compute node,
+// and with several the exchange of updates to other nodes' vertices, as
+// combined batches (FinishPush) or remote atomics (AtomicPush).
+#ifndef DMG_COMPUTE_NODE_EDGE_MAP_H_
+#define DMG_COMPUTE_NODE_EDGE_MAP_H_
+
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "compute_node/engine.h"
+#include "compute_node/vertex_ops.h"
+#include "compute_node/wire_codec.h"
+
+namespace dmg::compute {
+
+// The end of a push EdgeMap with several compute nodes: `outbox` holds, per
+// worker, the updates made to other nodes' vertices. They are combined per
+// target with Op's combine and each owner gets its own in one part of an
+// exchange (the batch update mode); owners apply them, and a second
+// exchange carries what that changed. `next` holds this node's changes.
+template <typename Op, typename T>
+absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
+  using Update = RemoteUpdate<T>;
+  std::span<const Update> all =
+      CombineOutboxes<Op, T>(std::span<UpdateOutbox>(outbox_), combine_);
+  std::vector<std::string> to(compute_nodes());
+  for (size_t k = 0; k < all.size();) {
+    const int owner = OwnerOf(all[k].v);
+    const VertexId end = static_cast<VertexId>(cluster_->bounds()[owner + 1]);
+    size_t j = k;
+    while (j < all.size() && all[j].v < end) ++j;
+    wire::PutUpdates<Update>(to[owner],
+                             std::span<const Update>(all.data() + k, j - k));
+    k = j;
+  }
+  MessageWriter out;
+  out.Put<uint8_t>(all.empty() ? 0 : 1);
+  PutFrontier(out, next);
+  // When updates travel, nobody reads another node's state until the
+  // inboxes are applied: the second exchange publishes both phases'
+  // changes. When none did, this one is the last and publishes.
+  auto nothing_sent = [](const std::vector<Cluster::Received>& all) {
+    for (const Cluster::Received& r : all) {
+      if (!r.common.empty() && r.common[0] != 0) return false;
+    }
+    return true;
+  };
+  // A node that sent updates knows the publish waits for the second
+  // exchange: it writes nothing before this one.
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<Cluster::Received> got,
+      Collective(out.Take(), to, nothing_sent, /*prewrite=*/all.empty()));
+  Frontier global = NewFrontier();
+  bool sent = false;
+  std::vector<Update> inbox;
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(got[k].common);
+    uint8_t flag = 0;
+    if (!in.Get(&flag)) return Fail(absl::DataLossError("malformed post"));
+    sent |= flag != 0;
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    if (!wire::GetUpdates<Update>(got[k].mine, inbox)) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d sent a malformed batch of updates", k)));
+    }
+  }
+  if (!sent) {  // every update stayed on its node: one exchange was enough
+    global.Seal();
+    return global;
+  }
+  for (const Update& u : inbox) {
+    if (!Owns(u.v)) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "an update for vertex %d reached compute node %d, not its owner", u.v,
+          compute_node())));
+    }
+  }
+  Frontier changed = NewFrontier();
+  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+      inbox.size(), internal::kVertexGrain,
+      [&](int w, uint64_t begin, uint64_t end) {
+        for (uint64_t k = begin; k < end; ++k) {
+          if (target.template Apply<Op>(w, inbox[k].v, inbox[k].x)) {
+            changed.Add(w, inbox[k].v);
+          }
+        }
+        return absl::OkStatus();
+      }));
+  changed.Seal();
+  MessageWriter second;
+  PutFrontier(second, changed);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> more,
+                       Collective(second.Take()));
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(more[k].common);
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+  }
+  global.Seal();
+  return global;
+}
+
+// A push EdgeMap with several compute nodes whose updates travel as remote
+// atomics (the atomic update mode): every update, to any node's vertex, is
+// a compare-and-swap on the 8-byte word holding it in the open superstep's
+// buffer on its memory node, retried with the value it found until it
+// lands or no longer changes anything (Op::Apply decides, as locally).
+// Owners first make their pages of `target` current there; afterwards every
+// node reads back the pages the atomics touched. No combining, no inbox:
+// cheap when updates are few, costly when many hit the same vertices.
+template <typename Op, typename T, typename Value, typename Candidate>
+absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
+                                            Direction along, State<T>& target,
+                                            Value& value,
+                                            Candidate& candidate) {
+  static_assert(sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0);
+  const uint64_t elem = sizeof(T);
+  const auto page_of = [&](uint64_t v) {
+    return v * elem / StateArrayBase::kPageBytes;
+  };
+  const auto [own_first, own_last] = OwnPages(target);
+  atomic_in_step_ = true;
+  DMG_RETURN_IF_ERROR(Fail(target.MakeCurrent(own_first, own_last)));
+  // No atomic may land on a page before its owner has made it current.
+  DMG_RETURN_IF_ERROR(
+      Fail(cluster_->Exchange(pool_->endpoint(0), "current").status()));
+  struct Pending {
+    VertexId v;
+    T x;
+    StateArrayBase::Word where;
+    uint64_t expected, desired, old;
+  };
+  const T unset = target.initial();
+  // Computes the word to swap in; false when the update changes nothing.
+  auto prepare = [&](Pending& p) {
+    T now;
+    std::memcpy(&now,
+                reinterpret_cast<const char*>(&p.expected) + p.where.shift,
+                sizeof(T));
+    if (!Op::Apply(std::atomic_ref<T>(now), p.x, unset)) return false;
+    p.desired = p.expected;
+    std::memcpy(reinterpret_cast<char*>(&p.desired) + p.where.shift, &now,
+                sizeof(T));
+    return true;
+  };
+  std::vector<std::vector<Pending>> pending(threads());
+  source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
+  DMG_RETURN_IF_ERROR(ScanFrontier(
+      along, frontier,
+      [&](VertexId u, std::span<const VertexId> out,
+          std::span<const Weight> weights) {
+        const int w = WorkerPool::current();
+        for (size_t k = 0; k < out.size(); ++k) {
+          const VertexId v = out[k];
+          if (!candidate(v)) continue;
+          Pending p{v,
+                    value(u, v, internal::WeightAt(weights, k)),
+                    target.CurrentWord(v),
+                    0,
+                    0,
+                    0};
+          // First guess: the word as this node's copy has it (the memory
+          // node's value when the operation began).
+          const uint64_t first = v - p.where.shift / elem;
+          for (uint64_t i = 0; i < 8 / elem && first + i < num_vertices();
+               ++i) {
+            const T e = target.Get(w, static_cast<VertexId>(first + i));
+            std::memcpy(reinterpret_cast<char*>(&p.expected) + i * elem, &e,
+                        elem);
+          }
+          if (prepare(p)) pending[w].push_back(p);
+        }
+      }));
+  Frontier next = NewFrontier();
+  std::vector<uint64_t> touched((target.pages() + 63) / 64, 0);
+  constexpr size_t kPerBatch = 1024;  // compare-and-swaps per round trip
+  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
+      pending.size(), [&](int w, size_t list) -> absl::Status {
+        transport::Endpoint& ep = pool_->endpoint(w);
+        std::vector<Pending>& q = pending[list];
+        for (size_t at = 0; at < q.size();) {
+          const size_t end = std::min(q.size(), at + kPerBatch);
+          std::span<Pending> batch(q.data() + at, end - at);
+          while (!batch.empty()) {
+            for (Pending& p : batch) {
+              ep.CompareAndSwap(p.where.node, p.where.region, p.where.offset,
+                                p.expected, p.desired, &p.old);
+            }
+            DMG_RETURN_IF_ERROR(ep.Flush());
+            size_t kept = 0;
+            for (Pending& p : batch) {
+              if (p.old == p.expected) {  // landed
+                next.Add(w, p.v);
+                const uint64_t page = page_of(p.v);
+                std::atomic_ref<uint64_t>(touched[page >> 6])
+                    .fetch_or(uint64_t{1} << (page & 63),
+                              std::memory_order_relaxed);
+                continue;
+              }
+              p.expected = p.old;  // someone got there first: try again
+              if (prepare(p)) batch[kept++] = p;
+            }
+            batch = batch.first(kept);
+          }
+          at = end;
+        }
+        return absl::OkStatus();
+      })));
+  next.Seal();
+  return FinishAtomicPush(target, std::move(next), touched);
+}
+
+// The end of an AtomicPush: the nodes exchange their changes and the pages
+// their atomics touched (`touched`, a bit per page), and every node reads
+// those back (the owners' copies are stale too).
+template <typename T>
+absl::StatusOr<Frontier> Engine::FinishAtomicPush(
+    State<T>& target, Frontier next, const std::vector<uint64_t>& touched) {
+  const auto [own_first, own_last] = OwnPages(target);
+  MessageWriter out;
+  PutFrontier(out, next);
+  std::vector<uint64_t> touched_pages;
+  for (uint64_t p = 0; p < target.pages(); ++p) {
+    if ((touched[p >> 6] >> (p & 63)) & 1) touched_pages.push_back(p);
+  }
+  out.PutArray<uint64_t>(PageRuns(touched_pages));
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
+                       Collective(out.Take()));
+  Frontier global = NewFrontier();
+  struct Run {
+    uint64_t first, count;
+  };
+  std::vector<Run> refresh;
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    std::vector<uint64_t> theirs;
+    if (!in.GetArray<uint64_t>(&theirs) || theirs.size() % 2 != 0) {
+      return Fail(absl::DataLossError("malformed touched pages"));
+    }
+    for (size_t r = 0; r < theirs.size(); r += 2) {
+      if (theirs[r] > target.pages() ||
+          theirs[r + 1] > target.pages() - theirs[r]) {
+        return Fail(absl::DataLossError("touched pages beyond the state"));
+      }
+      refresh.push_back({theirs[r], theirs[r + 1]});
+    }
+  }
+  global.Seal();
+  // Every node's copy of the touched pages is stale, the owners' included.
+  for (const Run& r : refresh) {
+    for (uint64_t p = r.first; p < r.first + r.count; ++p) {
+      target.MarkChangedRemotely(p, 1, p >= own_first && p < own_last);
+    }
+  }
+  DMG_RETURN_IF_ERROR(
+      Fail(scheduler_.ForEach(refresh.size(), [&](int w, size_t j) {
+        target.Refresh(w, refresh[j].first, refresh[j].count);
+        return pool_->endpoint(w).Flush();
+      })));
+  return global;
+}
+
+template <typename Op, typename T, typename Value, typename Cond>
+absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
+                                         Direction along, Mode mode,
+                                         State<T>& target, Value value,
+                                         Cond cond) {
+  DMG_RETURN_IF_ERROR(
+      Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
+  // A target worth updating: cond holds, and (Claim) it is still unset.
+  auto candidate = [&](VertexId v) {
+    if constexpr (Op::kFirstWins) {
+      if (!target.Unset(v)) return false;
+    }
+    return cond(v);
+  };
+  const bool pull = ChoosePull(mode, frontier, along, Op::kFirstWins);
+  const bool atomic = !pull && ChooseUpdateMode(frontier, along, sizeof(T)) ==
+                                   UpdateMode::kAtomic;
+  // Other nodes' published changes stay pending (lazy refresh) for a push
+  // that reads no target's state (every vertex a candidate, not
+  // first-wins): its value reads its own sources. A push that reads its
+  // targets takes them in bulk or on demand, as the coordinator estimates
+  // cheaper (RefreshInBulk). (Accessors fetch a pending line that anything
+  // reads; a step others may steal from reads as a VertexMap does.)
+  constexpr bool kReadsOnlySources =
+      std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
+  if (atomic) {
+    DMG_RETURN_IF_ERROR(FetchPendingState());
+  } else if (pull) {
+    // The value reads the sources the in-edges name.
+    ArmSourceReads(internal::Opposite(along));
+  } else if (!kReadsOnlySources && RefreshInBulk(frontier, along)) {
+    ArmPendingReads(/*all_on_touch=*/true);
+  }
+  if (atomic) {
+    return AtomicPush<Op>(frontier, along, target, value, candidate);
+  }
+  if (!pull) return PushEdgeMap<Op>(frontier, along, target, value, candidate);
+  if constexpr (Op::kFirstWins) {
+    DMG_ASSIGN_OR_RETURN(
+        std::optional<Frontier> next,
+        BottomUp<Op>(frontier, along, target, value, candidate));
+    if (next.has_value()) return *std::move(next);
+  }
+  // Every vertex a candidate (AllVertices, not first-wins): nothing to
+  // skip, and the scan is a full one (the hot cache admits at once).
+  constexpr bool kEveryVertex =
+      std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
+  return PullEdgeMap<Op, kEveryVertex>(frontier, along, target, value,
+                                       candidate);
+}
+
+// EdgeMap's push: the frontier's adjacency, each update applied at once
+// to this node's vertices; with several compute nodes the others' go to
+// their owners (FinishPush).
+template <typename Op, typename T, typename Value, typename Candidate>
+absl::StatusOr<Frontier> Engine::PushEdgeMap(const Frontier& frontier,
+                                             Direction along, State<T>& target,
+                                             Value& value,
+                                             Candidate& candidate) {
+  Frontier next = NewFrontier();
+  // Updates to other nodes' vertices wait in the workers' outboxes.
+  ClearOutboxes();
+  const bool count_arcs = cluster_ != nullptr;
+  if (count_arcs) arc_counts_.resize(threads());
+  source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
+  DMG_RETURN_IF_ERROR(ScanFrontier(
+      along, frontier,
+      [&](VertexId u, std::span<const VertexId> out,
+          std::span<const Weight> weights) {
+        const int w = WorkerPool::current();
+        // Updates made for another node's work item travel like remote
+        // ones, even to this node's own vertices: a node writes state
+        // only for its own work.
+        const bool taking = taking_[w] != 0;
+        if (count_arcs) CountArcs(w, out);
+        for (size_t k = 0; k < out.size(); ++k) {
+          const VertexId v = out[k];
+          if (!candidate(v)) continue;
+          const T x = value(u, v, internal::WeightAt(weights, k));
+          if (taking || !Owns(v)) {
+            ToOutbox<Op, T>(w, v, x);
+          } else if (target.template Apply<Op>(w, v, x)) {
+            if constexpr (Op::kFirstWins) {
+              next.AddUnique(w, v);  // only the winning claim gets here
+            } else {
+              next.Add(w, v);
+            }
+          }
+        }
+      }));
+  next.Seal();
+  if (cluster_ == nullptr) return next;
+  TakeRemoteShare();
+  return FinishPush<Op>(target, std::move(next));
+}
+
+// EdgeMap's bottom-up pull of a first-wins update (Claim): each candidate
+// stops at its first frontier neighbour, so only prefixes of adjacency are
+// read where the source can. Nothing (no value) when it cannot: the
+// caller folds instead.
+template <typename Op, typename T, typename Value, typename Candidate>
+absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
+    const Frontier& frontier, Direction along, State<T>& target, Value& value,
+    Candidate& candidate) {
+  Frontier next = NewFrontier();
+  DMG_ASSIGN_OR_RETURN(
+      const bool scanned,
+      ScanPrefixes(
+          internal::Opposite(along),
+          [&](VertexId begin, VertexId end, uint8_t* out) {
+            for (VertexId v = begin; v < end; ++v) {
+              out[v - begin] = candidate(v);
+            }
+          },
+          [&](int w, VertexId v, std::span<const VertexId> in,
+              std::span<const Weight> weights) {
+            for (size_t k = 0; k < in.size(); ++k) {
+              const VertexId u = in[k];
+              if (!frontier.Contains(u)) continue;
+              if (target.template Apply<Op>(
+                      w, v, value(u, v, internal::WeightAt(weights, k)))) {
+                // v's chunk (4096-aligned) is this worker's alone.
+                next.AddExclusive(w, v);
+              }
+              return true;
+            }
+            return false;
+          }));
+  if (!scanned) return std::optional<Frontier>();
+  next.Seal();
+  DMG_ASSIGN_OR_RETURN(Frontier merged, MergeFrontier(std::move(next)));
+  return std::optional<Frontier>(std::move(merged));
+}
+
+// EdgeMap's pull: each candidate folds the updates of its frontier
+// neighbours in adjacency order and applies them once. A split vertex's
+// partial fold waits in its worker's slot for the next piece.
+template <typename Op, bool kEveryVertex, typename T, typename Value,
+          typename Candidate>
+absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
+                                             Direction along, State<T>& target,
+                                             Value& value,
+                                             Candidate& candidate) {
+  Frontier next = NewFrontier();
+  struct alignas(64) Pending {
+    T acc{};
+    bool found = false;
+  };
+  std::vector<Pending> pending(threads());
+  const RangeFn want = [&](VertexId begin, VertexId end) {
+    for (VertexId v = begin; v < end; ++v) {
+      if (candidate(v)) return true;
+    }
+    return false;
+  };
+  DMG_RETURN_IF_ERROR(ScanBlocks(
+      internal::Opposite(along), kEveryVertex ? nullptr : &want,
+      [&](int w, uint32_t, const BlockView& b, bool continues) {
+        Pending& p = pending[w];
+        // A local copy: its captures (a state reader) stay in registers
+        // across the edge loop, which calls out only on paged reads.
+        const Value value_of = value;
+        const uint32_t count = b.vertex_count();
+        // This node's vertices of the block (all of them, but at the ends
+        // of its range).
+        const uint32_t lo =
+            b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
+        const uint32_t hi = std::min<uint64_t>(
+            count, static_cast<uint64_t>(own_end_) - b.first_vertex());
+        for (uint32_t i = lo; i < hi; ++i) {
+          const VertexId v = b.first_vertex() + i;
+          if (!candidate(v)) continue;
+          T acc = p.acc;
+          bool found = p.found;
+          if (!(Op::kFirstWins && found)) {
+            std::span<const VertexId> in = b.targets(v);
+            std::span<const Weight> weights =
+                b.weighted() ? b.weights(v) : std::span<const Weight>();
+            for (size_t k = 0; k < in.size(); ++k) {
+              const VertexId u = in[k];
+              if (!frontier.Contains(u)) continue;
+              const T x = value_of(u, v, internal::WeightAt(weights, k));
+              acc = found ? Op::Combine(acc, x) : x;
+              found = true;
+              if constexpr (Op::kFirstWins) break;
+            }
+          }
+          if (continues && i + 1 == count) {
+            p = {acc, found};
+            continue;
+          }
+          p.found = false;
+          if (found && target.template Apply<Op>(w, v, acc)) next.Add(w, v);
+        }
+      }));
+  next.Seal();
+  return MergeFrontier(std::move(next));
+}
+
+}  // namespace dmg::compute
+
+#endif  // DMG_COMPUTE_NODE_EDGE_MAP_H_
