@@ -839,6 +839,7 @@ uint64_t StateArrayBase::ReferencedLines(uint64_t page) const {
 
 void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   MutexLock lock(&fetch_mu_);
+  if (read_failed_.load(std::memory_order_relaxed)) return;
   if (bulk_taken_.load(std::memory_order_relaxed)) {
     // The batch was READ while this worker waited, perhaps without its
     // line.
@@ -867,6 +868,7 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   if (absl::Status s = ep.Flush(); !s.ok()) {
     MutexLock error_lock(&error_mu_);
     if (error_.ok()) error_ = s;
+    read_failed_.store(true, std::memory_order_relaxed);
     return;  // stays pending; the error ends the job
   }
   for (const Taken& t : taken) {
@@ -904,6 +906,7 @@ void StateArrayBase::FetchLine(int worker, uint64_t line) {
   if (absl::Status s = ep.Flush(); !s.ok()) {
     MutexLock lock(&error_mu_);
     if (error_.ok()) error_ = s;
+    read_failed_.store(true, std::memory_order_relaxed);
     return;  // stays pending; the error ends the job
   }
   now.fetch_and(~mask, std::memory_order_release);

@@ -406,10 +406,13 @@ class StateArrayBase : public PageSource {
             (line & 63)) &
            1;
   }
-  // Accessors' check: READs element `index`'s line first if it is pending.
+  // Accessors' check: READs element `index`'s line first if it is pending
+  // (not after a READ of pending lines failed: the error ends the job at
+  // the operation's end, and every touch READing again, and failing again,
+  // kept a node whose peer died busy for tens of seconds).
   void FetchIfPending(int worker, uint64_t index) {
     const uint64_t line = index * elem_ / kLineBytes;
-    if (LineIsPending(line)) {
+    if (LineIsPending(line) && !read_failed_.load(std::memory_order_relaxed)) {
       if (fetch_all_ && !bulk_taken_.load(std::memory_order_acquire) &&
           demand_left_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
         FetchAllPending(worker, line);
@@ -425,6 +428,8 @@ class StateArrayBase : public PageSource {
   // Set between operations (and cleared by FetchAllPending, once it has
   // READ every pending line; a worker that sees it clear reads the copy).
   std::atomic<bool> any_pending_ = false;
+  // A READ of pending lines failed (error_ says why).
+  std::atomic<bool> read_failed_ = false;
   bool fetch_all_ = false;  // set between operations only
   // FetchAllOnTouch's filter (set between operations), and whether this
   // operation's batch was READ with lines left pending outside it.
