@@ -760,6 +760,9 @@ class StateArray : public StateArrayBase {
   // array also checks it against its local copy (a difference would mean the
   // write-back lost an update).
   absl::StatusOr<std::vector<T>> ReadResult(int superstep) {
+    // After the last operation: lines it left pending under a pull's
+    // promise (FetchAllOnTouch) are pending again, and are not compared.
+    ResumeChecks();
     std::vector<T> out = HugeVector<T>(size());
     if (absl::Status s = ReadVersion(superstep, 0, size(), out.data());
         !s.ok()) {
