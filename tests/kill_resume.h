@@ -34,14 +34,12 @@ struct KillResumeTrials {
   std::string want;        // the uninterrupted run's output
   // The job's name in trial `trial`, attempt `attempt`.
   std::function<std::string(int trial, int attempt)> job;
-  // A shell command that starts job `job` writing `out`, kills it after
-  // `delay_s` and ends by printing "exit=" and the job's exit status.
-  std::function<std::string(const std::string& job, const std::string& out,
-                            double delay_s, int trial)>
-      first;
-  // The command that resumes job `job`, writing `out`.
-  std::function<std::string(const std::string& job, const std::string& out)>
-      resume;
+  // The job's `dmg run` command line (without --job and --output), and
+  // what its first run adds.
+  std::string run;
+  std::string first_flags;
+  // Shell that kills trial `trial`'s job `job` (its `dmg run` is $pid).
+  std::function<std::string(const std::string& job, int trial)> kill;
   // Where outputs go.
   const TempDir* dir = nullptr;
 };
@@ -71,7 +69,11 @@ inline KillResumeCounts RunKillResumeTrials(const KillResumeTrials& t,
       const std::string out = t.dir->file(job + ".out");
       const double delay = t.uninterrupted_s * std::uniform_real_distribution<>(
                                                    t.earliest, hi)(rng);
-      CommandResult first = RunCommand(t.first(job, out, delay, trial));
+      CommandResult first = RunCommand(
+          "(" + t.run + t.first_flags + " --job=" + job + " --output=" + out +
+          " >/dev/null 2>" + t.dir->file("first.err") + " & pid=$!; sleep " +
+          std::to_string(delay) + "; " + t.kill(job, trial) +
+          "; wait $pid; echo exit=$?)");
       if (first.out.find("exit=0") != std::string::npos) {
         ++n.finished;  // too late: it completed before the kill
         check(out, trial);
@@ -85,7 +87,8 @@ inline KillResumeCounts RunKillResumeTrials(const KillResumeTrials& t,
         continue;
       }
       ++n.killed;
-      CommandResult again = RunCommand(t.resume(job, out));
+      CommandResult again =
+          RunCommand(t.run + " --resume --job=" + job + " --output=" + out);
       EXPECT_EQ(again.exit_code, 0) << again.err;
       std::smatch m;
       if (std::regex_search(again.out, m,

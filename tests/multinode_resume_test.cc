@@ -107,15 +107,10 @@ TEST_P(MultiNodeResumeTest, AKilledNodeOfThreeResumesWithIdenticalOutput) {
     return std::string("mnr-") + c.name + "-" + std::to_string(trial) + "-" +
            std::to_string(attempt);
   };
-  t.first = [&](const std::string& job, const std::string& out, double delay,
-                int trial) {
-    return "(" + run + " --keep_state_s=120 --job=" + job + " --output=" + out +
-           " >/dev/null 2>" + dir.file("first.err") + " & pid=$!; sleep " +
-           std::to_string(delay) + "; " + KillNode(victims[trial], job) +
-           "; wait $pid; echo exit=$?)";
-  };
-  t.resume = [&](const std::string& job, const std::string& out) {
-    return run + " --resume --job=" + job + " --output=" + out;
+  t.run = run;
+  t.first_flags = " --keep_state_s=120";
+  t.kill = [&](const std::string& job, int trial) {
+    return KillNode(victims[trial], job);
   };
   testing::RunKillResumeTrials(t, rng);
   // Every job finished: nothing of theirs is left on the memory nodes.
