@@ -26,6 +26,24 @@ inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
+// A job run uninterrupted (as job "reference", writing dir/reference.out):
+// its output and how long it took here ("" and a failure when it failed).
+struct Reference {
+  std::string output;
+  double seconds = 0;
+};
+inline Reference RunReference(const std::string& run, const TempDir& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = RunCommand(
+      run + " --job=reference --output=" + dir.file("reference.out"));
+  Reference ref{Slurp(dir.file("reference.out")), SecondsSince(t0)};
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "the uninterrupted run failed: " << r.err;
+    ref.output.clear();
+  }
+  return ref;
+}
+
 struct KillResumeTrials {
   std::string name;  // in messages
   int trials = 20;

@@ -83,13 +83,10 @@ TEST_P(MultiNodeResumeTest, AKilledNodeOfThreeResumesWithIdenticalOutput) {
   // middle. The first run keeps its state (given explicitly: with several
   // compute nodes recording is asked for).
   const std::string run = RunOnThree(c.args, nodes);
-  const auto t0 = std::chrono::steady_clock::now();
-  testing::CommandResult ref = RunCommand(
-      run + " --job=reference --output=" + dir.file("reference.out"));
-  const double uninterrupted = testing::SecondsSince(t0);
-  ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const std::string want = Slurp(dir.file("reference.out"));
-  ASSERT_FALSE(want.empty());
+  const testing::Reference ref = testing::RunReference(run, dir);
+  ASSERT_FALSE(ref.output.empty());
+  const double uninterrupted = ref.seconds;
+  const std::string& want = ref.output;
 
   std::mt19937 rng(20261205);
   // A seeded node of the three in each trial.

@@ -56,13 +56,10 @@ TEST_P(ResumeProcessTest, AKilledComputeNodeResumesWithIdenticalOutput) {
   // One thread and a small cache: slow enough to be killed in the middle.
   const std::string run = std::string(DMG_BINARY) + " run " + c.args +
                           " --threads=1 --progress=false" + nodes;
-  const auto t0 = std::chrono::steady_clock::now();
-  testing::CommandResult ref = RunCommand(
-      run + " --job=reference --output=" + dir.file("reference.out"));
-  const double uninterrupted = testing::SecondsSince(t0);
-  ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const std::string want = Slurp(dir.file("reference.out"));
-  ASSERT_FALSE(want.empty());
+  const testing::Reference ref = testing::RunReference(run, dir);
+  ASSERT_FALSE(ref.output.empty());
+  const double uninterrupted = ref.seconds;
+  const std::string& want = ref.output;
 
   std::mt19937 rng(20261202);
   testing::KillResumeTrials t;
