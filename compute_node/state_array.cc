@@ -872,10 +872,7 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
     return;  // stays pending; the error ends the job
   }
   for (const Taken& t : taken) {
-    std::atomic_ref<uint64_t>(pending_now_[t.page])
-        .fetch_and(~t.now, std::memory_order_release);
-    std::atomic_ref<uint64_t>(pending_old_[t.page])
-        .fetch_and(~t.old, std::memory_order_release);
+    ClearPending(t.page, t.now, t.old);
   }
   if (left) {
     // The rest is READ a line at a touch, or, under the operation's
@@ -893,12 +890,34 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   any_pending_.store(false, std::memory_order_release);
 }
 
+void StateArrayBase::ClearPending(uint64_t word, uint64_t now, uint64_t old) {
+  // Old first: a worker that finds the now bit clear and the old bit set
+  // knows the line was never pending in the open buffer (FetchLine).
+  std::atomic_ref<uint64_t>(pending_old_[word])
+      .fetch_and(~old, std::memory_order_release);
+  std::atomic_ref<uint64_t>(pending_now_[word])
+      .fetch_and(~now, std::memory_order_release);
+}
+
 void StateArrayBase::FetchLine(int worker, uint64_t line) {
   const uint64_t mask = uint64_t{1} << (line & 63);
   std::atomic_ref<uint64_t> now(pending_now_[line >> 6]);
   std::atomic_ref<uint64_t> old(pending_old_[line >> 6]);
-  const int buffer =
-      PendingBuffer((now.load(std::memory_order_acquire) & mask) != 0);
+  // Another worker may have READ the line since this one saw it pending.
+  // Bits are cleared old first, then now (ClearPending): a clear now bit
+  // with a set old bit is a line only the finished version's buffer holds;
+  // both clear, a line already here. Choosing the finished buffer for a
+  // line whose now bit was just cleared would READ a version one
+  // superstep old over the fresh copy.
+  bool open;
+  if ((now.load(std::memory_order_acquire) & mask) != 0) {
+    open = true;
+  } else if ((old.load(std::memory_order_acquire) & mask) != 0) {
+    open = false;
+  } else {
+    return;
+  }
+  const int buffer = PendingBuffer(open);
   const uint64_t begin = line * kLineBytes;
   const uint64_t end = std::min(begin + kLineBytes, bytes_);
   transport::Endpoint& ep = endpoint(worker);
@@ -909,8 +928,7 @@ void StateArrayBase::FetchLine(int worker, uint64_t line) {
     read_failed_.store(true, std::memory_order_relaxed);
     return;  // stays pending; the error ends the job
   }
-  now.fetch_and(~mask, std::memory_order_release);
-  old.fetch_and(~mask, std::memory_order_release);
+  ClearPending(line >> 6, mask, mask);
 }
 
 void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {

@@ -417,10 +417,19 @@ class StateArrayBase : public PageSource {
           demand_left_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
         FetchAllPending(worker, line);
       } else {
+        if (touch_hook_for_test != nullptr) touch_hook_for_test();
         FetchLine(worker, line);
       }
     }
   }
+
+ public:
+  // Tests only: runs between an accessor's pending check and its READ of
+  // the line, to widen the window in which another worker READs the same
+  // line (MultiNodeTest.WorkersRacingForOnePendingLineAllSeeItsNewValue).
+  static inline void (*touch_hook_for_test)() = nullptr;
+
+ protected:
   static uint64_t LoadWord(const std::vector<uint64_t>& bits, uint64_t i) {
     return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[i]))
         .load(std::memory_order_acquire);
@@ -566,7 +575,12 @@ class StateArrayBase : public PageSource {
   // Lazy refresh: lines others published and this copy has not READ, in
   // the open superstep (its buffer) and before (the last finished one's).
   std::vector<uint64_t> pending_now_, pending_old_;
+  // READs one pending line (nothing if another worker READ it since the
+  // caller saw it pending).
   [[gnu::noinline]] void FetchLine(int worker, uint64_t line);
+  // Clears the `now` and `old` bits of word `word`, once their lines are
+  // READ: old first (FetchLine's choice of buffer relies on it).
+  void ClearPending(uint64_t word, uint64_t now, uint64_t old);
   // FetchAllOnTouch's READ: every pending line (in referenced_), on the
   // worker that touched `line`; the others that touch one meanwhile wait
   // for it. Lines leave the bitmaps only once READ (as in FetchLine).

@@ -107,7 +107,9 @@ if [ ${#failed[@]} -gt 0 ]; then
   for t in "${ctest_failed[@]}"; do
     name="${t#*:}"
     echo "quickstart: ctest failed: $name; again, alone:"
-    ctest --preset release -R "^${name}\$" --output-on-failure 2>&1 |
+    # The name as a literal regex: parameterised names hold ( ) < > etc.
+    pattern="$(printf '%s' "$name" | sed 's/[][\\.*^$()+?{}|]/\\&/g')"
+    ctest --preset release -R "^${pattern}\$" --output-on-failure 2>&1 |
       tail -n 40 | sed 's/^/quickstart:   | /'
   done
   echo "quickstart: ${#failed[@]} step(s) FAILED:"

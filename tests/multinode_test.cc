@@ -4,7 +4,10 @@
 // every node, for 1-4 compute nodes x 1-3 memory nodes, every forced
 // direction, and bounded caches; jobs with different names share memory
 // nodes; the job record does not outlive its job.
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "algorithms/algorithms.h"
@@ -454,6 +457,65 @@ TEST(MultiNodeTest, PendingLinesAreFetchedWhenRead) {
     return absl::OkStatus();
   });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
+// Many workers touch one pending line at once (a push whose every arc
+// reads a(far), which the other node changes every superstep): whichever
+// READs it first clears its pending bits, and a worker that saw it pending
+// just before must not READ it again from the wrong buffer (the finished
+// version's, one superstep old) over the fresh copy. Each round, every read
+// must give that round's value. (A pause between the check and the READ
+// makes the race happen in most rounds rather than one in thousands.)
+TEST(MultiNodeTest, WorkersRacingForOnePendingLineAllSeeItsNewValue) {
+  compute::StateArrayBase::touch_hook_for_test = [] {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  struct Unhook {
+    ~Unhook() { compute::StateArrayBase::touch_hook_for_test = nullptr; }
+  } unhook;
+  const uint32_t n = 16384;
+  absl::StatusOr<store::Graph> g = Path(n);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto cluster = StartPushSplitByVertices(*g, 8, 1, "race", false);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const store::VertexId far = n - 1;  // node 1's
+  constexpr int kRounds = 40;
+  std::atomic<uint64_t> reads{0}, wrong{0};
+  std::atomic<int64_t> first_wrong{-1};
+  auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
+    auto& a = engine.NewState<int64_t>("a", 0);
+    auto& b = engine.NewState<int64_t>("b", INT64_MAX);
+    absl::StatusOr<compute::Frontier> all =
+        engine.VertexFilter([](store::VertexId) { return true; });
+    if (!all.ok()) return all.status();
+    absl::Status s = engine.EndSuperstep();
+    for (int64_t round = 1; s.ok() && round <= kRounds; ++round) {
+      s = engine.VertexMap(engine.FrontierOf(far),
+                           [&](store::VertexId v) { a.Set(v, round); });
+      if (!s.ok()) break;
+      auto next = engine.EdgeMap<compute::Min>(
+          *all, store::Direction::kOut, Mode::kPush, b,
+          [&](store::VertexId, store::VertexId, auto) {
+            const int64_t x = a.Get(far);
+            reads.fetch_add(1, std::memory_order_relaxed);
+            if (x != round) {
+              wrong.fetch_add(1, std::memory_order_relaxed);
+              int64_t none = -1;
+              first_wrong.compare_exchange_strong(none, x);
+            }
+            return x;
+          },
+          compute::AllVertices());
+      s = next.ok() ? engine.EndSuperstep() : next.status();
+    }
+    engine.Finish();
+    return s;
+  });
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(wrong.load(), 0u)
+      << "of " << reads.load() << " reads of a(far); the first wrong one saw "
+      << first_wrong.load();
+  EXPECT_GT(reads.load(), uint64_t{kRounds} * n);
 }
 
 // An operation that may read other nodes' vertices widely (a pull, a

@@ -97,6 +97,13 @@ cmake --build --preset "${mode}" -j "${jobs}" --target "${targets[@]}"
 built=$SECONDS
 echo "sanitizers: ${mode}: build $((built - start)) s"
 status=0
-ctest --preset "${mode}" -j "${jobs}" -E "${EXCLUDE}" || status=$?
+rm -f "build/${mode}/Testing/Temporary/LastTestsFailed.log"
+ctest --preset "${mode}" -j "${jobs}" -E "${EXCLUDE}" --output-on-failure ||
+  status=$?
 echo "sanitizers: ${mode}: build $((built - start)) s, tests $((SECONDS - built)) s, ctest exit ${status}"
+# The failed tests' names last (a CI log is often read from its tail).
+if [ -s "build/${mode}/Testing/Temporary/LastTestsFailed.log" ]; then
+  sed "s/^[0-9]*:/sanitizers: ${mode}: failed: /" \
+    "build/${mode}/Testing/Temporary/LastTestsFailed.log"
+fi
 exit "${status}"
