@@ -217,6 +217,9 @@ class GraphAwareBlockSource : public BlockSource {
   // once a job, before their first range READ of the block). Like the
   // directory, O(blocks) and not in the bound.
   std::unique_ptr<std::atomic<uint8_t>[]> header_checked_[2];
+
+  // The steps of one ReadFrontier call, and what they share.
+  class FrontierReader;
 };
 
 class PageLruBlockSource : public BlockSource {
