@@ -1056,23 +1056,22 @@ absl::Status PageLruBlockSource::Read(int worker, Direction d, const Unit& unit,
 // costs fewer bytes than another operation's round-trip bookkeeping.
 constexpr uint32_t kMergeGapEdges = 16;
 
-absl::Status GraphAwareBlockSource::ReadRanges(
-    int worker, Direction d, std::span<const EdgeRange> ranges,
-    const HeaderCache& headers, const PerRange& per_range) {
-  // Edge ranges have no fixed place in a compressed block: whole blocks.
-  if (graph_.compressed()) {
-    return BlockSource::ReadRanges(worker, d, ranges, headers, per_range);
-  }
-  std::span<const DirectoryEntry> dir = directory(d);
-  HotBlockCache* cache = hot(d);
-  const uint64_t n = graph_.num_vertices();
-  const bool weighted = graph_.weighted();
-  const uint64_t edge_bytes = weighted ? 8 : 4;
-  transport::Endpoint& ep = pool_.endpoint(worker);
-  std::byte* base = buffer(worker, 0);
+// One ReadRanges call on blocks that are not compressed: the ranges, the
+// worker's endpoint and buffer, and the batch being filled, shared by its
+// steps.
+class GraphAwareBlockSource::RangeReader {
+ public:
+  RangeReader(GraphAwareBlockSource& source, int worker, Direction d,
+              std::span<const EdgeRange> ranges, const HeaderCache& headers,
+              const PerRange& per_range);
+
+  // Hands every range to per_range, in order.
+  absl::Status Run();
+
+ private:
   // One READ of block `entry`'s edges [begin, end) (and one of their
   // weights), landing at `at` in the buffer: targets, then weights.
-  struct Read {
+  struct BatchRead {
     uint32_t entry;
     uint64_t begin, end, at;
   };
@@ -1084,138 +1083,223 @@ absl::Status GraphAwareBlockSource::ReadRanges(
     const VertexId* targets;
     const store::Weight* weights;
   };
-  std::vector<Read> reads;
-  std::vector<Item> items;
-  items.reserve(std::min<size_t>(ranges.size(), 1 << 16));
-  size_t first = 0;  // ranges[first..] are in the batch
-  uint64_t used = 0;
-  auto post = [&](const Read& r) {
-    const DirectoryEntry& e = dir[r.entry];
-    const RemoteGraph::Location loc = graph_.Locate(d, e);
-    const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
-                                4 * (uint64_t{e.vertex_count} + 1);
-    const uint32_t bytes = static_cast<uint32_t>(4 * (r.end - r.begin));
-    ep.Read(loc.node, loc.region, targets_at + 4 * r.begin, base + r.at, bytes);
-    if (weighted) {
-      const uint64_t block_edges = headers.offsets(r.entry)[e.vertex_count];
-      ep.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
-              base + r.at + Align8(bytes), bytes);
-    }
-  };
-  auto deliver = [&](size_t end) -> absl::Status {
-    if (first == end) return absl::OkStatus();
-    for (const Read& r : reads) post(r);
-    if (absl::Status s = ep.Flush(); !s.ok()) return s;
-    for (const Read& r : reads) {
-      const std::span<const VertexId> t(
-          reinterpret_cast<const VertexId*>(base + r.at), r.end - r.begin);
-      if (!CheckTargets(t, n, dir, r.entry, 0).ok()) {
-        // Cold: whose edge it is, from the block's offsets.
-        const uint32_t* off = headers.offsets(r.entry);
-        const uint64_t edge =
-            r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
-        const uint32_t j = static_cast<uint32_t>(
-            std::upper_bound(off, off + dir[r.entry].vertex_count + 1, edge) -
-            off - 1);
-        return CheckTargets(t, n, dir, r.entry, dir[r.entry].first_vertex + j);
-      }
-    }
-    for (size_t k = first; k < end; ++k) {
-      const Item& it = items[k - first];
-      const uint32_t count = ranges[k].to - ranges[k].from;
-      const VertexId* t = it.targets;
-      const store::Weight* w = it.weights;
-      if (it.read >= 0) {
-        const Read& r = reads[it.read];
-        const std::byte* at = base + r.at;
-        t = reinterpret_cast<const VertexId*>(at) + it.skip;
-        w = reinterpret_cast<const store::Weight*>(
-                at + Align8(4 * (r.end - r.begin))) +
-            it.skip;
-      }
-      // READs were checked as a whole above; cached blocks when admitted.
-      std::span<const VertexId> targets(t, count);
-      per_range(k, targets,
-                weighted ? std::span<const store::Weight>(w, count)
-                         : std::span<const store::Weight>());
-    }
-    reads.clear();
-    items.clear();
-    first = end;
-    used = 0;
-    return absl::OkStatus();
-  };
-  auto footprint = [&](uint64_t edges) {
-    return Align8(4 * edges) * (edge_bytes / 4);
-  };
-  uint32_t looked_up = ~0u;
-  const BlockView* cached = nullptr;
-  for (size_t k = 0; k < ranges.size(); ++k) {
-    const EdgeRange& r = ranges[k];
-    const DirectoryEntry& e = dir[r.entry];
-    const uint32_t* off = headers.offsets(r.entry);
-    const uint32_t j = r.v - e.first_vertex;
-    if (r.v < e.first_vertex || j >= e.vertex_count || r.from > r.to ||
-        r.to > off[j + 1] - off[j]) {
-      return absl::InternalError("edge range outside its block");
-    }
-    const uint64_t begin = off[j] + uint64_t{r.from};
-    const uint64_t end = off[j] + uint64_t{r.to};
-    // Looked up once per block (a lookup counts a hit of the whole block).
-    // A cached block was validated when admitted (ParseBlock: its targets
-    // are vertices) and is read through its view; one that failed has no
-    // view, and its error is this read's.
-    if (r.entry != looked_up) {
-      looked_up = r.entry;
-      const std::byte* bytes =
-          cache != nullptr ? cache->Lookup(r.entry) : nullptr;
-      cached = bytes != nullptr ? cache->View(r.entry, bytes) : nullptr;
-      if (bytes != nullptr && cached == nullptr) {
-        absl::StatusOr<BlockView> b = ParseBlock(dir, r.entry, bytes, e.length);
-        return b.ok() ? absl::InternalError("cached block has no view")
-                      : b.status();
-      }
-    }
-    if (cached != nullptr) {
-      std::span<const VertexId> targets = cached->targets(r.v);
-      if (r.to > targets.size()) {
-        return absl::DataLossError(absl::StrFormat(
-            "block %d read from memory node %d: its offsets of vertex %d "
-            "disagree with its header read before",
-            r.entry, e.memory_node, r.v));
-      }
-      items.push_back(
-          {-1, 0, targets.data() + r.from,
-           weighted ? cached->weights(r.v).data() + r.from : nullptr});
-      continue;
-    }
-    // Extend the last READ when the range follows closely in its block and
-    // the batch has room; else a new READ (after delivering a full batch).
-    if (!reads.empty()) {
-      Read& last = reads.back();
-      if (last.entry == r.entry && begin >= last.end &&
-          begin - last.end <= kMergeGapEdges) {
-        const uint64_t grown = last.at + footprint(end - last.begin);
-        if (grown <= batch_bytes_) {
-          last.end = std::max(last.end, end);
-          used = grown;
-          items.push_back({static_cast<int>(reads.size() - 1),
-                           begin - last.begin, nullptr, nullptr});
-          continue;
-        }
-      }
-    }
-    if (footprint(end - begin) > batch_bytes_) {
-      return absl::InternalError("edge range larger than a batch");
-    }
-    if (used + footprint(end - begin) > batch_bytes_) {
-      if (absl::Status s = deliver(k); !s.ok()) return s;
-    }
-    reads.push_back({r.entry, begin, end, used});
-    used += footprint(end - begin);
-    items.push_back({static_cast<int>(reads.size() - 1), 0, nullptr, nullptr});
+
+  // Buffer bytes of `edges` edges: targets, then weights if any.
+  uint64_t Footprint(uint64_t edges) const {
+    return Align8(4 * edges) * (edge_bytes_ / 4);
   }
-  return deliver(ranges.size());
+
+  // Queues READ r (and the READ of its weights).
+  void Post(const BatchRead& r);
+
+  // The targets of the batch's READs, once they landed, are vertices.
+  absl::Status CheckReads() const;
+
+  // READs the batch and hands ranges [first_, end) to per_range.
+  absl::Status Deliver(size_t end);
+
+  // Looked up once per block (a lookup counts a hit of the whole block).
+  // A cached block was validated when admitted (ParseBlock: its targets
+  // are vertices) and is read through its view; one that failed has no
+  // view, and its error is this read's.
+  absl::Status LookUp(uint32_t entry);
+
+  // Extends the last READ when the range (edges [begin, end) of `entry`)
+  // follows closely in its block and the batch has room.
+  bool ExtendLastRead(uint32_t entry, uint64_t begin, uint64_t end);
+
+  // Places ranges_[k] (checked to lie in its block): in a cached block, in
+  // the last READ, or in a new READ.
+  absl::Status AddRange(size_t k);
+
+  GraphAwareBlockSource& source_;
+  const Direction d_;
+  const std::span<const EdgeRange> ranges_;
+  const HeaderCache& headers_;
+  const PerRange& per_range_;
+  const std::span<const DirectoryEntry> dir_;
+  HotBlockCache* const cache_;
+  const uint64_t n_;
+  const bool weighted_;
+  const uint64_t edge_bytes_;
+  transport::Endpoint& ep_;
+  std::byte* const base_;
+  std::vector<BatchRead> reads_;
+  std::vector<Item> items_;
+  size_t first_ = 0;  // ranges[first_..] are in the batch
+  uint64_t used_ = 0;
+  uint32_t looked_up_ = ~0u;
+  const BlockView* cached_ = nullptr;
+};
+GraphAwareBlockSource::RangeReader::RangeReader(
+    GraphAwareBlockSource& source, int worker, Direction d,
+    std::span<const EdgeRange> ranges, const HeaderCache& headers,
+    const PerRange& per_range)
+    : source_(source),
+      d_(d),
+      ranges_(ranges),
+      headers_(headers),
+      per_range_(per_range),
+      dir_(source.directory(d)),
+      cache_(source.hot(d)),
+      n_(source.graph_.num_vertices()),
+      weighted_(source.graph_.weighted()),
+      edge_bytes_(weighted_ ? 8 : 4),
+      ep_(source.pool_.endpoint(worker)),
+      base_(source.buffer(worker, 0)) {
+  items_.reserve(std::min<size_t>(ranges.size(), 1 << 16));
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::Run() {
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    DMG_RETURN_IF_ERROR(AddRange(k));
+  }
+  return Deliver(ranges_.size());
+}
+
+void GraphAwareBlockSource::RangeReader::Post(const BatchRead& r) {
+  const DirectoryEntry& e = dir_[r.entry];
+  const RemoteGraph::Location loc = source_.graph_.Locate(d_, e);
+  const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
+                              4 * (uint64_t{e.vertex_count} + 1);
+  const uint32_t bytes = static_cast<uint32_t>(4 * (r.end - r.begin));
+  ep_.Read(loc.node, loc.region, targets_at + 4 * r.begin, base_ + r.at, bytes);
+  if (weighted_) {
+    const uint64_t block_edges = headers_.offsets(r.entry)[e.vertex_count];
+    ep_.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
+             base_ + r.at + Align8(bytes), bytes);
+  }
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::CheckReads() const {
+  for (const BatchRead& r : reads_) {
+    const std::span<const VertexId> t(
+        reinterpret_cast<const VertexId*>(base_ + r.at), r.end - r.begin);
+    if (!CheckTargets(t, n_, dir_, r.entry, 0).ok()) {
+      // Cold: whose edge it is, from the block's offsets.
+      const uint32_t* off = headers_.offsets(r.entry);
+      const uint64_t edge =
+          r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
+      const uint32_t j = static_cast<uint32_t>(
+          std::upper_bound(off, off + dir_[r.entry].vertex_count + 1, edge) -
+          off - 1);
+      return CheckTargets(t, n_, dir_, r.entry, dir_[r.entry].first_vertex + j);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::Deliver(size_t end) {
+  if (first_ == end) return absl::OkStatus();
+  for (const BatchRead& r : reads_) Post(r);
+  if (absl::Status s = ep_.Flush(); !s.ok()) return s;
+  DMG_RETURN_IF_ERROR(CheckReads());
+  for (size_t k = first_; k < end; ++k) {
+    const Item& it = items_[k - first_];
+    const uint32_t count = ranges_[k].to - ranges_[k].from;
+    const VertexId* t = it.targets;
+    const store::Weight* w = it.weights;
+    if (it.read >= 0) {
+      const BatchRead& r = reads_[it.read];
+      const std::byte* at = base_ + r.at;
+      t = reinterpret_cast<const VertexId*>(at) + it.skip;
+      w = reinterpret_cast<const store::Weight*>(
+              at + Align8(4 * (r.end - r.begin))) +
+          it.skip;
+    }
+    // READs were checked as a whole above; cached blocks when admitted.
+    std::span<const VertexId> targets(t, count);
+    per_range_(k, targets,
+               weighted_ ? std::span<const store::Weight>(w, count)
+                         : std::span<const store::Weight>());
+  }
+  reads_.clear();
+  items_.clear();
+  first_ = end;
+  used_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::LookUp(uint32_t entry) {
+  if (entry == looked_up_) return absl::OkStatus();
+  looked_up_ = entry;
+  const std::byte* bytes = cache_ != nullptr ? cache_->Lookup(entry) : nullptr;
+  cached_ = bytes != nullptr ? cache_->View(entry, bytes) : nullptr;
+  if (bytes != nullptr && cached_ == nullptr) {
+    absl::StatusOr<BlockView> b =
+        ParseBlock(dir_, entry, bytes, dir_[entry].length);
+    return b.ok() ? absl::InternalError("cached block has no view")
+                  : b.status();
+  }
+  return absl::OkStatus();
+}
+
+bool GraphAwareBlockSource::RangeReader::ExtendLastRead(uint32_t entry,
+                                                        uint64_t begin,
+                                                        uint64_t end) {
+  if (reads_.empty()) return false;
+  BatchRead& last = reads_.back();
+  if (last.entry != entry || begin < last.end ||
+      begin - last.end > kMergeGapEdges) {
+    return false;
+  }
+  const uint64_t grown = last.at + Footprint(end - last.begin);
+  if (grown > source_.batch_bytes_) return false;
+  last.end = std::max(last.end, end);
+  used_ = grown;
+  items_.push_back({static_cast<int>(reads_.size() - 1), begin - last.begin,
+                    nullptr, nullptr});
+  return true;
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::AddRange(size_t k) {
+  const EdgeRange& r = ranges_[k];
+  const DirectoryEntry& e = dir_[r.entry];
+  const uint32_t* off = headers_.offsets(r.entry);
+  const uint32_t j = r.v - e.first_vertex;
+  if (r.v < e.first_vertex || j >= e.vertex_count || r.from > r.to ||
+      r.to > off[j + 1] - off[j]) {
+    return absl::InternalError("edge range outside its block");
+  }
+  const uint64_t begin = off[j] + uint64_t{r.from};
+  const uint64_t end = off[j] + uint64_t{r.to};
+  DMG_RETURN_IF_ERROR(LookUp(r.entry));
+  if (cached_ != nullptr) {
+    std::span<const VertexId> targets = cached_->targets(r.v);
+    if (r.to > targets.size()) {
+      return absl::DataLossError(absl::StrFormat(
+          "block %d read from memory node %d: its offsets of vertex %d "
+          "disagree with its header read before",
+          r.entry, e.memory_node, r.v));
+    }
+    items_.push_back(
+        {-1, 0, targets.data() + r.from,
+         weighted_ ? cached_->weights(r.v).data() + r.from : nullptr});
+    return absl::OkStatus();
+  }
+  // Extend the last READ when the range follows closely in its block and
+  // the batch has room; else a new READ (after delivering a full batch).
+  if (ExtendLastRead(r.entry, begin, end)) return absl::OkStatus();
+  if (Footprint(end - begin) > source_.batch_bytes_) {
+    return absl::InternalError("edge range larger than a batch");
+  }
+  if (used_ + Footprint(end - begin) > source_.batch_bytes_) {
+    if (absl::Status s = Deliver(k); !s.ok()) return s;
+  }
+  reads_.push_back({r.entry, begin, end, used_});
+  used_ += Footprint(end - begin);
+  items_.push_back({static_cast<int>(reads_.size() - 1), 0, nullptr, nullptr});
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::ReadRanges(
+    int worker, Direction d, std::span<const EdgeRange> ranges,
+    const HeaderCache& headers, const PerRange& per_range) {
+  // Edge ranges have no fixed place in a compressed block: whole blocks.
+  if (graph_.compressed()) {
+    return BlockSource::ReadRanges(worker, d, ranges, headers, per_range);
+  }
+  return RangeReader(*this, worker, d, ranges, headers, per_range).Run();
 }
 
 }  // namespace dmg::compute
