@@ -459,154 +459,19 @@ absl::Status GraphAwareBlockSource::Stream(
   return absl::OkStatus();
 }
 
-absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
-                                                 const Unit& unit,
-                                                 const Frontier& frontier,
-                                                 const HeaderCache* headers,
-                                                 const PerPiece& per_piece) {
-  std::span<const DirectoryEntry> dir = directory(d);
-  HotBlockCache* cache = hot(d);
-  const bool keep = FrontierKeepsBlocks(d);
-  const bool weighted = graph_.weighted();
-  const uint32_t edge_bytes = weighted ? 8 : 4;
-  // Compressed blocks: a member's piece is its segment of the stream, found
-  // by the block's byte offsets (not in the header cache, which holds edge
-  // offsets: it sizes nothing here), and decoded on arrival.
-  const bool packed = graph_.compressed();
-  if (packed) headers = nullptr;
-  // The layout's width of byte offsets (the memory node checked every
-  // block has it; a block that lied decodes to an error).
-  const bool narrow = store::NarrowOffsets(graph_.block_size());
-  const uint32_t index_width = packed ? store::OffsetWidth(narrow) : 4;
-  auto stream_at = [&](const DirectoryEntry& e) {
-    return store::StreamAt(e.vertex_count, narrow);
-  };
-  // (0 for a directory entry too short to hold its offsets: it came over
-  // the wire.)
-  auto stream_bytes = [&](const DirectoryEntry& e) -> uint64_t {
-    return e.length > stream_at(e) ? e.length - stream_at(e) : 0;
-  };
-  const uint64_t n = graph_.num_vertices();
-  transport::Endpoint& ep = pool_.endpoint(worker);
-  std::byte* base = buffer(worker, 0);
-  auto block_edges = [&](uint32_t i) {
-    return store::EntryEdges(dir, i, graph_.num_arcs());
-  };
-  // Whole block when the frontier needs half of it or more; else just the
-  // frontier's edge ranges, those closer than kRangeGapBytes in one READ
-  // (unweighted: a member's weights follow its targets in the buffer, so
-  // weighted ranges go one by one, and many of them read the block whole).
-  // Reading whole blocks for more than 32 members read 12x road-NY's edge
-  // bytes in a BFS at 5% (35 of 84.9 MB, with the depth pages the rest).
-  auto read_whole = [&](const DirectoryEntry& e, uint64_t need,
-                        uint64_t vertices) {
-    return need * 2 >= e.length || (weighted && vertices > 32) || keep;
-  };
-  // Without cached headers, the members' offsets of the blocks read
-  // sparsely are READ first (one round trip for the unit; one READ per run
-  // of consecutive members) into this worker's scratch, then their edge
-  // ranges, as with headers. Before, such blocks were read whole for a few
-  // members (road-NY BFS at 5%: 31 blocks of 16 KiB a level for ~14
-  // members each). Scratch is transient, like frontiers: not in the bound.
-  OffsetScratch& sc = offset_scratch_[worker];
-  std::atomic<uint8_t>* const checked =
-      header_checked_[static_cast<int>(d)].get();
-  sc.runs.clear();
-  sc.sparse.clear();
-  sc.first_run.assign(unit.last - unit.first, -1);
-  if (headers == nullptr) {
-    uint64_t total = 0;
-    for (uint32_t i = unit.first; i < unit.last; ++i) {
-      const DirectoryEntry& e = dir[i];
-      const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
-      if (!frontier.AnyIn(e.first_vertex, block_end)) continue;
-      if (cache != nullptr && cache->Peek(i) != nullptr) continue;
-      uint64_t vertices = 0;
-      frontier.ForEachIn(e.first_vertex, block_end,
-                         [&](VertexId) { ++vertices; });
-      // Estimated at the block's mean degree.
-      const uint64_t mean =
-          packed ? Align8(stream_bytes(e) / e.vertex_count + 1)
-                 : Align8(block_edges(i) * edge_bytes / e.vertex_count +
-                          edge_bytes);
-      if (read_whole(e, vertices * mean, vertices)) continue;
-      sc.first_run[i - unit.first] = static_cast<int64_t>(sc.runs.size());
-      if (!checked[i].load(std::memory_order_relaxed)) sc.sparse.push_back(i);
-      int64_t last = -2;  // the previous member's index in the block
-      frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
-        const int64_t j = v - e.first_vertex;
-        if (last >= 0 && j - last <= kOffsetGapWords + 1) {
-          // Offsets up to j + 1: a few more words (the ones between are
-          // read too, and checked like the rest), one READ fewer.
-          sc.runs.back().count += j - last;
-          total += j - last;
-        } else {
-          sc.runs.push_back({i, static_cast<uint32_t>(j), 2, total});
-          total += 2;
-        }
-        last = j;
-      });
-    }
-    if (!sc.runs.empty()) {
-      // Offsets land as `index_width`-byte words, at word r.at of a run.
-      sc.offsets.resize((total * index_width + 3) / 4);
-      auto* words = reinterpret_cast<std::byte*>(sc.offsets.data());
-      for (const OffsetScratch::Run& r : sc.runs) {
-        const DirectoryEntry& e = dir[r.entry];
-        const RemoteGraph::Location loc = graph_.Locate(d, e);
-        const uint64_t index_at = packed ? store::ByteOffsetsAt(e.vertex_count)
-                                         : sizeof(store::BlockHeader);
-        ep.Read(loc.node, loc.region,
-                loc.offset + index_at + uint64_t{index_width} * r.first,
-                words + index_width * r.at, index_width * r.count);
-      }
-      // Each such block's header too (once a job), in the same round
-      // trip: the ranges are cut from its offsets without the rest of the
-      // block, so the header is what shows that these bytes are the
-      // entry's block (and have the edge count the ranges are bounded by).
-      // (At every step it was 5% more READs: road-NY BFS, 5% cache.)
-      sc.headers.resize(sc.sparse.size());
-      for (size_t k = 0; k < sc.sparse.size(); ++k) {
-        const RemoteGraph::Location loc = graph_.Locate(d, dir[sc.sparse[k]]);
-        ep.Read(loc.node, loc.region, loc.offset, &sc.headers[k],
-                sizeof(store::BlockHeader));
-      }
-      if (absl::Status s = ep.Flush(); !s.ok()) return s;
-      // Before any range is READ: the offsets (each member's [lo, hi)
-      // inside the block), then the headers.
-      auto word = [&](uint64_t k) -> uint32_t {
-        return index_width == 2
-                   ? reinterpret_cast<const uint16_t*>(sc.offsets.data())[k]
-                   : sc.offsets[k];
-      };
-      for (const OffsetScratch::Run& r : sc.runs) {
-        const DirectoryEntry& e = dir[r.entry];
-        const uint64_t limit = packed ? stream_bytes(e) : block_edges(r.entry);
-        for (uint32_t t = 0; t + 1 < r.count; ++t) {
-          const uint32_t lo = word(r.at + t), hi = word(r.at + t + 1);
-          if (lo > hi || hi > limit) {
-            return absl::DataLossError(absl::StrFormat(
-                "block %d read from memory node %d: offsets of vertex %d are "
-                "outside its %d edges",
-                r.entry, e.memory_node, e.first_vertex + r.first + t, limit));
-          }
-        }
-      }
-      for (size_t k = 0; k < sc.sparse.size(); ++k) {
-        const uint32_t i = sc.sparse[k];
-        const store::BlockHeader& h = sc.headers[k];
-        if (!HeaderAgrees(dir[i], h) ||
-            ((h.flags & store::kBlockFlagCompressed) != 0) != packed ||
-            (!packed && h.edge_count != block_edges(i))) {
-          return absl::DataLossError(absl::StrFormat(
-              "block %d (vertex %d) read from memory node %d: its header "
-              "disagrees with the directory",
-              i, dir[i].first_vertex, dir[i].memory_node));
-        }
-        checked[i].store(1, std::memory_order_relaxed);
-      }
-    }
-  }
+// One ReadFrontier call: the unit, the frontier, the worker's endpoint,
+// buffer and scratch, and the batch being filled, shared by its steps.
+class GraphAwareBlockSource::FrontierReader {
+ public:
+  FrontierReader(GraphAwareBlockSource& source, int worker, Direction d,
+                 const Unit& unit, const Frontier& frontier,
+                 const HeaderCache* headers, const PerPiece& per_piece);
+
+  // Hands the pieces of the frontier's members in the unit to per_piece,
+  // in order.
+  absl::Status Run();
+
+ private:
   // What the buffer holds: whole blocks (from it or the cache), or one
   // vertex's edge range.
   struct Item {
@@ -618,192 +483,522 @@ absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
     uint64_t at;             // ranges: offset in the buffer
     uint32_t edges;          // ranges
   };
-  std::vector<Item> items;
-  uint64_t used = 0;
-  auto deliver = [&]() -> absl::Status {
-    if (items.empty()) return absl::OkStatus();
-    if (absl::Status s = ep.Flush(); !s.ok()) return s;
-    for (const Item& it : items) {
-      if (it.whole) {
-        absl::Status s = DeliverFrontier(dir, it.entry, it.bytes, frontier,
-                                         per_piece, cache);
-        if (!s.ok()) return s;
-        if (cache != nullptr && it.fetched) {
-          cache->Offer(it.entry, it.bytes, /*full_scan=*/keep);
-        }
-        continue;
-      }
-      if (packed) {
-        // A segment: `edges` is its bytes; decoding checks it.
-        DMG_RETURN_IF_ERROR(store::DecodeSegment(
-            {base + it.at, it.edges}, it.v, weighted, sc.targets, sc.weights));
-        DMG_RETURN_IF_ERROR(CheckTargets(sc.targets, n, dir, it.entry, it.v));
-        per_piece(it.v, sc.targets, sc.weights);
-        continue;
-      }
-      const auto* t = reinterpret_cast<const VertexId*>(base + it.at);
-      // Ranges came over the wire without their block: check the ids.
-      if (absl::Status s = CheckTargets({t, it.edges}, n, dir, it.entry, it.v);
-          !s.ok()) {
-        return s;
-      }
-      std::span<const store::Weight> wt;
-      if (weighted) {
-        wt = {reinterpret_cast<const store::Weight*>(base + it.at +
-                                                     4 * uint64_t{it.edges}),
-              it.edges};
-      }
-      per_piece(it.v, {t, it.edges}, wt);
-    }
-    items.clear();
-    used = 0;
-    return absl::OkStatus();
-  };
-  for (uint32_t i = unit.first; i < unit.last; ++i) {
-    const DirectoryEntry& e = dir[i];
-    const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
-    // Units may span blocks the frontier does not touch.
-    if (!frontier.AnyIn(e.first_vertex, block_end)) continue;
-    if (const std::byte* cached = cache ? cache->Lookup(i) : nullptr) {
-      items.push_back({i, true, false, cached, 0, 0, 0});
-      continue;
-    }
+  // A block read by its members' edge ranges.
+  struct SparseBlock {
+    uint32_t entry = 0;
     // What a member's offsets may not pass: the block's edges, or for a
     // compressed block the bytes of its stream.
-    const uint64_t edges_in_block = packed ? stream_bytes(e)
-                                    : headers != nullptr
-                                        ? headers->offsets(i)[e.vertex_count]
-                                        : block_edges(i);
-    // The members' edge ranges [lo, hi) within the block, from the headers
-    // or the offsets READ above (checked: they came over the wire).
-    const int64_t first_run = sc.first_run[i - unit.first];
-    size_t run = first_run < 0 ? 0 : static_cast<size_t>(first_run);
-    absl::Status bad;
-    auto range_of = [&](uint32_t j, uint32_t* lo, uint32_t* hi) {
-      if (headers != nullptr) {
-        const uint32_t* off = headers->offsets(i);
-        *lo = off[j];
-        *hi = off[j + 1];
-        return;
-      }
-      while (sc.runs[run].first + sc.runs[run].count - 1 <= j) ++run;
-      const uint64_t at = sc.runs[run].at + (j - sc.runs[run].first);
-      if (index_width == 2) {
-        const auto* off = reinterpret_cast<const uint16_t*>(sc.offsets.data());
-        *lo = off[at];
-        *hi = off[at + 1];
-      } else {
-        *lo = sc.offsets[at];
-        *hi = sc.offsets[at + 1];
-      }
-      if (*lo > *hi || *hi > edges_in_block) {
-        *lo = *hi = 0;
-        if (bad.ok()) {
-          bad = absl::DataLossError(absl::StrFormat(
-              "block %d read from memory node %d: offsets of vertex %d are "
-              "outside its %d edges",
-              i, e.memory_node, e.first_vertex + j, edges_in_block));
-        }
-      }
-    };
-    uint64_t need = 0, vertices = 0;
-    bool whole = first_run < 0;  // without headers: as decided above
-    if (headers != nullptr) {
-      frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
-        uint32_t lo, hi;
-        range_of(v - e.first_vertex, &lo, &hi);
-        ++vertices;
-        need += Align8(uint64_t{hi - lo} * edge_bytes);
-      });
-      whole = read_whole(e, need, vertices);
-    }
-    const RemoteGraph::Location loc = graph_.Locate(d, e);
-    if (whole) {
-      if (used + Align8(e.length) > batch_bytes_) {
-        if (absl::Status s = deliver(); !s.ok()) return s;
-      }
-      ep.Read(loc.node, loc.region, loc.offset, base + used, e.length);
-      items.push_back({i, true, true, base + used, 0, 0, 0});
-      used += Align8(e.length);
-      continue;
-    }
-    const uint64_t targets_at =
-        loc.offset + sizeof(store::BlockHeader) + 4 * (e.vertex_count + 1);
-    absl::Status status;
+    uint64_t edges_in_block = 0;
+    size_t run = 0;    // the run of READ offsets RangeOf is at
+    absl::Status bad;  // the first member whose offsets were outside
+    RemoteGraph::Location loc{};
+    uint64_t targets_at = 0;
     // The open span: bytes [lo, hi) of the block's targets (or stream),
     // landing at base + at; members close to it join it.
     struct Span {
       bool open = false;
       uint64_t lo = 0, hi = 0, at = 0;
     } span;
-    const uint64_t span_base = packed ? loc.offset + stream_at(e) : targets_at;
-    auto close_span = [&] {
-      if (!span.open) return;
-      ep.Read(loc.node, loc.region, span_base + span.lo, base + span.at,
-              span.hi - span.lo);
-      used = span.at + Align8(span.hi - span.lo);
-      span.open = false;
-    };
-    frontier.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
-      if (!status.ok()) return;
-      uint32_t lo, hi;
-      range_of(v - e.first_vertex, &lo, &hi);
-      if (!weighted) {
-        // Targets (or a segment's bytes) [lo, hi) of the block.
-        const uint64_t b0 = packed ? lo : 4 * uint64_t{lo};
-        const uint64_t b1 = packed ? hi : 4 * uint64_t{hi};
-        const uint32_t count = hi - lo;  // edges, or a segment's bytes
-        if (b0 == b1) {                  // nothing to read
-          items.push_back({i, false, false, nullptr, v, used, 0});
-          return;
-        }
-        if (span.open && b0 >= span.hi && b0 - span.hi <= kRangeGapBytes &&
-            span.at + Align8(b1 - span.lo) <= batch_bytes_) {
-          span.hi = b1;
-        } else {
-          close_span();
-          if (used + Align8(b1 - b0) > batch_bytes_) status = deliver();
-          if (!status.ok()) return;
-          span = {true, b0, b1, used};
-        }
-        items.push_back(
-            {i, false, false, nullptr, v, span.at + (b0 - span.lo), count});
-        return;
-      }
-      if (packed) {  // the segment's bytes [lo, hi) of the stream
-        const uint32_t bytes = hi - lo;
-        if (used + Align8(bytes) > batch_bytes_) status = deliver();
-        if (!status.ok()) return;
-        if (bytes > 0) {
-          ep.Read(loc.node, loc.region, loc.offset + stream_at(e) + lo,
-                  base + used, bytes);
-        }
-        items.push_back({i, false, false, nullptr, v, used, bytes});
-        used += Align8(bytes);
-        return;
-      }
-      const uint32_t edges = hi - lo;
-      const uint64_t bytes = Align8(uint64_t{edges} * edge_bytes);
-      if (used + bytes > batch_bytes_) status = deliver();
-      if (!status.ok()) return;
-      if (edges > 0) {
-        ep.Read(loc.node, loc.region, targets_at + 4 * uint64_t{lo},
-                base + used, 4 * edges);
-        if (weighted) {
-          ep.Read(loc.node, loc.region,
-                  targets_at + 4 * edges_in_block + 4 * uint64_t{lo},
-                  base + used + 4 * uint64_t{edges}, 4 * edges);
-        }
-      }
-      items.push_back({i, false, false, nullptr, v, used, edges});
-      used += bytes;
-    });
-    if (status.ok()) close_span();
-    if (!bad.ok()) return bad;
-    if (!status.ok()) return status;
+    uint64_t span_base = 0;
+  };
+
+  // Where e's stream starts in its block.
+  uint64_t StreamStart(const DirectoryEntry& e) const {
+    return store::StreamAt(e.vertex_count, narrow_);
+  }
+  // The bytes of e's stream (0 for a directory entry too short to hold its
+  // offsets: it came over the wire).
+  uint64_t StreamBytes(const DirectoryEntry& e) const {
+    return e.length > StreamStart(e) ? e.length - StreamStart(e) : 0;
+  }
+  // Entry i's edges, as the directory says.
+  uint64_t BlockEdges(uint32_t i) const {
+    return store::EntryEdges(dir_, i, graph_.num_arcs());
+  }
+  // Whole block when the frontier needs half of it or more; else just the
+  // frontier's edge ranges, those closer than kRangeGapBytes in one READ
+  // (unweighted: a member's weights follow its targets in the buffer, so
+  // weighted ranges go one by one, and many of them read the block whole).
+  // Reading whole blocks for more than 32 members read 12x road-NY's edge
+  // bytes in a BFS at 5% (35 of 84.9 MB, with the depth pages the rest).
+  bool ReadsWhole(const DirectoryEntry& e, uint64_t need,
+                  uint64_t vertices) const {
+    return need * 2 >= e.length || (weighted_ && vertices > 32) || keep_;
+  }
+
+  // Without cached headers, the members' offsets of the blocks read
+  // sparsely are READ first (one round trip for the unit; one READ per run
+  // of consecutive members) into this worker's scratch, then their edge
+  // ranges, as with headers. Before, such blocks were read whole for a few
+  // members (road-NY BFS at 5%: 31 blocks of 16 KiB a level for ~14
+  // members each). Scratch is transient, like frontiers: not in the bound.
+  absl::Status ReadMemberOffsets();
+
+  // Decides which blocks of the unit are read by ranges and plans the runs
+  // of their members' offsets to READ; returns the offsets' count.
+  uint64_t PlanOffsetRuns();
+
+  // Queues the READs of the planned offset runs and of the headers of the
+  // blocks not checked yet.
+  void PostOffsetReads(uint64_t total);
+
+  // Word k of the offsets READ into the scratch (u16 or u32).
+  uint32_t OffsetWord(uint64_t k) const {
+    return index_width_ == 2
+               ? reinterpret_cast<const uint16_t*>(sc_.offsets.data())[k]
+               : sc_.offsets[k];
+  }
+
+  // The offsets READ give each member a range inside its block.
+  absl::Status CheckOffsetRuns() const;
+
+  // The headers READ are their entries' blocks'; marks them checked.
+  absl::Status CheckSparseHeaders();
+
+  // Flushes the batch's READs and hands its items to per_piece.
+  absl::Status Deliver();
+
+  // One member's edge range (or compressed segment) from the buffer.
+  absl::Status DeliverRange(const Item& it);
+
+  // Queues block i's reads (whole, or its members' ranges) or its cached
+  // copy.
+  absl::Status ReadBlock(uint32_t i);
+
+  // Member j's edge range [lo, hi) of block b (offsets outside it: an empty
+  // range, and b.bad).
+  void RangeOf(SparseBlock& b, uint32_t j, uint32_t* lo, uint32_t* hi);
+
+  // Queues a READ of block i whole (after delivering a full batch).
+  absl::Status ReadWholeBlock(uint32_t i, const RemoteGraph::Location& loc);
+
+  // Queues READs of the frontier members' edge ranges of block b.
+  absl::Status ReadMemberRanges(SparseBlock& b);
+
+  // Queues the READ of b's open span, if any.
+  void CloseSpan(SparseBlock& b);
+
+  // Unweighted: targets (or a segment's bytes) [lo, hi) of the block, in
+  // the open span or a new one.
+  absl::Status AddToSpan(SparseBlock& b, VertexId v, uint32_t lo, uint32_t hi);
+
+  // Weighted, compressed: the segment's bytes [lo, hi) of the stream.
+  absl::Status ReadSegment(SparseBlock& b, VertexId v, uint32_t lo,
+                           uint32_t hi);
+
+  // Weighted: the member's targets [lo, hi), then its weights.
+  absl::Status ReadWeightedRange(SparseBlock& b, VertexId v, uint32_t lo,
+                                 uint32_t hi);
+
+  GraphAwareBlockSource& source_;
+  const RemoteGraph& graph_;
+  const Direction d_;
+  const Unit& unit_;
+  const Frontier& frontier_;
+  const HeaderCache* headers_;
+  const PerPiece& per_piece_;
+  const std::span<const DirectoryEntry> dir_;
+  HotBlockCache* const cache_;
+  const bool keep_;
+  const bool weighted_;
+  const uint32_t edge_bytes_;
+  const bool packed_;
+  const bool narrow_;
+  const uint32_t index_width_;
+  const uint64_t n_;
+  transport::Endpoint& ep_;
+  std::byte* const base_;
+  OffsetScratch& sc_;
+  std::atomic<uint8_t>* const checked_;
+  std::vector<Item> items_;
+  uint64_t used_ = 0;
+};
+GraphAwareBlockSource::FrontierReader::FrontierReader(
+    GraphAwareBlockSource& source, int worker, Direction d, const Unit& unit,
+    const Frontier& frontier, const HeaderCache* headers,
+    const PerPiece& per_piece)
+    : source_(source),
+      graph_(source.graph_),
+      d_(d),
+      unit_(unit),
+      frontier_(frontier),
+      headers_(headers),
+      per_piece_(per_piece),
+      dir_(source.directory(d)),
+      cache_(source.hot(d)),
+      keep_(source.FrontierKeepsBlocks(d)),
+      weighted_(graph_.weighted()),
+      edge_bytes_(weighted_ ? 8 : 4),
+      // Compressed blocks: a member's piece is its segment of the stream,
+      // found by the block's byte offsets (not in the header cache, which
+      // holds edge offsets: it sizes nothing here), and decoded on
+      // arrival.
+      packed_(graph_.compressed()),
+      // The layout's width of byte offsets (the memory node checked every
+      // block has it; a block that lied decodes to an error).
+      narrow_(store::NarrowOffsets(graph_.block_size())),
+      index_width_(packed_ ? store::OffsetWidth(narrow_) : 4),
+      n_(graph_.num_vertices()),
+      ep_(source.pool_.endpoint(worker)),
+      base_(source.buffer(worker, 0)),
+      sc_(source.offset_scratch_[worker]),
+      checked_(source.header_checked_[static_cast<int>(d)].get()) {
+  if (packed_) headers_ = nullptr;
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::Run() {
+  sc_.runs.clear();
+  sc_.sparse.clear();
+  sc_.first_run.assign(unit_.last - unit_.first, -1);
+  if (headers_ == nullptr) {
+    DMG_RETURN_IF_ERROR(ReadMemberOffsets());
+  }
+  for (uint32_t i = unit_.first; i < unit_.last; ++i) {
+    DMG_RETURN_IF_ERROR(ReadBlock(i));
   }
   // Delivered at the end of the unit, so a vertex's pieces stay in order.
-  return deliver();
+  return Deliver();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberOffsets() {
+  const uint64_t total = PlanOffsetRuns();
+  if (sc_.runs.empty()) return absl::OkStatus();
+  PostOffsetReads(total);
+  if (absl::Status s = ep_.Flush(); !s.ok()) return s;
+  // Before any range is READ: the offsets (each member's [lo, hi)
+  // inside the block), then the headers.
+  DMG_RETURN_IF_ERROR(CheckOffsetRuns());
+  return CheckSparseHeaders();
+}
+
+uint64_t GraphAwareBlockSource::FrontierReader::PlanOffsetRuns() {
+  uint64_t total = 0;
+  for (uint32_t i = unit_.first; i < unit_.last; ++i) {
+    const DirectoryEntry& e = dir_[i];
+    const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
+    if (!frontier_.AnyIn(e.first_vertex, block_end)) continue;
+    if (cache_ != nullptr && cache_->Peek(i) != nullptr) continue;
+    uint64_t vertices = 0;
+    frontier_.ForEachIn(e.first_vertex, block_end,
+                        [&](VertexId) { ++vertices; });
+    // Estimated at the block's mean degree.
+    const uint64_t mean =
+        packed_ ? Align8(StreamBytes(e) / e.vertex_count + 1)
+                : Align8(BlockEdges(i) * edge_bytes_ / e.vertex_count +
+                         edge_bytes_);
+    if (ReadsWhole(e, vertices * mean, vertices)) continue;
+    sc_.first_run[i - unit_.first] = static_cast<int64_t>(sc_.runs.size());
+    if (!checked_[i].load(std::memory_order_relaxed)) sc_.sparse.push_back(i);
+    int64_t last = -2;  // the previous member's index in the block
+    frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
+      const int64_t j = v - e.first_vertex;
+      if (last >= 0 && j - last <= kOffsetGapWords + 1) {
+        // Offsets up to j + 1: a few more words (the ones between are
+        // read too, and checked like the rest), one READ fewer.
+        sc_.runs.back().count += j - last;
+        total += j - last;
+      } else {
+        sc_.runs.push_back({i, static_cast<uint32_t>(j), 2, total});
+        total += 2;
+      }
+      last = j;
+    });
+  }
+  return total;
+}
+
+void GraphAwareBlockSource::FrontierReader::PostOffsetReads(uint64_t total) {
+  // Offsets land as `index_width`-byte words, at word r.at of a run.
+  sc_.offsets.resize((total * index_width_ + 3) / 4);
+  auto* words = reinterpret_cast<std::byte*>(sc_.offsets.data());
+  for (const OffsetScratch::Run& r : sc_.runs) {
+    const DirectoryEntry& e = dir_[r.entry];
+    const RemoteGraph::Location loc = graph_.Locate(d_, e);
+    const uint64_t index_at = packed_ ? store::ByteOffsetsAt(e.vertex_count)
+                                      : sizeof(store::BlockHeader);
+    ep_.Read(loc.node, loc.region,
+             loc.offset + index_at + uint64_t{index_width_} * r.first,
+             words + index_width_ * r.at, index_width_ * r.count);
+  }
+  // Each such block's header too (once a job), in the same round
+  // trip: the ranges are cut from its offsets without the rest of the
+  // block, so the header is what shows that these bytes are the
+  // entry's block (and have the edge count the ranges are bounded by).
+  // (At every step it was 5% more READs: road-NY BFS, 5% cache.)
+  sc_.headers.resize(sc_.sparse.size());
+  for (size_t k = 0; k < sc_.sparse.size(); ++k) {
+    const RemoteGraph::Location loc = graph_.Locate(d_, dir_[sc_.sparse[k]]);
+    ep_.Read(loc.node, loc.region, loc.offset, &sc_.headers[k],
+             sizeof(store::BlockHeader));
+  }
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::CheckOffsetRuns() const {
+  for (const OffsetScratch::Run& r : sc_.runs) {
+    const DirectoryEntry& e = dir_[r.entry];
+    const uint64_t limit = packed_ ? StreamBytes(e) : BlockEdges(r.entry);
+    for (uint32_t t = 0; t + 1 < r.count; ++t) {
+      const uint32_t lo = OffsetWord(r.at + t), hi = OffsetWord(r.at + t + 1);
+      if (lo > hi || hi > limit) {
+        return absl::DataLossError(absl::StrFormat(
+            "block %d read from memory node %d: offsets of vertex %d are "
+            "outside its %d edges",
+            r.entry, e.memory_node, e.first_vertex + r.first + t, limit));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::CheckSparseHeaders() {
+  for (size_t k = 0; k < sc_.sparse.size(); ++k) {
+    const uint32_t i = sc_.sparse[k];
+    const store::BlockHeader& h = sc_.headers[k];
+    if (!HeaderAgrees(dir_[i], h) ||
+        ((h.flags & store::kBlockFlagCompressed) != 0) != packed_ ||
+        (!packed_ && h.edge_count != BlockEdges(i))) {
+      return absl::DataLossError(absl::StrFormat(
+          "block %d (vertex %d) read from memory node %d: its header "
+          "disagrees with the directory",
+          i, dir_[i].first_vertex, dir_[i].memory_node));
+    }
+    checked_[i].store(1, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::Deliver() {
+  if (items_.empty()) return absl::OkStatus();
+  if (absl::Status s = ep_.Flush(); !s.ok()) return s;
+  for (const Item& it : items_) {
+    if (it.whole) {
+      absl::Status s = DeliverFrontier(dir_, it.entry, it.bytes, frontier_,
+                                       per_piece_, cache_);
+      if (!s.ok()) return s;
+      if (cache_ != nullptr && it.fetched) {
+        cache_->Offer(it.entry, it.bytes, /*full_scan=*/keep_);
+      }
+      continue;
+    }
+    DMG_RETURN_IF_ERROR(DeliverRange(it));
+  }
+  items_.clear();
+  used_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::DeliverRange(
+    const Item& it) {
+  if (packed_) {
+    // A segment: `edges` is its bytes; decoding checks it.
+    DMG_RETURN_IF_ERROR(store::DecodeSegment(
+        {base_ + it.at, it.edges}, it.v, weighted_, sc_.targets, sc_.weights));
+    DMG_RETURN_IF_ERROR(CheckTargets(sc_.targets, n_, dir_, it.entry, it.v));
+    per_piece_(it.v, sc_.targets, sc_.weights);
+    return absl::OkStatus();
+  }
+  const auto* t = reinterpret_cast<const VertexId*>(base_ + it.at);
+  // Ranges came over the wire without their block: check the ids.
+  if (absl::Status s = CheckTargets({t, it.edges}, n_, dir_, it.entry, it.v);
+      !s.ok()) {
+    return s;
+  }
+  std::span<const store::Weight> wt;
+  if (weighted_) {
+    wt = {reinterpret_cast<const store::Weight*>(base_ + it.at +
+                                                 4 * uint64_t{it.edges}),
+          it.edges};
+  }
+  per_piece_(it.v, {t, it.edges}, wt);
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::ReadBlock(uint32_t i) {
+  const DirectoryEntry& e = dir_[i];
+  const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
+  // Units may span blocks the frontier does not touch.
+  if (!frontier_.AnyIn(e.first_vertex, block_end)) return absl::OkStatus();
+  if (const std::byte* cached = cache_ ? cache_->Lookup(i) : nullptr) {
+    items_.push_back({i, true, false, cached, 0, 0, 0});
+    return absl::OkStatus();
+  }
+  SparseBlock b;
+  b.entry = i;
+  b.edges_in_block = packed_ ? StreamBytes(e)
+                     : headers_ != nullptr
+                         ? headers_->offsets(i)[e.vertex_count]
+                         : BlockEdges(i);
+  // The members' edge ranges [lo, hi) within the block, from the headers
+  // or the offsets READ above (checked: they came over the wire).
+  const int64_t first_run = sc_.first_run[i - unit_.first];
+  b.run = first_run < 0 ? 0 : static_cast<size_t>(first_run);
+  uint64_t need = 0, vertices = 0;
+  bool whole = first_run < 0;  // without headers: as decided above
+  if (headers_ != nullptr) {
+    frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
+      uint32_t lo, hi;
+      RangeOf(b, v - e.first_vertex, &lo, &hi);
+      ++vertices;
+      need += Align8(uint64_t{hi - lo} * edge_bytes_);
+    });
+    whole = ReadsWhole(e, need, vertices);
+  }
+  b.loc = graph_.Locate(d_, e);
+  if (whole) return ReadWholeBlock(i, b.loc);
+  return ReadMemberRanges(b);
+}
+
+void GraphAwareBlockSource::FrontierReader::RangeOf(SparseBlock& b, uint32_t j,
+                                                    uint32_t* lo,
+                                                    uint32_t* hi) {
+  const uint32_t i = b.entry;
+  if (headers_ != nullptr) {
+    const uint32_t* off = headers_->offsets(i);
+    *lo = off[j];
+    *hi = off[j + 1];
+    return;
+  }
+  size_t& run = b.run;
+  while (sc_.runs[run].first + sc_.runs[run].count - 1 <= j) ++run;
+  const uint64_t at = sc_.runs[run].at + (j - sc_.runs[run].first);
+  if (index_width_ == 2) {
+    const auto* off = reinterpret_cast<const uint16_t*>(sc_.offsets.data());
+    *lo = off[at];
+    *hi = off[at + 1];
+  } else {
+    *lo = sc_.offsets[at];
+    *hi = sc_.offsets[at + 1];
+  }
+  if (*lo > *hi || *hi > b.edges_in_block) {
+    *lo = *hi = 0;
+    if (b.bad.ok()) {
+      const DirectoryEntry& e = dir_[i];
+      b.bad = absl::DataLossError(absl::StrFormat(
+          "block %d read from memory node %d: offsets of vertex %d are "
+          "outside its %d edges",
+          i, e.memory_node, e.first_vertex + j, b.edges_in_block));
+    }
+  }
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::ReadWholeBlock(
+    uint32_t i, const RemoteGraph::Location& loc) {
+  const DirectoryEntry& e = dir_[i];
+  if (used_ + Align8(e.length) > source_.batch_bytes_) {
+    if (absl::Status s = Deliver(); !s.ok()) return s;
+  }
+  ep_.Read(loc.node, loc.region, loc.offset, base_ + used_, e.length);
+  items_.push_back({i, true, true, base_ + used_, 0, 0, 0});
+  used_ += Align8(e.length);
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberRanges(
+    SparseBlock& b) {
+  const DirectoryEntry& e = dir_[b.entry];
+  const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
+  b.targets_at =
+      b.loc.offset + sizeof(store::BlockHeader) + 4 * (e.vertex_count + 1);
+  absl::Status status;
+  b.span_base = packed_ ? b.loc.offset + StreamStart(e) : b.targets_at;
+  frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
+    if (!status.ok()) return;
+    uint32_t lo, hi;
+    RangeOf(b, v - e.first_vertex, &lo, &hi);
+    if (!weighted_) {
+      status = AddToSpan(b, v, lo, hi);
+    } else if (packed_) {
+      status = ReadSegment(b, v, lo, hi);
+    } else {
+      status = ReadWeightedRange(b, v, lo, hi);
+    }
+  });
+  if (status.ok()) CloseSpan(b);
+  if (!b.bad.ok()) return b.bad;
+  return status;
+}
+
+void GraphAwareBlockSource::FrontierReader::CloseSpan(SparseBlock& b) {
+  if (!b.span.open) return;
+  ep_.Read(b.loc.node, b.loc.region, b.span_base + b.span.lo, base_ + b.span.at,
+           b.span.hi - b.span.lo);
+  used_ = b.span.at + Align8(b.span.hi - b.span.lo);
+  b.span.open = false;
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::AddToSpan(SparseBlock& b,
+                                                              VertexId v,
+                                                              uint32_t lo,
+                                                              uint32_t hi) {
+  const uint64_t b0 = packed_ ? lo : 4 * uint64_t{lo};
+  const uint64_t b1 = packed_ ? hi : 4 * uint64_t{hi};
+  const uint32_t count = hi - lo;  // edges, or a segment's bytes
+  if (b0 == b1) {                  // nothing to read
+    items_.push_back({b.entry, false, false, nullptr, v, used_, 0});
+    return absl::OkStatus();
+  }
+  SparseBlock::Span& span = b.span;
+  if (span.open && b0 >= span.hi && b0 - span.hi <= kRangeGapBytes &&
+      span.at + Align8(b1 - span.lo) <= source_.batch_bytes_) {
+    span.hi = b1;
+  } else {
+    CloseSpan(b);
+    if (used_ + Align8(b1 - b0) > source_.batch_bytes_) {
+      DMG_RETURN_IF_ERROR(Deliver());
+    }
+    span = {true, b0, b1, used_};
+  }
+  items_.push_back(
+      {b.entry, false, false, nullptr, v, span.at + (b0 - span.lo), count});
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::ReadSegment(SparseBlock& b,
+                                                                VertexId v,
+                                                                uint32_t lo,
+                                                                uint32_t hi) {
+  const uint32_t bytes = hi - lo;
+  if (used_ + Align8(bytes) > source_.batch_bytes_) {
+    DMG_RETURN_IF_ERROR(Deliver());
+  }
+  if (bytes > 0) {
+    ep_.Read(b.loc.node, b.loc.region,
+             b.loc.offset + StreamStart(dir_[b.entry]) + lo, base_ + used_,
+             bytes);
+  }
+  items_.push_back({b.entry, false, false, nullptr, v, used_, bytes});
+  used_ += Align8(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::ReadWeightedRange(
+    SparseBlock& b, VertexId v, uint32_t lo, uint32_t hi) {
+  const uint32_t edges = hi - lo;
+  const uint64_t bytes = Align8(uint64_t{edges} * edge_bytes_);
+  if (used_ + bytes > source_.batch_bytes_) {
+    DMG_RETURN_IF_ERROR(Deliver());
+  }
+  if (edges > 0) {
+    ep_.Read(b.loc.node, b.loc.region, b.targets_at + 4 * uint64_t{lo},
+             base_ + used_, 4 * edges);
+    if (weighted_) {
+      ep_.Read(b.loc.node, b.loc.region,
+               b.targets_at + 4 * b.edges_in_block + 4 * uint64_t{lo},
+               base_ + used_ + 4 * uint64_t{edges}, 4 * edges);
+    }
+  }
+  items_.push_back({b.entry, false, false, nullptr, v, used_, edges});
+  used_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::ReadFrontier(int worker, Direction d,
+                                                 const Unit& unit,
+                                                 const Frontier& frontier,
+                                                 const HeaderCache* headers,
+                                                 const PerPiece& per_piece) {
+  return FrontierReader(*this, worker, d, unit, frontier, headers, per_piece)
+      .Run();
 }
 
 // ---------------------------------------------------------------------------
@@ -861,23 +1056,22 @@ absl::Status PageLruBlockSource::Read(int worker, Direction d, const Unit& unit,
 // costs fewer bytes than another operation's round-trip bookkeeping.
 constexpr uint32_t kMergeGapEdges = 16;
 
-absl::Status GraphAwareBlockSource::ReadRanges(
-    int worker, Direction d, std::span<const EdgeRange> ranges,
-    const HeaderCache& headers, const PerRange& per_range) {
-  // Edge ranges have no fixed place in a compressed block: whole blocks.
-  if (graph_.compressed()) {
-    return BlockSource::ReadRanges(worker, d, ranges, headers, per_range);
-  }
-  std::span<const DirectoryEntry> dir = directory(d);
-  HotBlockCache* cache = hot(d);
-  const uint64_t n = graph_.num_vertices();
-  const bool weighted = graph_.weighted();
-  const uint64_t edge_bytes = weighted ? 8 : 4;
-  transport::Endpoint& ep = pool_.endpoint(worker);
-  std::byte* base = buffer(worker, 0);
+// One ReadRanges call on blocks that are not compressed: the ranges, the
+// worker's endpoint and buffer, and the batch being filled, shared by its
+// steps.
+class GraphAwareBlockSource::RangeReader {
+ public:
+  RangeReader(GraphAwareBlockSource& source, int worker, Direction d,
+              std::span<const EdgeRange> ranges, const HeaderCache& headers,
+              const PerRange& per_range);
+
+  // Hands every range to per_range, in order.
+  absl::Status Run();
+
+ private:
   // One READ of block `entry`'s edges [begin, end) (and one of their
   // weights), landing at `at` in the buffer: targets, then weights.
-  struct Read {
+  struct BatchRead {
     uint32_t entry;
     uint64_t begin, end, at;
   };
@@ -889,138 +1083,223 @@ absl::Status GraphAwareBlockSource::ReadRanges(
     const VertexId* targets;
     const store::Weight* weights;
   };
-  std::vector<Read> reads;
-  std::vector<Item> items;
-  items.reserve(std::min<size_t>(ranges.size(), 1 << 16));
-  size_t first = 0;  // ranges[first..] are in the batch
-  uint64_t used = 0;
-  auto post = [&](const Read& r) {
-    const DirectoryEntry& e = dir[r.entry];
-    const RemoteGraph::Location loc = graph_.Locate(d, e);
-    const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
-                                4 * (uint64_t{e.vertex_count} + 1);
-    const uint32_t bytes = static_cast<uint32_t>(4 * (r.end - r.begin));
-    ep.Read(loc.node, loc.region, targets_at + 4 * r.begin, base + r.at, bytes);
-    if (weighted) {
-      const uint64_t block_edges = headers.offsets(r.entry)[e.vertex_count];
-      ep.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
-              base + r.at + Align8(bytes), bytes);
-    }
-  };
-  auto deliver = [&](size_t end) -> absl::Status {
-    if (first == end) return absl::OkStatus();
-    for (const Read& r : reads) post(r);
-    if (absl::Status s = ep.Flush(); !s.ok()) return s;
-    for (const Read& r : reads) {
-      const std::span<const VertexId> t(
-          reinterpret_cast<const VertexId*>(base + r.at), r.end - r.begin);
-      if (!CheckTargets(t, n, dir, r.entry, 0).ok()) {
-        // Cold: whose edge it is, from the block's offsets.
-        const uint32_t* off = headers.offsets(r.entry);
-        const uint64_t edge =
-            r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
-        const uint32_t j = static_cast<uint32_t>(
-            std::upper_bound(off, off + dir[r.entry].vertex_count + 1, edge) -
-            off - 1);
-        return CheckTargets(t, n, dir, r.entry, dir[r.entry].first_vertex + j);
-      }
-    }
-    for (size_t k = first; k < end; ++k) {
-      const Item& it = items[k - first];
-      const uint32_t count = ranges[k].to - ranges[k].from;
-      const VertexId* t = it.targets;
-      const store::Weight* w = it.weights;
-      if (it.read >= 0) {
-        const Read& r = reads[it.read];
-        const std::byte* at = base + r.at;
-        t = reinterpret_cast<const VertexId*>(at) + it.skip;
-        w = reinterpret_cast<const store::Weight*>(
-                at + Align8(4 * (r.end - r.begin))) +
-            it.skip;
-      }
-      // READs were checked as a whole above; cached blocks when admitted.
-      std::span<const VertexId> targets(t, count);
-      per_range(k, targets,
-                weighted ? std::span<const store::Weight>(w, count)
-                         : std::span<const store::Weight>());
-    }
-    reads.clear();
-    items.clear();
-    first = end;
-    used = 0;
-    return absl::OkStatus();
-  };
-  auto footprint = [&](uint64_t edges) {
-    return Align8(4 * edges) * (edge_bytes / 4);
-  };
-  uint32_t looked_up = ~0u;
-  const BlockView* cached = nullptr;
-  for (size_t k = 0; k < ranges.size(); ++k) {
-    const EdgeRange& r = ranges[k];
-    const DirectoryEntry& e = dir[r.entry];
-    const uint32_t* off = headers.offsets(r.entry);
-    const uint32_t j = r.v - e.first_vertex;
-    if (r.v < e.first_vertex || j >= e.vertex_count || r.from > r.to ||
-        r.to > off[j + 1] - off[j]) {
-      return absl::InternalError("edge range outside its block");
-    }
-    const uint64_t begin = off[j] + uint64_t{r.from};
-    const uint64_t end = off[j] + uint64_t{r.to};
-    // Looked up once per block (a lookup counts a hit of the whole block).
-    // A cached block was validated when admitted (ParseBlock: its targets
-    // are vertices) and is read through its view; one that failed has no
-    // view, and its error is this read's.
-    if (r.entry != looked_up) {
-      looked_up = r.entry;
-      const std::byte* bytes =
-          cache != nullptr ? cache->Lookup(r.entry) : nullptr;
-      cached = bytes != nullptr ? cache->View(r.entry, bytes) : nullptr;
-      if (bytes != nullptr && cached == nullptr) {
-        absl::StatusOr<BlockView> b = ParseBlock(dir, r.entry, bytes, e.length);
-        return b.ok() ? absl::InternalError("cached block has no view")
-                      : b.status();
-      }
-    }
-    if (cached != nullptr) {
-      std::span<const VertexId> targets = cached->targets(r.v);
-      if (r.to > targets.size()) {
-        return absl::DataLossError(absl::StrFormat(
-            "block %d read from memory node %d: its offsets of vertex %d "
-            "disagree with its header read before",
-            r.entry, e.memory_node, r.v));
-      }
-      items.push_back(
-          {-1, 0, targets.data() + r.from,
-           weighted ? cached->weights(r.v).data() + r.from : nullptr});
-      continue;
-    }
-    // Extend the last READ when the range follows closely in its block and
-    // the batch has room; else a new READ (after delivering a full batch).
-    if (!reads.empty()) {
-      Read& last = reads.back();
-      if (last.entry == r.entry && begin >= last.end &&
-          begin - last.end <= kMergeGapEdges) {
-        const uint64_t grown = last.at + footprint(end - last.begin);
-        if (grown <= batch_bytes_) {
-          last.end = std::max(last.end, end);
-          used = grown;
-          items.push_back({static_cast<int>(reads.size() - 1),
-                           begin - last.begin, nullptr, nullptr});
-          continue;
-        }
-      }
-    }
-    if (footprint(end - begin) > batch_bytes_) {
-      return absl::InternalError("edge range larger than a batch");
-    }
-    if (used + footprint(end - begin) > batch_bytes_) {
-      if (absl::Status s = deliver(k); !s.ok()) return s;
-    }
-    reads.push_back({r.entry, begin, end, used});
-    used += footprint(end - begin);
-    items.push_back({static_cast<int>(reads.size() - 1), 0, nullptr, nullptr});
+
+  // Buffer bytes of `edges` edges: targets, then weights if any.
+  uint64_t Footprint(uint64_t edges) const {
+    return Align8(4 * edges) * (edge_bytes_ / 4);
   }
-  return deliver(ranges.size());
+
+  // Queues READ r (and the READ of its weights).
+  void Post(const BatchRead& r);
+
+  // The targets of the batch's READs, once they landed, are vertices.
+  absl::Status CheckReads() const;
+
+  // READs the batch and hands ranges [first_, end) to per_range.
+  absl::Status Deliver(size_t end);
+
+  // Looked up once per block (a lookup counts a hit of the whole block).
+  // A cached block was validated when admitted (ParseBlock: its targets
+  // are vertices) and is read through its view; one that failed has no
+  // view, and its error is this read's.
+  absl::Status LookUp(uint32_t entry);
+
+  // Extends the last READ when the range (edges [begin, end) of `entry`)
+  // follows closely in its block and the batch has room.
+  bool ExtendLastRead(uint32_t entry, uint64_t begin, uint64_t end);
+
+  // Places ranges_[k] (checked to lie in its block): in a cached block, in
+  // the last READ, or in a new READ.
+  absl::Status AddRange(size_t k);
+
+  GraphAwareBlockSource& source_;
+  const Direction d_;
+  const std::span<const EdgeRange> ranges_;
+  const HeaderCache& headers_;
+  const PerRange& per_range_;
+  const std::span<const DirectoryEntry> dir_;
+  HotBlockCache* const cache_;
+  const uint64_t n_;
+  const bool weighted_;
+  const uint64_t edge_bytes_;
+  transport::Endpoint& ep_;
+  std::byte* const base_;
+  std::vector<BatchRead> reads_;
+  std::vector<Item> items_;
+  size_t first_ = 0;  // ranges[first_..] are in the batch
+  uint64_t used_ = 0;
+  uint32_t looked_up_ = ~0u;
+  const BlockView* cached_ = nullptr;
+};
+GraphAwareBlockSource::RangeReader::RangeReader(
+    GraphAwareBlockSource& source, int worker, Direction d,
+    std::span<const EdgeRange> ranges, const HeaderCache& headers,
+    const PerRange& per_range)
+    : source_(source),
+      d_(d),
+      ranges_(ranges),
+      headers_(headers),
+      per_range_(per_range),
+      dir_(source.directory(d)),
+      cache_(source.hot(d)),
+      n_(source.graph_.num_vertices()),
+      weighted_(source.graph_.weighted()),
+      edge_bytes_(weighted_ ? 8 : 4),
+      ep_(source.pool_.endpoint(worker)),
+      base_(source.buffer(worker, 0)) {
+  items_.reserve(std::min<size_t>(ranges.size(), 1 << 16));
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::Run() {
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    DMG_RETURN_IF_ERROR(AddRange(k));
+  }
+  return Deliver(ranges_.size());
+}
+
+void GraphAwareBlockSource::RangeReader::Post(const BatchRead& r) {
+  const DirectoryEntry& e = dir_[r.entry];
+  const RemoteGraph::Location loc = source_.graph_.Locate(d_, e);
+  const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
+                              4 * (uint64_t{e.vertex_count} + 1);
+  const uint32_t bytes = static_cast<uint32_t>(4 * (r.end - r.begin));
+  ep_.Read(loc.node, loc.region, targets_at + 4 * r.begin, base_ + r.at, bytes);
+  if (weighted_) {
+    const uint64_t block_edges = headers_.offsets(r.entry)[e.vertex_count];
+    ep_.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
+             base_ + r.at + Align8(bytes), bytes);
+  }
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::CheckReads() const {
+  for (const BatchRead& r : reads_) {
+    const std::span<const VertexId> t(
+        reinterpret_cast<const VertexId*>(base_ + r.at), r.end - r.begin);
+    if (!CheckTargets(t, n_, dir_, r.entry, 0).ok()) {
+      // Cold: whose edge it is, from the block's offsets.
+      const uint32_t* off = headers_.offsets(r.entry);
+      const uint64_t edge =
+          r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
+      const uint32_t j = static_cast<uint32_t>(
+          std::upper_bound(off, off + dir_[r.entry].vertex_count + 1, edge) -
+          off - 1);
+      return CheckTargets(t, n_, dir_, r.entry, dir_[r.entry].first_vertex + j);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::Deliver(size_t end) {
+  if (first_ == end) return absl::OkStatus();
+  for (const BatchRead& r : reads_) Post(r);
+  if (absl::Status s = ep_.Flush(); !s.ok()) return s;
+  DMG_RETURN_IF_ERROR(CheckReads());
+  for (size_t k = first_; k < end; ++k) {
+    const Item& it = items_[k - first_];
+    const uint32_t count = ranges_[k].to - ranges_[k].from;
+    const VertexId* t = it.targets;
+    const store::Weight* w = it.weights;
+    if (it.read >= 0) {
+      const BatchRead& r = reads_[it.read];
+      const std::byte* at = base_ + r.at;
+      t = reinterpret_cast<const VertexId*>(at) + it.skip;
+      w = reinterpret_cast<const store::Weight*>(
+              at + Align8(4 * (r.end - r.begin))) +
+          it.skip;
+    }
+    // READs were checked as a whole above; cached blocks when admitted.
+    std::span<const VertexId> targets(t, count);
+    per_range_(k, targets,
+               weighted_ ? std::span<const store::Weight>(w, count)
+                         : std::span<const store::Weight>());
+  }
+  reads_.clear();
+  items_.clear();
+  first_ = end;
+  used_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::LookUp(uint32_t entry) {
+  if (entry == looked_up_) return absl::OkStatus();
+  looked_up_ = entry;
+  const std::byte* bytes = cache_ != nullptr ? cache_->Lookup(entry) : nullptr;
+  cached_ = bytes != nullptr ? cache_->View(entry, bytes) : nullptr;
+  if (bytes != nullptr && cached_ == nullptr) {
+    absl::StatusOr<BlockView> b =
+        ParseBlock(dir_, entry, bytes, dir_[entry].length);
+    return b.ok() ? absl::InternalError("cached block has no view")
+                  : b.status();
+  }
+  return absl::OkStatus();
+}
+
+bool GraphAwareBlockSource::RangeReader::ExtendLastRead(uint32_t entry,
+                                                        uint64_t begin,
+                                                        uint64_t end) {
+  if (reads_.empty()) return false;
+  BatchRead& last = reads_.back();
+  if (last.entry != entry || begin < last.end ||
+      begin - last.end > kMergeGapEdges) {
+    return false;
+  }
+  const uint64_t grown = last.at + Footprint(end - last.begin);
+  if (grown > source_.batch_bytes_) return false;
+  last.end = std::max(last.end, end);
+  used_ = grown;
+  items_.push_back({static_cast<int>(reads_.size() - 1), begin - last.begin,
+                    nullptr, nullptr});
+  return true;
+}
+
+absl::Status GraphAwareBlockSource::RangeReader::AddRange(size_t k) {
+  const EdgeRange& r = ranges_[k];
+  const DirectoryEntry& e = dir_[r.entry];
+  const uint32_t* off = headers_.offsets(r.entry);
+  const uint32_t j = r.v - e.first_vertex;
+  if (r.v < e.first_vertex || j >= e.vertex_count || r.from > r.to ||
+      r.to > off[j + 1] - off[j]) {
+    return absl::InternalError("edge range outside its block");
+  }
+  const uint64_t begin = off[j] + uint64_t{r.from};
+  const uint64_t end = off[j] + uint64_t{r.to};
+  DMG_RETURN_IF_ERROR(LookUp(r.entry));
+  if (cached_ != nullptr) {
+    std::span<const VertexId> targets = cached_->targets(r.v);
+    if (r.to > targets.size()) {
+      return absl::DataLossError(absl::StrFormat(
+          "block %d read from memory node %d: its offsets of vertex %d "
+          "disagree with its header read before",
+          r.entry, e.memory_node, r.v));
+    }
+    items_.push_back(
+        {-1, 0, targets.data() + r.from,
+         weighted_ ? cached_->weights(r.v).data() + r.from : nullptr});
+    return absl::OkStatus();
+  }
+  // Extend the last READ when the range follows closely in its block and
+  // the batch has room; else a new READ (after delivering a full batch).
+  if (ExtendLastRead(r.entry, begin, end)) return absl::OkStatus();
+  if (Footprint(end - begin) > source_.batch_bytes_) {
+    return absl::InternalError("edge range larger than a batch");
+  }
+  if (used_ + Footprint(end - begin) > source_.batch_bytes_) {
+    if (absl::Status s = Deliver(k); !s.ok()) return s;
+  }
+  reads_.push_back({r.entry, begin, end, used_});
+  used_ += Footprint(end - begin);
+  items_.push_back({static_cast<int>(reads_.size() - 1), 0, nullptr, nullptr});
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::ReadRanges(
+    int worker, Direction d, std::span<const EdgeRange> ranges,
+    const HeaderCache& headers, const PerRange& per_range) {
+  // Edge ranges have no fixed place in a compressed block: whole blocks.
+  if (graph_.compressed()) {
+    return BlockSource::ReadRanges(worker, d, ranges, headers, per_range);
+  }
+  return RangeReader(*this, worker, d, ranges, headers, per_range).Run();
 }
 
 }  // namespace dmg::compute

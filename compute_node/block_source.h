@@ -217,6 +217,11 @@ class GraphAwareBlockSource : public BlockSource {
   // once a job, before their first range READ of the block). Like the
   // directory, O(blocks) and not in the bound.
   std::unique_ptr<std::atomic<uint8_t>[]> header_checked_[2];
+
+  // The steps of one ReadFrontier and of one ReadRanges call, and what they
+  // share.
+  class FrontierReader;
+  class RangeReader;
 };
 
 class PageLruBlockSource : public BlockSource {

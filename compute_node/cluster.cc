@@ -266,23 +266,89 @@ void Cluster::FreeRegions() {
   }
 }
 
+std::string Cluster::MissingNodes(const std::vector<std::byte>& image) const {
+  std::string names;
+  for (int k = 0; k < options_.nodes; ++k) {
+    Slot slot;
+    std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
+    if (slot.round < round_) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", k);
+    }
+  }
+  return names;
+}
+
+Cluster::CounterPoll Cluster::PollCounters(
+    transport::Endpoint& ep, std::vector<std::byte>& image,
+    std::chrono::steady_clock::time_point start) {
+  const int nodes = options_.nodes;
+  static_assert(kLeftAt == kCounterAt + 8);
+  uint64_t words[2] = {0, 0};  // the barrier counter, the left counter
+  ep.Read(record_.node, record_.id, kCounterAt, words, sizeof(words));
+  absl::Status s = ep.Flush();
+  const bool timed_out =
+      std::chrono::steady_clock::now() - start > options_.timeout;
+  if (!s.ok() || words[1] != 0 || timed_out) return CounterPoll::kReadRecord;
+  if (words[0] < round_ * nodes) return CounterPoll::kBehind;
+  // Of each slot, what Exchange uses: the head and the sections.
+  for (int k = 0; k < nodes; ++k) {
+    const uint64_t at = slot_offset(k, round_);
+    ep.Read(record_.node, record_.id, at, image.data() + at, kSlotHead);
+    ep.Read(record_.node, record_.id, at + sizeof(Slot),
+            image.data() + at + sizeof(Slot),
+            static_cast<uint32_t>(sizeof(Section) * nodes));
+  }
+  return ep.Flush().ok() ? CounterPoll::kRoundDone : CounterPoll::kReadRecord;
+}
+
+absl::Status Cluster::RecordGone(const std::string& late) const {
+  if (!late.empty() && late != "0") {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "job '%s': compute node %s did not reach round %d (stopped or "
+        "stalled); compute node 0 gave up waiting too",
+        job(), late, round_));
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "job '%s': the job record is gone from memory node 0: compute "
+      "node 0 (its owner) has stopped",
+      job()));
+}
+
+absl::StatusOr<bool> Cluster::AllAtRound(const std::vector<std::byte>& image) {
+  bool all = Load64(image, kCounterAt) >= round_ * options_.nodes;
+  for (int k = 0; k < options_.nodes; ++k) {
+    Slot slot;
+    std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
+    if (slot.failed != 0 && k != id()) {
+      slot.message[sizeof(slot.message) - 1] = '\0';
+      relayed_ = true;
+      if (slot.failed == kVerdict) {  // about others: passed on as it is
+        return absl::DeadlineExceededError(slot.message);
+      }
+      return absl::AbortedError(absl::StrFormat(
+          "compute node %d of job '%s' failed: %s", k, job(), slot.message));
+    }
+    if (slot.round < round_) all = false;
+  }
+  return all;
+}
+
+absl::Status Cluster::GiveUpWaiting(const std::vector<std::byte>& image) {
+  for (int k = 0; k < options_.nodes; ++k) {
+    Slot slot;
+    std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
+    missing_ += slot.round < round_ ? 1 : 0;
+  }
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "job '%s': compute node %s did not reach round %d within %d ms "
+      "(stopped or stalled)",
+      job(), MissingNodes(image), round_, options_.timeout.count()));
+}
+
 absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
                                    std::vector<std::byte>& image) {
-  const int nodes = options_.nodes;
   const auto start = std::chrono::steady_clock::now();
   Backoff backoff;
-  // The nodes that had not reached this round when the record was last read.
-  auto missing = [&] {
-    std::string names;
-    for (int k = 0; k < nodes; ++k) {
-      Slot slot;
-      std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
-      if (slot.round < round_) {
-        absl::StrAppend(&names, names.empty() ? "" : ", ", k);
-      }
-    }
-    return names;
-  };
   bool read_once = false;
   // Set once an image showed every node at this round: the next READ of the
   // whole record is the one trusted. A READ is not an ordered snapshot: its
@@ -307,27 +373,12 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
     // node 0 gone?), or when the wait runs out.
     ++polls_;
     if (!confirm) {
-      static_assert(kLeftAt == kCounterAt + 8);
-      uint64_t words[2] = {0, 0};  // the barrier counter, the left counter
-      ep.Read(record_.node, record_.id, kCounterAt, words, sizeof(words));
-      absl::Status s = ep.Flush();
-      const bool timed_out =
-          std::chrono::steady_clock::now() - start > options_.timeout;
-      if (s.ok() && words[1] == 0 && !timed_out) {
-        if (words[0] < round_ * nodes) {
-          backoff.Pause();
-          continue;
-        }
-        // Of each slot, what Exchange uses: the head and the sections.
-        for (int k = 0; k < nodes; ++k) {
-          const uint64_t at = slot_offset(k, round_);
-          ep.Read(record_.node, record_.id, at, image.data() + at, kSlotHead);
-          ep.Read(record_.node, record_.id, at + sizeof(Slot),
-                  image.data() + at + sizeof(Slot),
-                  static_cast<uint32_t>(sizeof(Section) * nodes));
-        }
-        if (ep.Flush().ok()) break;
+      const CounterPoll poll = PollCounters(ep, image, start);
+      if (poll == CounterPoll::kBehind) {
+        backoff.Pause();
+        continue;
       }
+      if (poll == CounterPoll::kRoundDone) break;
     }
     std::vector<std::byte> last = image;
     ep.Read(record_.node, record_.id, 0, image.data(),
@@ -337,53 +388,19 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
         // Node 0 has gone (and the record with it): name whoever it was
         // waiting for with us, if anyone.
         image = last;
-        const std::string late = read_once ? missing() : "";
-        if (!late.empty() && late != "0") {
-          return absl::DeadlineExceededError(absl::StrFormat(
-              "job '%s': compute node %s did not reach round %d (stopped or "
-              "stalled); compute node 0 gave up waiting too",
-              job(), late, round_));
-        }
-        return absl::UnavailableError(absl::StrFormat(
-            "job '%s': the job record is gone from memory node 0: compute "
-            "node 0 (its owner) has stopped",
-            job()));
+        return RecordGone(read_once ? MissingNodes(image) : "");
       }
       return s;
     }
     read_once = true;
-    bool all = Load64(image, kCounterAt) >= round_ * nodes;
-    for (int k = 0; k < nodes; ++k) {
-      Slot slot;
-      std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
-      if (slot.failed != 0 && k != id()) {
-        slot.message[sizeof(slot.message) - 1] = '\0';
-        relayed_ = true;
-        if (slot.failed == kVerdict) {  // about others: passed on as it is
-          return absl::DeadlineExceededError(slot.message);
-        }
-        return absl::AbortedError(absl::StrFormat(
-            "compute node %d of job '%s' failed: %s", k, job(), slot.message));
-      }
-      if (slot.round < round_) all = false;
-    }
+    DMG_ASSIGN_OR_RETURN(const bool all, AllAtRound(image));
     if (all && confirm) break;
     if (all) {
       confirm = true;
       continue;
     }
     const auto waited = std::chrono::steady_clock::now() - start;
-    if (waited > options_.timeout) {
-      for (int k = 0; k < nodes; ++k) {
-        Slot slot;
-        std::memcpy(&slot, image.data() + slot_offset(k, round_), sizeof(slot));
-        missing_ += slot.round < round_ ? 1 : 0;
-      }
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "job '%s': compute node %s did not reach round %d within %d ms "
-          "(stopped or stalled)",
-          job(), missing(), round_, options_.timeout.count()));
-    }
+    if (waited > options_.timeout) return GiveUpWaiting(image);
     backoff.Pause();
   }
   wait_us_ += std::chrono::duration_cast<std::chrono::microseconds>(

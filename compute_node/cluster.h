@@ -128,6 +128,29 @@ class Cluster {
   uint64_t CursorAt(int node, int parity) const;
   absl::Status WaitForRound(transport::Endpoint& endpoint,
                             std::vector<std::byte>& slots);
+
+  // WaitForRound's steps; `image` is its copy of the job record.
+  //
+  // What a READ of the barrier and left counters showed.
+  enum class CounterPoll {
+    kBehind,      // some node has not posted this round yet: poll again
+    kRoundDone,   // every node posted; this round's slots are in the image
+    kReadRecord,  // a node left or failed, a READ failed, or time ran out
+  };
+  CounterPoll PollCounters(transport::Endpoint& endpoint,
+                           std::vector<std::byte>& image,
+                           std::chrono::steady_clock::time_point start);
+  // Every node is at this round in `image` (error: a node's slot says it
+  // failed).
+  absl::StatusOr<bool> AllAtRound(const std::vector<std::byte>& image);
+  // The nodes that had not reached this round when `image` was read.
+  std::string MissingNodes(const std::vector<std::byte>& image) const;
+  // The error when the job record is gone (node 0 stopped); `late`: the
+  // nodes still missing when it was last read.
+  absl::Status RecordGone(const std::string& late) const;
+  // The error when the wait runs out; counts the missing nodes.
+  absl::Status GiveUpWaiting(const std::vector<std::byte>& image);
+
   void FreeRegions();
 
   transport::Transport& transport_;

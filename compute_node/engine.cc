@@ -484,6 +484,142 @@ int Engine::OwnerOf(VertexId v) const {
                           (b.begin() + 1));
 }
 
+absl::Status Engine::PutCollectiveHeader(bool prewrite, MessageWriter& out) {
+  // Whether changes are left to write after the exchange, and whether every
+  // array of this node is clean (StateArrayBase::Prewrite).
+  bool held = false, clean = prewrite && !atomic_in_step_;
+  for (size_t i = 0; i < placed_; ++i) {
+    if (prewrite) {
+      DMG_ASSIGN_OR_RETURN(const StateArrayBase::Prewritten p,
+                           Fail(states_[i]->Prewrite()));
+      held = held || p.held;
+      clean = clean && p.clean;
+    } else {
+      held = true;
+    }
+  }
+  out.Put<uint64_t>(collectives_);
+  out.Put<uint64_t>(superstep_);
+  out.Put<uint64_t>(placed_);
+  out.Put<uint64_t>(decisions_);
+  out.Put<uint8_t>((held ? 1 : 0) | (clean ? 2 : 0));
+  // Each array's changed lines (not pages: a page of 1,024 labels with one
+  // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
+  // varint gaps, whichever is smaller (a BFS level's few hundred scattered
+  // lines take a byte or two each, not 16 a run).
+  for (size_t i = 0; i < placed_; ++i) {
+    DMG_RETURN_IF_ERROR(Fail(states_[i]->error()));
+    wire::PutVertexSet(out.bytes(), states_[i]->DirtyLineWords());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
+                                          CollectivePosts& posts) {
+  MessageReader in(post);
+  uint64_t where[4];
+  uint8_t held_there = 0;
+  for (uint64_t& x : where) {
+    if (!in.Get(&x)) {
+      return Fail(absl::DataLossError(
+          absl::StrFormat("compute node %d posted a malformed header", k)));
+    }
+  }
+  if (!in.Get(&held_there)) {
+    return Fail(absl::DataLossError(
+        absl::StrFormat("compute node %d posted a malformed header", k)));
+  }
+  posts.any_held = posts.any_held || (held_there & 1) != 0;
+  posts.all_clean = posts.all_clean && (held_there & 2) != 0;
+  if (where[0] != collectives_ ||
+      where[1] != static_cast<uint64_t>(superstep_) || where[2] != placed_ ||
+      where[3] != decisions_) {
+    return Fail(absl::InternalError(absl::StrFormat(
+        "compute nodes disagree: node %d is at collective %d of superstep "
+        "%d with %d state arrays (decisions %x), node %d at %d of %d with "
+        "%d (%x)",
+        k, where[0], where[1], where[2], where[3], compute_node(), collectives_,
+        superstep_, placed_, decisions_)));
+  }
+  std::vector<LineRun>& refresh = posts.refresh;
+  for (size_t i = 0; i < placed_; ++i) {
+    // Runs of consecutive changed lines.
+    const size_t from = refresh.size();
+    auto add = [&](VertexId line) {
+      if (refresh.size() > from &&
+          refresh.back().first + refresh.back().count == line) {
+        ++refresh.back().count;
+      } else {
+        refresh.push_back({i, line, 1});
+      }
+    };
+    if (!wire::GetVertexSet(in.rest(), states_[i]->lines(), add)) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d posted malformed state changes (array '%s', "
+          "array %d of %d, or a line beyond it)",
+          k, states_[i]->name(), i, placed_)));
+    }
+    if (k == compute_node()) {
+      posts.own_changes = posts.own_changes || refresh.size() > from;
+      refresh.resize(from);
+    } else {
+      posts.others_changed = posts.others_changed || refresh.size() > from;
+    }
+  }
+  // What is left is the operation's own part.
+  const size_t used = post.size() - in.remaining();
+  post.erase(0, used);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::PublishCollective(const CollectivePosts& posts) {
+  bool any_changes = posts.others_changed || posts.own_changes;
+  if (any_changes) {
+    std::vector<uint64_t> pages;
+    for (size_t i = 0; i < placed_; ++i) {
+      pages.clear();
+      DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
+    }
+    // Every change was written before its node posted: the exchange said
+    // so, and nothing is left to wait for.
+    if (posts.any_held) {
+      DMG_RETURN_IF_ERROR(
+          Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
+    }
+  } else {
+    // What Publish does besides writing: paged arrays unpin their pages.
+    for (size_t i = 0; i < placed_; ++i) {
+      if (!states_[i]->resident()) states_[i]->ReleasePins();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::RefreshOthersLines(std::vector<LineRun>& refresh) {
+  // Resident copies note the others' lines (lazy refresh, FetchPending);
+  // paged ones forget their pages: many short runs, a few batches per
+  // worker, one flush each.
+  size_t kept = 0;
+  for (const LineRun& r : refresh) {
+    if (states_[r.array]->resident()) {
+      states_[r.array]->MarkPending(r.first, r.count);
+    } else {
+      refresh[kept++] = r;
+    }
+  }
+  refresh.resize(kept);
+  const uint64_t grain = std::max<uint64_t>(
+      1, refresh.size() / (4 * static_cast<uint64_t>(threads())));
+  return Fail(scheduler_.ForRanges(
+      refresh.size(), grain, [&](int w, uint64_t begin, uint64_t end) {
+        for (uint64_t j = begin; j < end; ++j) {
+          states_[refresh[j].array]->RefreshLines(w, refresh[j].first,
+                                                  refresh[j].count);
+        }
+        return pool_->endpoint(w).Flush();
+      }));
+}
+
 absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     std::string common, std::span<const std::string> to,
     const PublishTest& publish_now, bool prewrite) {
@@ -501,99 +637,17 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   SetBarrierReady(false);
   // The operation is over: accessors check for pending lines again.
   for (size_t i = 0; i < placed_; ++i) states_[i]->ResumeChecks();
-  // Whether changes are left to write after the exchange, and whether every
-  // array of this node is clean (StateArrayBase::Prewrite).
-  bool held = false, clean = prewrite && !atomic_in_step_;
-  for (size_t i = 0; i < placed_; ++i) {
-    if (prewrite) {
-      DMG_ASSIGN_OR_RETURN(const StateArrayBase::Prewritten p,
-                           Fail(states_[i]->Prewrite()));
-      held = held || p.held;
-      clean = clean && p.clean;
-    } else {
-      held = true;
-    }
-  }
   MessageWriter out;
-  out.Put<uint64_t>(collectives_);
-  out.Put<uint64_t>(superstep_);
-  out.Put<uint64_t>(placed_);
-  out.Put<uint64_t>(decisions_);
-  out.Put<uint8_t>((held ? 1 : 0) | (clean ? 2 : 0));
-  // Each array's changed lines (not pages: a page of 1,024 labels with one
-  // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
-  // varint gaps, whichever is smaller (a BFS level's few hundred scattered
-  // lines take a byte or two each, not 16 a run).
-  for (size_t i = 0; i < placed_; ++i) {
-    DMG_RETURN_IF_ERROR(Fail(states_[i]->error()));
-    wire::PutVertexSet(out.bytes(), states_[i]->DirtyLineWords());
-  }
+  DMG_RETURN_IF_ERROR(PutCollectiveHeader(prewrite, out));
   out.bytes().append(common);
   DMG_ASSIGN_OR_RETURN(
       std::vector<Cluster::Received> all,
       Fail(cluster_->Exchange(pool_->endpoint(0), out.bytes(), to)));
   // The others' changes: READ into resident copies, forgotten by the page
   // cache; one batch per worker.
-  struct Refresh {
-    size_t array;
-    uint64_t first, count;
-  };
-  std::vector<Refresh> refresh;
-  bool own_changes = false, others_changed = false, any_held = false;
-  bool all_clean = true;
+  CollectivePosts posts;
   for (int k = 0; k < compute_nodes(); ++k) {
-    MessageReader in(all[k].common);
-    uint64_t where[4];
-    uint8_t held_there = 0;
-    for (uint64_t& x : where) {
-      if (!in.Get(&x)) {
-        return Fail(absl::DataLossError(
-            absl::StrFormat("compute node %d posted a malformed header", k)));
-      }
-    }
-    if (!in.Get(&held_there)) {
-      return Fail(absl::DataLossError(
-          absl::StrFormat("compute node %d posted a malformed header", k)));
-    }
-    any_held = any_held || (held_there & 1) != 0;
-    all_clean = all_clean && (held_there & 2) != 0;
-    if (where[0] != collectives_ ||
-        where[1] != static_cast<uint64_t>(superstep_) || where[2] != placed_ ||
-        where[3] != decisions_) {
-      return Fail(absl::InternalError(absl::StrFormat(
-          "compute nodes disagree: node %d is at collective %d of superstep "
-          "%d with %d state arrays (decisions %x), node %d at %d of %d with "
-          "%d (%x)",
-          k, where[0], where[1], where[2], where[3], compute_node(),
-          collectives_, superstep_, placed_, decisions_)));
-    }
-    for (size_t i = 0; i < placed_; ++i) {
-      // Runs of consecutive changed lines.
-      const size_t from = refresh.size();
-      auto add = [&](VertexId line) {
-        if (refresh.size() > from &&
-            refresh.back().first + refresh.back().count == line) {
-          ++refresh.back().count;
-        } else {
-          refresh.push_back({i, line, 1});
-        }
-      };
-      if (!wire::GetVertexSet(in.rest(), states_[i]->lines(), add)) {
-        return Fail(absl::DataLossError(absl::StrFormat(
-            "compute node %d posted malformed state changes (array '%s', "
-            "array %d of %d, or a line beyond it)",
-            k, states_[i]->name(), i, placed_)));
-      }
-      if (k == compute_node()) {
-        own_changes = own_changes || refresh.size() > from;
-        refresh.resize(from);
-      } else {
-        others_changed = others_changed || refresh.size() > from;
-      }
-    }
-    // What is left is the operation's own part.
-    const size_t used = all[k].common.size() - in.remaining();
-    all[k].common.erase(0, used);
+    DMG_RETURN_IF_ERROR(TakeCollectiveHeader(k, all[k].common, posts));
   }
   // Every node has finished the operation (it posted), so nobody reads the
   // slices for it any more: now the changes are written, and once every
@@ -604,50 +658,11 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   // Left for the next collective: the lines stay dirty (posted again), and
   // nobody notes lines not written yet.
   if (publish_now && !publish_now(all)) return all;
-  bool any_changes = others_changed || own_changes;
-  if (any_changes) {
-    std::vector<uint64_t> pages;
-    for (size_t i = 0; i < placed_; ++i) {
-      pages.clear();
-      DMG_RETURN_IF_ERROR(Fail(states_[i]->Publish(pages)));
-    }
-    // Every change was written before its node posted: the exchange said
-    // so, and nothing is left to wait for.
-    if (any_held) {
-      DMG_RETURN_IF_ERROR(
-          Fail(cluster_->Exchange(pool_->endpoint(0), "written").status()));
-    }
-  } else {
-    // What Publish does besides writing: paged arrays unpin their pages.
-    for (size_t i = 0; i < placed_; ++i) {
-      if (!states_[i]->resident()) states_[i]->ReleasePins();
-    }
-  }
+  DMG_RETURN_IF_ERROR(PublishCollective(posts));
   // Every node's pages are whole in the open buffer: if the superstep ends
   // now, this was its barrier.
-  SetBarrierReady(all_clean);
-  // Resident copies note the others' lines (lazy refresh, FetchPending);
-  // paged ones forget their pages: many short runs, a few batches per
-  // worker, one flush each.
-  size_t kept = 0;
-  for (const Refresh& r : refresh) {
-    if (states_[r.array]->resident()) {
-      states_[r.array]->MarkPending(r.first, r.count);
-    } else {
-      refresh[kept++] = r;
-    }
-  }
-  refresh.resize(kept);
-  const uint64_t grain = std::max<uint64_t>(
-      1, refresh.size() / (4 * static_cast<uint64_t>(threads())));
-  DMG_RETURN_IF_ERROR(Fail(scheduler_.ForRanges(
-      refresh.size(), grain, [&](int w, uint64_t begin, uint64_t end) {
-        for (uint64_t j = begin; j < end; ++j) {
-          states_[refresh[j].array]->RefreshLines(w, refresh[j].first,
-                                                  refresh[j].count);
-        }
-        return pool_->endpoint(w).Flush();
-      })));
+  SetBarrierReady(posts.all_clean);
+  DMG_RETURN_IF_ERROR(RefreshOthersLines(posts.refresh));
   return all;
 }
 

@@ -379,6 +379,35 @@ class Engine {
   absl::StatusOr<std::vector<Cluster::Received>> Collective(
       std::string common, std::span<const std::string> to = {},
       const PublishTest& publish_now = nullptr, bool prewrite = true);
+
+  // Collective's steps.
+  //
+  // A run of `count` consecutive changed lines from `first` of state array
+  // `array`.
+  struct LineRun {
+    size_t array;
+    uint64_t first, count;
+  };
+  // What the nodes' posts of one collective say together.
+  struct CollectivePosts {
+    std::vector<LineRun> refresh;  // the other nodes' changed lines
+    bool own_changes = false, others_changed = false;
+    bool any_held = false;  // some node has changes left to write
+    bool all_clean = true;  // every node's arrays are clean
+  };
+  // Prewrites (if `prewrite`) and writes this node's header and changed
+  // lines: the start of its post.
+  absl::Status PutCollectiveHeader(bool prewrite, MessageWriter& out);
+  // Checks node k's header against this node's place in the program, notes
+  // its changed lines in `posts` (the other nodes'), and strips header and
+  // lines from `post`, leaving the operation's own part.
+  absl::Status TakeCollectiveHeader(int k, std::string& post,
+                                    CollectivePosts& posts);
+  // Writes the changes the posts announce (or releases pins when none).
+  absl::Status PublishCollective(const CollectivePosts& posts);
+  // Takes in the other nodes' changed lines.
+  absl::Status RefreshOthersLines(std::vector<LineRun>& refresh);
+
   // Frontier parts: a node's members of `local` (all in its range) go into
   // a message; TakeFrontier adds a part read back into `global`.
   void PutFrontier(MessageWriter& out, const Frontier& local) const;
