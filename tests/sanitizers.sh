@@ -17,13 +17,15 @@ mode="${1:-}"
 # ASan + UBSan: the unit-level tests of the readers and the store (formats,
 # generator, CSR build, layout, codec, image, block validation), the
 # compute node's parts (wire codec, outbox, page / hot-block / header
-# caches, cache planner, block source, frontier, barrier, unit scheduler,
-# progress record), every transport's conformance suite, Endpoint::Wait,
-# the tcp server and wire (tcp_wire, auth, load transactions, snapshots),
-# the engine and several compute nodes in one process, the workload runner.
+# caches, state arrays, cache planner, block source, frontier, barrier,
+# unit scheduler, progress record), every transport's conformance suite,
+# Endpoint::Wait, the tcp server and wire (tcp_wire, auth, load
+# transactions, snapshots), the engine and several compute nodes in one
+# process, the workload runner.
 ASAN_TARGETS=(reader_test generator_test build_graph_test layout_test
   block_codec_test image_test block_validation_test reference_test
-  wire_codec_test outbox_test page_cache_test hot_block_cache_test
+  wire_codec_test outbox_test page_cache_test state_array_test
+  hot_block_cache_test
   header_cache_test cache_planner_test block_source_test frontier_test
   barrier_test unit_scheduler_test progress_test
   transport_conformance_test endpoint_wait_test tcp_wire_test
@@ -31,12 +33,13 @@ ASAN_TARGETS=(reader_test generator_test build_graph_test layout_test
   engine_test multinode_test workload_test)
 # ThreadSanitizer: the tests that run threads against each other: the
 # engine and its parts (worker pool, unit scheduler, outbox, barrier,
-# frontier, page / hot-block / header caches, block source), several compute
-# nodes in one process (every transport), the tcp server and client (wire,
-# auth limits), every transport's conformance suite, Endpoint::Wait, the
-# workload runner.
+# frontier, page / hot-block / header caches, state arrays, block
+# source), several compute nodes in one process (every transport), the
+# tcp server and client (wire, auth limits), every transport's conformance
+# suite, Endpoint::Wait, the workload runner.
 TSAN_TARGETS=(engine_test multinode_test unit_scheduler_test outbox_test
-  barrier_test frontier_test page_cache_test hot_block_cache_test
+  barrier_test frontier_test page_cache_test state_array_test
+  hot_block_cache_test
   header_cache_test block_source_test workload_test tcp_wire_test
   memory_node_auth_test transport_conformance_test endpoint_wait_test
   snapshot_test progress_test)
