@@ -4,6 +4,7 @@
 #ifndef DMG_COMPUTE_NODE_EDGE_MAP_H_
 #define DMG_COMPUTE_NODE_EDGE_MAP_H_
 
+#include <bit>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -108,9 +109,11 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
 // a compare-and-swap on the 8-byte word holding it in the open superstep's
 // buffer on its memory node, retried with the value it found until it
 // lands or no longer changes anything (Op::Apply decides, as locally).
-// Owners first make their pages of `target` current there; afterwards every
-// node reads back the pages the atomics touched. No combining, no inbox:
-// cheap when updates are few, costly when many hit the same vertices.
+// Owners first make their pages of `target` current there; afterwards the
+// owners read back the 64-byte lines the atomics touched in their ranges,
+// and the others note those lines as pending (resident copies; a paged
+// array forgets the touched pages). No combining, no inbox: cheap when
+// updates are few, costly when many hit the same vertices.
 template <typename Op, typename T, typename Value, typename Candidate>
 absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
                                             Direction along, State<T>& target,
@@ -118,8 +121,8 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
                                             Candidate& candidate) {
   static_assert(sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0);
   const uint64_t elem = sizeof(T);
-  const auto page_of = [&](uint64_t v) {
-    return v * elem / StateArrayBase::kPageBytes;
+  const auto line_of = [&](uint64_t v) {
+    return v * elem / StateArrayBase::kLineBytes;
   };
   const auto [own_first, own_last] = OwnPages(target);
   atomic_in_step_ = true;
@@ -175,7 +178,7 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
         }
       }));
   Frontier next = NewFrontier();
-  std::vector<uint64_t> touched((target.pages() + 63) / 64, 0);
+  std::vector<uint64_t> touched((target.lines() + 63) / 64, 0);
   constexpr size_t kPerBatch = 1024;  // compare-and-swaps per round trip
   DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
       pending.size(), [&](int w, size_t list) -> absl::Status {
@@ -194,9 +197,9 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
             for (Pending& p : batch) {
               if (p.old == p.expected) {  // landed
                 next.Add(w, p.v);
-                const uint64_t page = page_of(p.v);
-                std::atomic_ref<uint64_t>(touched[page >> 6])
-                    .fetch_or(uint64_t{1} << (page & 63),
+                const uint64_t line = line_of(p.v);
+                std::atomic_ref<uint64_t>(touched[line >> 6])
+                    .fetch_or(uint64_t{1} << (line & 63),
                               std::memory_order_relaxed);
                 continue;
               }
@@ -213,52 +216,84 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
   return FinishAtomicPush(target, std::move(next), touched);
 }
 
-// The end of an AtomicPush: the nodes exchange their changes and the pages
-// their atomics touched (`touched`, a bit per page), and every node reads
-// those back (the owners' copies are stale too).
+// The end of an AtomicPush: the nodes exchange their changes and the lines
+// their atomics touched (`touched`, a bit per line). Every copy of a
+// touched line is stale, the owner's included: an owner READs its own now
+// (it writes its lines back whole, so its copy must be current), the others
+// note theirs as pending (READ if ever touched, from the open buffer). A
+// paged array forgets the touched pages instead.
 template <typename T>
 absl::StatusOr<Frontier> Engine::FinishAtomicPush(
     State<T>& target, Frontier next, const std::vector<uint64_t>& touched) {
   const auto [own_first, own_last] = OwnPages(target);
   MessageWriter out;
   PutFrontier(out, next);
-  std::vector<uint64_t> touched_pages;
-  for (uint64_t p = 0; p < target.pages(); ++p) {
-    if ((touched[p >> 6] >> (p & 63)) & 1) touched_pages.push_back(p);
-  }
-  out.PutArray<uint64_t>(PageRuns(touched_pages));
+  wire::PutVertexSet(out.bytes(), touched);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Collective(out.Take()));
   Frontier global = NewFrontier();
-  struct Run {
-    uint64_t first, count;
-  };
-  std::vector<Run> refresh;
+  std::vector<uint64_t> lines(touched.size(), 0);  // every node's
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
     DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
-    std::vector<uint64_t> theirs;
-    if (!in.GetArray<uint64_t>(&theirs) || theirs.size() % 2 != 0) {
-      return Fail(absl::DataLossError("malformed touched pages"));
-    }
-    for (size_t r = 0; r < theirs.size(); r += 2) {
-      if (theirs[r] > target.pages() ||
-          theirs[r + 1] > target.pages() - theirs[r]) {
-        return Fail(absl::DataLossError("touched pages beyond the state"));
-      }
-      refresh.push_back({theirs[r], theirs[r + 1]});
+    if (!wire::GetVertexSet(in.rest(), target.lines(), [&](VertexId line) {
+          lines[line >> 6] |= uint64_t{1} << (line & 63);
+        })) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d posted malformed touched lines (or a line beyond "
+          "state '%s')",
+          k, target.name())));
     }
   }
   global.Seal();
-  // Every node's copy of the touched pages is stale, the owners' included.
-  for (const Run& r : refresh) {
-    for (uint64_t p = r.first; p < r.first + r.count; ++p) {
-      target.MarkChangedRemotely(p, 1, p >= own_first && p < own_last);
+  struct Run {
+    uint64_t first, count;
+  };
+  std::vector<Run> refresh;  // lines (resident) or pages (paged)
+  const uint64_t per_page =
+      StateArrayBase::kPageBytes / StateArrayBase::kLineBytes;
+  const uint64_t own_begin = own_first * per_page,
+                 own_end = own_last * per_page;
+  for (size_t word = 0; word < lines.size(); ++word) {
+    for (uint64_t bits = lines[word]; bits != 0;) {
+      const int at = std::countr_zero(bits);
+      const int run = std::countr_one(bits >> at);
+      bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
+      const uint64_t first = word * 64 + at;
+      if (!target.resident()) {
+        // Pages: a touched line's page, once.
+        const uint64_t p0 = first / per_page, p1 = (first + run - 1) / per_page;
+        if (!refresh.empty() &&
+            refresh.back().first + refresh.back().count > p0) {
+          refresh.back().count = p1 + 1 - refresh.back().first;
+        } else {
+          refresh.push_back({p0, p1 - p0 + 1});
+        }
+        continue;
+      }
+      // Own lines (ranges start on page boundaries: a run is one side's).
+      if (first >= own_begin && first < own_end) {
+        target.MarkOwnLinesChangedRemotely(first, run);
+        refresh.push_back({first, static_cast<uint64_t>(run)});
+      } else {
+        target.MarkPending(first, run);
+      }
+    }
+  }
+  if (!target.resident()) {
+    for (const Run& r : refresh) {
+      for (uint64_t p = r.first; p < r.first + r.count; ++p) {
+        target.MarkChangedRemotely(p, 1, p >= own_first && p < own_last);
+      }
     }
   }
   DMG_RETURN_IF_ERROR(
       Fail(scheduler_.ForEach(refresh.size(), [&](int w, size_t j) {
-        target.Refresh(w, refresh[j].first, refresh[j].count);
+        if (target.resident()) {
+          target.RefreshLines(w, refresh[j].first, refresh[j].count);
+        } else {
+          target.Refresh(w, refresh[j].first, refresh[j].count);
+        }
         return pool_->endpoint(w).Flush();
       })));
   return global;

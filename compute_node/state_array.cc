@@ -1081,6 +1081,16 @@ void StateArrayBase::MarkChangedRemotely(uint64_t first, uint64_t count,
   }
 }
 
+void StateArrayBase::MarkOwnLinesChangedRemotely(uint64_t first,
+                                                 uint64_t count) {
+  const uint64_t end = std::min(first + count, lines());
+  for (uint64_t line = first; line < end; ++line) {
+    const uint64_t p = line / 64;
+    published_[p >> 6] |= uint64_t{1} << (p & 63);
+    step_lines_[p] |= uint64_t{1} << (line & 63);
+  }
+}
+
 absl::Status StateArrayBase::ReadVersion(int superstep, uint64_t begin,
                                          uint64_t end, void* dst) {
   const int buffer = superstep % 2;

@@ -271,6 +271,10 @@ class StateArrayBase : public PageSource {
   // buffer by remote atomics: this node's own pages count as published by
   // it (mine), others' as theirs. (Refresh still brings the bytes.)
   void MarkChangedRemotely(uint64_t first, uint64_t count, bool mine);
+  // Lines [first, first + count) of this node's own pages were changed in
+  // the open superstep's buffer by remote atomics: the next superstep's
+  // buffer lacks just these (RefreshLines brings the bytes here).
+  void MarkOwnLinesChangedRemotely(uint64_t first, uint64_t count);
   // Where element `index` lies in the open superstep's buffer: the 8-byte
   // aligned word holding it and the element's byte offset in that word.
   struct Word {
