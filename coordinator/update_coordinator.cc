@@ -28,18 +28,19 @@ UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
   const double entry = 4.0 + static_cast<double>(step.value_bytes);
   e.batch_us = 2 * e.batch_entries * entry / bw + kExchangeRoundTrips * rtt;
   // Atomic: every update (its own vertices' too) a 16-byte compare-and-swap,
-  // one in ten retried, in batches per worker; then every touched page of
-  // the state (by all nodes) read back.
+  // one in ten retried, in batches per worker; then the 64-byte lines the
+  // atomics touched (by all nodes): the owner READs its own at once, the
+  // others theirs when they touch them (counted here, once).
   const double atomics = edges * 1.1;
   const double batches =
       std::ceil(atomics / (kAtomicsPerRoundTrip * std::max(1, step.threads)));
-  const double pages =
-      distinct(edges * nodes, static_cast<double>(step.state_pages));
+  const double lines =
+      distinct(edges * nodes, static_cast<double>(step.state_pages) * 64);
   // Plus the barrier that keeps atomics off pages not yet current (an
   // exchange, as batch's second one): left out at first, the sweep in
   // docs/PERFORMANCE.md showed atomic chosen where batch was 3x faster.
-  e.atomic_us = atomics * 16 / bw + batches * rtt + pages * 4096 / bw +
-                (pages >= 1 ? rtt : 0) + kExchangeRoundTrips * rtt;
+  e.atomic_us = atomics * 16 / bw + batches * rtt + lines * 64 / bw +
+                (lines >= 1 ? rtt : 0) + kExchangeRoundTrips * rtt;
   e.atomic = e.atomic_us < e.batch_us;
   return e;
 }

@@ -226,7 +226,7 @@ TEST(DirectionTest, APushThatKeepsBlocksPaysForTheBlocksItTouches) {
 
 TEST(UpdateCoordinatorTest, ManyUpdatesGoInBatches) {
   const coordinator::TransportCost tcp{50, 1000};
-  // Atomic pays a barrier and a page read back per touched page: with the
+  // Atomic pays a barrier and a line read back per touched line: with the
   // engine's constants it loses even for a handful of updates (the sweep
   // in docs/PERFORMANCE.md agrees), and more updates only widen the gap.
   const coordinator::UpdateEstimate few =
