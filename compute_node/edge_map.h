@@ -249,41 +249,32 @@ absl::StatusOr<Frontier> Engine::FinishAtomicPush(
   struct Run {
     uint64_t first, count;
   };
-  std::vector<Run> refresh;  // lines (resident) or pages (paged)
-  const uint64_t per_page =
-      StateArrayBase::kPageBytes / StateArrayBase::kLineBytes;
-  const uint64_t own_begin = own_first * per_page,
-                 own_end = own_last * per_page;
-  for (size_t word = 0; word < lines.size(); ++word) {
-    for (uint64_t bits = lines[word]; bits != 0;) {
+  // Own lines (resident) or touched pages (paged). Word p of the line set
+  // is page p's 64 lines, and ranges start on page boundaries.
+  std::vector<Run> refresh;
+  for (uint64_t p = 0; p < lines.size(); ++p) {
+    if (lines[p] == 0) continue;
+    const bool own = p >= own_first && p < own_last;
+    if (!target.resident()) {
+      target.MarkChangedRemotely(p, 1, own);
+      if (!refresh.empty() &&
+          refresh.back().first + refresh.back().count == p) {
+        ++refresh.back().count;
+      } else {
+        refresh.push_back({p, 1});
+      }
+      continue;
+    }
+    for (uint64_t bits = lines[p]; bits != 0;) {
       const int at = std::countr_zero(bits);
       const int run = std::countr_one(bits >> at);
       bits &= run == 64 ? 0 : ~(((uint64_t{1} << run) - 1) << at);
-      const uint64_t first = word * 64 + at;
-      if (!target.resident()) {
-        // Pages: a touched line's page, once.
-        const uint64_t p0 = first / per_page, p1 = (first + run - 1) / per_page;
-        if (!refresh.empty() &&
-            refresh.back().first + refresh.back().count > p0) {
-          refresh.back().count = p1 + 1 - refresh.back().first;
-        } else {
-          refresh.push_back({p0, p1 - p0 + 1});
-        }
-        continue;
-      }
-      // Own lines (ranges start on page boundaries: a run is one side's).
-      if (first >= own_begin && first < own_end) {
+      const uint64_t first = p * 64 + at;
+      if (own) {
         target.MarkOwnLinesChangedRemotely(first, run);
         refresh.push_back({first, static_cast<uint64_t>(run)});
       } else {
         target.MarkPending(first, run);
-      }
-    }
-  }
-  if (!target.resident()) {
-    for (const Run& r : refresh) {
-      for (uint64_t p = r.first; p < r.first + r.count; ++p) {
-        target.MarkChangedRemotely(p, 1, p >= own_first && p < own_last);
       }
     }
   }
@@ -462,12 +453,7 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
-        // This node's vertices of the block (all of them, but at the ends
-        // of its range).
-        const uint32_t lo =
-            b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
-        const uint32_t hi = std::min<uint64_t>(
-            count, static_cast<uint64_t>(own_end_) - b.first_vertex());
+        const auto [lo, hi] = OwnIndices(b);
         for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
           if (!candidate(v)) continue;

@@ -152,6 +152,15 @@ class Engine {
   VertexId own_begin() const { return own_begin_; }
   VertexId own_end() const { return own_end_; }
   bool Owns(VertexId v) const { return v >= own_begin_ && v < own_end_; }
+  // Block b's vertices in this node's range, as indices [first, second)
+  // into the block (all of them but at the ends of the range).
+  std::pair<uint32_t, uint32_t> OwnIndices(const BlockView& b) const {
+    const uint32_t lo =
+        b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
+    const uint32_t hi = std::min<uint64_t>(
+        b.vertex_count(), static_cast<uint64_t>(own_end_) - b.first_vertex());
+    return {lo, hi};
+  }
 
   // ---- The vertex-program API (see vertex_program.h) -------------------
   template <typename T>

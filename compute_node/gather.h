@@ -39,10 +39,7 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
-        const uint32_t lo =
-            b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
-        const uint32_t hi = std::min<uint64_t>(
-            count, static_cast<uint64_t>(own_end_) - b.first_vertex());
+        const auto [lo, hi] = OwnIndices(b);
         R sum{};
         for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
