@@ -24,7 +24,7 @@ namespace dmg::compute {
 // exchange (the batch update mode); owners apply them, and a second
 // exchange carries what that changed. `next` holds this node's changes.
 template <typename Op, typename T>
-absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
+std::vector<std::string> Engine::OwnerBatches(bool* any) {
   using Update = RemoteUpdate<T>;
   std::span<const Update> all =
       CombineOutboxes<Op, T>(std::span<UpdateOutbox>(outbox_), combine_);
@@ -38,8 +38,46 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
                              std::span<const Update>(all.data() + k, j - k));
     k = j;
   }
+  *any = !all.empty();
+  return to;
+}
+
+template <typename T>
+absl::Status Engine::TakeInbox(const std::vector<Cluster::Received>& got,
+                               std::vector<RemoteUpdate<T>>& inbox) {
+  for (int k = 0; k < compute_nodes(); ++k) {
+    if (!wire::GetUpdates<RemoteUpdate<T>>(got[k].mine, inbox)) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d sent a malformed batch of updates", k)));
+    }
+  }
+  for (const RemoteUpdate<T>& u : inbox) {
+    if (!Owns(u.v)) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "an update for vertex %d reached compute node %d, not its owner", u.v,
+          compute_node())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Op, typename T>
+absl::StatusOr<std::vector<RemoteUpdate<T>>> Engine::ExchangeUpdates() {
+  bool any = false;
+  std::vector<std::string> to = OwnerBatches<Op, T>(&any);
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> got, Collective("", to));
+  std::vector<RemoteUpdate<T>> inbox;
+  DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
+  return inbox;
+}
+
+template <typename Op, typename T>
+absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
+  using Update = RemoteUpdate<T>;
+  bool any = false;
+  std::vector<std::string> to = OwnerBatches<Op, T>(&any);
   MessageWriter out;
-  out.Put<uint8_t>(all.empty() ? 0 : 1);
+  out.Put<uint8_t>(any ? 1 : 0);
   PutFrontier(out, next);
   // When updates travel, nobody reads another node's state until the
   // inboxes are applied: the second exchange publishes both phases'
@@ -54,7 +92,7 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   // exchange: it writes nothing before this one.
   DMG_ASSIGN_OR_RETURN(
       std::vector<Cluster::Received> got,
-      Collective(out.Take(), to, nothing_sent, /*prewrite=*/all.empty()));
+      Collective(out.Take(), to, nothing_sent, /*prewrite=*/!any));
   Frontier global = NewFrontier();
   bool sent = false;
   std::vector<Update> inbox;
@@ -64,21 +102,11 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     if (!in.Get(&flag)) return Fail(absl::DataLossError("malformed post"));
     sent |= flag != 0;
     DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
-    if (!wire::GetUpdates<Update>(got[k].mine, inbox)) {
-      return Fail(absl::DataLossError(absl::StrFormat(
-          "compute node %d sent a malformed batch of updates", k)));
-    }
   }
+  DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
   if (!sent) {  // every update stayed on its node: one exchange was enough
     global.Seal();
     return global;
-  }
-  for (const Update& u : inbox) {
-    if (!Owns(u.v)) {
-      return Fail(absl::DataLossError(absl::StrFormat(
-          "an update for vertex %d reached compute node %d, not its owner", u.v,
-          compute_node())));
-    }
   }
   Frontier changed = NewFrontier();
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
@@ -150,12 +178,14 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
     return true;
   };
   std::vector<std::vector<Pending>> pending(threads());
+  arc_counts_.resize(threads());
   source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
   DMG_RETURN_IF_ERROR(ScanFrontier(
       along, frontier,
       [&](VertexId u, std::span<const VertexId> out,
           std::span<const Weight> weights) {
         const int w = WorkerPool::current();
+        CountArcs(w, out);
         for (size_t k = 0; k < out.size(); ++k) {
           const VertexId v = out[k];
           if (!candidate(v)) continue;
@@ -177,6 +207,7 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
           if (prepare(p)) pending[w].push_back(p);
         }
       }));
+  TakeRemoteShare();
   Frontier next = NewFrontier();
   std::vector<uint64_t> touched((target.lines() + 63) / 64, 0);
   constexpr size_t kPerBatch = 1024;  // compare-and-swaps per round trip
@@ -352,8 +383,7 @@ absl::StatusOr<Frontier> Engine::PushEdgeMap(const Frontier& frontier,
   Frontier next = NewFrontier();
   // Updates to other nodes' vertices wait in the workers' outboxes.
   ClearOutboxes();
-  const bool count_arcs = cluster_ != nullptr;
-  if (count_arcs) arc_counts_.resize(threads());
+  arc_counts_.resize(threads());
   source_->SetFrontierKeepsBlocks(Stored(along), !Op::kFirstWins);
   DMG_RETURN_IF_ERROR(ScanFrontier(
       along, frontier,
@@ -364,7 +394,7 @@ absl::StatusOr<Frontier> Engine::PushEdgeMap(const Frontier& frontier,
         // ones, even to this node's own vertices: a node writes state
         // only for its own work.
         const bool taking = taking_[w] != 0;
-        if (count_arcs) CountArcs(w, out);
+        CountArcs(w, out);
         for (size_t k = 0; k < out.size(); ++k) {
           const VertexId v = out[k];
           if (!candidate(v)) continue;
@@ -381,8 +411,8 @@ absl::StatusOr<Frontier> Engine::PushEdgeMap(const Frontier& frontier,
         }
       }));
   next.Seal();
-  if (cluster_ == nullptr) return next;
   TakeRemoteShare();
+  if (cluster_ == nullptr) return next;
   return FinishPush<Op>(target, std::move(next));
 }
 
@@ -454,6 +484,7 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
         const auto [lo, hi] = OwnIndices(b);
+        uint64_t hits = 0;  // arcs from the frontier (the cost model's)
         for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
           if (!candidate(v)) continue;
@@ -466,6 +497,7 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
             for (size_t k = 0; k < in.size(); ++k) {
               const VertexId u = in[k];
               if (!frontier.Contains(u)) continue;
+              ++hits;
               const T x = value_of(u, v, internal::WeightAt(weights, k));
               acc = found ? Op::Combine(acc, x) : x;
               found = true;
@@ -479,7 +511,9 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
           p.found = false;
           if (found && target.template Apply<Op>(w, v, acc)) next.Add(w, v);
         }
+        arc_counts_[w].hits += hits;
       }));
+  TakePullHits();
   next.Seal();
   return MergeFrontier(std::move(next));
 }

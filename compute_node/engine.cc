@@ -89,6 +89,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     engine->transport_cost_.round_trip_us = best;
     engine->stats_.transport_rtt_us = best;
   }
+  engine->stats_.cost_constants =
+      coordinator::FormatCostConstants(options.cost_constants);
   DMG_RETURN_IF_ERROR(engine->Init());
   return engine;
 }
@@ -823,6 +825,10 @@ absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
     }
     open_ = true;
     step_base_ = pool_->TotalStats();
+    if (cluster_ != nullptr) {
+      step_rounds_base_ = cluster_->rounds();
+      step_wait_base_us_ = cluster_->wait_us();
+    }
     step_cache_base_ = CacheTotals();
     source_->TakeMaxOutstanding();
     SuperstepStats s;
@@ -943,6 +949,10 @@ absl::Status Engine::EndSuperstep() {
   step_end_ = std::chrono::steady_clock::now();
   s.seconds = std::chrono::duration<double>(step_end_ - step_start_).count();
   s.ops = pool_->TotalStats() - step_base_;
+  if (cluster_ != nullptr) {
+    s.rounds = cluster_->rounds() - step_rounds_base_;
+    s.wait_seconds = (cluster_->wait_us() - step_wait_base_us_) / 1e6;
+  }
   s.cache = CacheTotals() - step_cache_base_;
   s.max_outstanding = source_->TakeMaxOutstanding();
   if (options_.on_superstep) options_.on_superstep(s);

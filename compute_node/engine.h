@@ -100,6 +100,9 @@ struct EngineOptions {
   // cluster, nothing is exchanged).
   ClusterOptions cluster;
   UpdateMode update_mode = UpdateMode::kAuto;
+  // The coordinator's CPU and exchange constants (`dmg run
+  // --cost_constants`; the defaults are the development machine's fit).
+  coordinator::CostConstants cost_constants;
   // Stage 2 across compute nodes: push steps' work items go through shared
   // cursors, so idle nodes take others' left-overs (false: each node does
   // its own range only; for ablations).
@@ -436,6 +439,36 @@ class Engine {
                               size_t value_bytes);
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(State<T>& target, Frontier next);
+  // The batch exchange's pieces: the workers' outboxes combined per target
+  // with Op and cut into one batch per owner (`any`: some update travels);
+  // the batches a collective brought this node, checked to be its own;
+  // both around a collective of their own (a push Gather's).
+  template <typename Op, typename T>
+  std::vector<std::string> OwnerBatches(bool* any);
+  template <typename T>
+  absl::Status TakeInbox(const std::vector<Cluster::Received>& got,
+                         std::vector<RemoteUpdate<T>>& inbox);
+  template <typename Op, typename T>
+  absl::StatusOr<std::vector<RemoteUpdate<T>>> ExchangeUpdates();
+  // Gather's two ways (gather.h) and the choice between them, recorded in
+  // the superstep's statistics with the coordinator's estimates: the
+  // --direction (or --update_mode=pull) flag, else the cheaper estimate
+  // (coordinator::ChooseDirection for a step of every vertex).
+  bool ChooseGatherPull(Direction neighbours, size_t value_bytes);
+  // The coordinator's inputs for a step pushing along push_blocks (or
+  // pulling the other way), but its frontier.
+  coordinator::DirectionStep DirectionStepFor(Direction push_blocks,
+                                              size_t value_bytes) const;
+  // Records a direction estimate, for the superstep's first operation.
+  void NoteDirectionEstimate(const coordinator::DirectionEstimate& e);
+  template <typename Op, typename Value, typename FinishFn>
+  auto PullGather(Direction neighbours, Value& value, FinishFn& finish)
+      -> absl::StatusOr<decltype(finish(
+          VertexId{}, value(VertexId{}, VertexId{}, Weight{})))>;
+  template <typename Op, typename Value, typename FinishFn>
+  auto PushGather(Direction neighbours, Value& value, FinishFn& finish)
+      -> absl::StatusOr<decltype(finish(
+          VertexId{}, value(VertexId{}, VertexId{}, Weight{})))>;
   template <typename T>
   absl::StatusOr<Frontier> FinishAtomicPush(
       State<T>& target, Frontier next, const std::vector<uint64_t>& touched);
@@ -469,15 +502,50 @@ class Engine {
   uint64_t OwnFrontierEdges(const Frontier& frontier, Direction d) const;
   // Per worker: arcs this node's push scanned, and those whose target
   // another node owns (RefreshInBulk's measured share).
+  // And the vertices and arcs of the blocks its pulls scanned (the cost
+  // model's visits, recorded per superstep for fitting its constants).
+  // and the arcs from frontier vertices among a pull's.
   struct alignas(64) ArcCount {
-    uint64_t arcs = 0, remote = 0;
+    uint64_t arcs = 0, remote = 0, pulled = 0, hits = 0;
   };
   void CountArcs(int w, std::span<const VertexId> targets) {
     ArcCount& c = arc_counts_[w];
     c.arcs += targets.size();
+    if (cluster_ == nullptr) return;  // every target is this node's
     for (VertexId v : targets) c.remote += !Owns(v);
   }
-  // Ends a push's counting: the share of arcs that reached other nodes.
+  // Vertices a VertexMap, VertexFilter or Reduce visits on this node (the
+  // superstep's figures).
+  void NoteVertexVisits(uint64_t n) {
+    stats_.supersteps.back().vertex_visits += n;
+  }
+  // Ends a pull's counting of arcs from the frontier.
+  void TakePullHits() {
+    for (ArcCount& c : arc_counts_) {
+      stats_.supersteps.back().pull_hits += c.hits;
+      c.hits = 0;
+    }
+  }
+  // A Gather's scan counted its visits as a pull's: they are a Gather's
+  // (a cost of its own in the superstep's figures).
+  void MoveVisitsToGather(uint64_t pull_visits_before) {
+    SuperstepStats& s = stats_.supersteps.back();
+    s.gather_visits += s.pull_visits - pull_visits_before;
+    s.pull_visits = pull_visits_before;
+  }
+  // A push Gather's scan counted its visits as a pull's: they are a
+  // push's, with the arcs to other nodes' vertices it counted.
+  void MoveVisitsToPush(uint64_t pull_visits_before) {
+    SuperstepStats& s = stats_.supersteps.back();
+    s.push_arcs += s.pull_visits - pull_visits_before;
+    s.pull_visits = pull_visits_before;
+    for (ArcCount& c : arc_counts_) {
+      s.remote_arcs += c.remote;
+      c.remote = 0;
+    }
+  }
+  // Ends a push's counting: the share of arcs that reached other nodes
+  // (with several nodes), and both counts into the superstep's figures.
   void TakeRemoteShare();
   // Per worker, the push step's updates to other nodes' vertices (and those
   // of work taken from other nodes), combined in place once many.
@@ -617,6 +685,7 @@ class Engine {
   bool open_ = false;
   std::chrono::steady_clock::time_point start_, step_start_, step_end_;
   transport::OpStats step_base_;
+  uint64_t step_rounds_base_ = 0, step_wait_base_us_ = 0;  // cluster's
   CacheCounters step_cache_base_;
   RunStats stats_;
   bool failed_ = false;

@@ -249,12 +249,17 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
   // are recorded (a pass over targets just read, after the block's work).
   const bool record = cluster_ != nullptr && !sources_complete_[k];
   if (record) sources_[k].resize((num_vertices() + 63) / 64, 0);
+  arc_counts_.resize(threads());
   DMG_RETURN_IF_ERROR(Fail(
       scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
         return source_->Stream(
             w, d, units, cursor, [](size_t) {},
             [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
               // Cached blocks were validated when admitted.
+              const uint64_t end_edge =
+                  i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs();
+              arc_counts_[w].pulled +=
+                  dir[i].vertex_count + (end_edge - dir[i].first_edge);
               if (const BlockView* v = hot ? hot->View(i, p) : nullptr) {
                 fn(w, i, *v, continues(i));
                 if (record) RecordSources(k, *v);
@@ -266,6 +271,10 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
               return absl::OkStatus();
             });
       })));
+  for (ArcCount& c : arc_counts_) {
+    stats_.supersteps.back().pull_visits += c.pulled;
+    c.pulled = 0;
+  }
   // Unfiltered: every node read all its blocks (the same on every node).
   if (want == nullptr) {
     ++full_scans_[k];
@@ -530,6 +539,71 @@ uint64_t Engine::FrontierEdges(const Frontier& frontier, Direction d,
   return frontier.size() * num_arcs() / std::max<uint64_t>(1, num_vertices());
 }
 
+coordinator::DirectionStep Engine::DirectionStepFor(Direction push_blocks,
+                                                    size_t value_bytes) const {
+  const Direction pull_blocks =
+      Stored(push_blocks == Direction::kOut ? Direction::kIn : Direction::kOut);
+  coordinator::DirectionStep step;
+  step.vertices = num_vertices();
+  step.arcs = num_arcs();
+  for (const DirectoryEntry& e : graph_.directory(pull_blocks)) {
+    step.pull_block_bytes += e.length;
+  }
+  step.pull_cached = AllCached(pull_blocks);
+  step.push_cached = AllCached(push_blocks);
+  const HotBlockCache* push_hot =
+      hot_[static_cast<int>(Stored(push_blocks))].get();
+  step.push_keeps_blocks = push_hot != nullptr && push_hot->holds_all();
+  for (const DirectoryEntry& e : graph_.directory(Stored(push_blocks))) {
+    ++step.push_blocks;
+    step.push_block_bytes += e.length;
+  }
+  step.edge_bytes = graph_.weighted() ? 8 : 4;
+  step.value_bytes = value_bytes;
+  step.compute_nodes = compute_nodes();
+  step.threads = threads();
+  return step;
+}
+
+void Engine::NoteDirectionEstimate(const coordinator::DirectionEstimate& e) {
+  SuperstepStats& s = stats_.supersteps.back();
+  if (!s.direction.empty()) return;  // the superstep's first operation's
+  s.est_pull_us = e.pull_us;
+  s.est_push_us = e.push_us;
+  s.est_pull_bytes = e.pull_bytes;
+  s.est_push_bytes = e.push_bytes;
+}
+
+bool Engine::ChooseGatherPull(Direction neighbours, size_t value_bytes) {
+  Mode mode = options_.direction;
+  const char* by = "flag";
+  if (options_.update_mode == UpdateMode::kPull) {
+    mode = Mode::kPull;  // no updates travel
+    by = "update_mode";
+  }
+  coordinator::DirectionEstimate e;
+  if (mode == Mode::kAuto) {
+    by = "auto";
+    // Every vertex sends along its arcs the other way: the push reads
+    // those blocks whole.
+    coordinator::DirectionStep step = DirectionStepFor(
+        neighbours == Direction::kIn ? Direction::kOut : Direction::kIn,
+        value_bytes);
+    step.every_vertex = true;
+    step.frontier = num_vertices();
+    step.frontier_edges = num_arcs();
+    step.push_keeps_blocks = false;
+    e = coordinator::ChooseDirection(step, transport_cost_,
+                                     options_.cost_constants);
+    mode = e.pull ? Mode::kPull : Mode::kPush;
+  }
+  const bool pull = mode == Mode::kPull;
+  NoteDecision(pull ? 5 : 6);
+  NoteDirectionEstimate(e);
+  NoteEdgeOp(pull ? "pull" : "push", num_vertices(), by, num_arcs(), 0);
+  return pull;
+}
+
 bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
                         Direction push_blocks, bool stops_early) {
   const char* by = "program";
@@ -544,35 +618,17 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
   uint64_t work = 0, threshold = 0;
   if (mode == Mode::kAuto && !stops_early) {
     by = "auto";
-    const Direction pull_blocks = Stored(
-        push_blocks == Direction::kOut ? Direction::kIn : Direction::kOut);
-    coordinator::DirectionStep step;
-    step.vertices = num_vertices();
-    step.arcs = num_arcs();
+    coordinator::DirectionStep step = DirectionStepFor(push_blocks, 8);
     step.frontier = frontier.size();
-    for (const DirectoryEntry& e : graph_.directory(pull_blocks)) {
-      step.pull_block_bytes += e.length;
-    }
-    step.pull_cached = AllCached(pull_blocks);
-    step.push_cached = AllCached(push_blocks);
-    const HotBlockCache* push_hot =
-        hot_[static_cast<int>(Stored(push_blocks))].get();
-    step.push_keeps_blocks = push_hot != nullptr && push_hot->holds_all();
-    for (const DirectoryEntry& e : graph_.directory(Stored(push_blocks))) {
-      ++step.push_blocks;
-      step.push_block_bytes += e.length;
-    }
-    step.edge_bytes = graph_.weighted() ? 8 : 4;
-    step.value_bytes = 8;
-    step.compute_nodes = compute_nodes();
-    step.threads = threads();
     // The push's cost grows with the frontier's edges, the pull's does
     // not: find the edge count where they meet, and sum the frontier's
     // edges only that far.
     uint64_t lo = 0, hi = num_arcs() + 1;
     while (lo < hi) {
       step.frontier_edges = lo + (hi - lo) / 2;
-      if (coordinator::ChooseDirection(step, transport_cost_).pull) {
+      if (coordinator::ChooseDirection(step, transport_cost_,
+                                       options_.cost_constants)
+              .pull) {
         hi = step.frontier_edges;
       } else {
         lo = step.frontier_edges + 1;
@@ -581,16 +637,10 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     threshold = lo;  // the fewest edges at which a pull is cheaper
     work = FrontierEdges(frontier, push_blocks, threshold);
     step.frontier_edges = work;
-    const coordinator::DirectionEstimate e =
-        coordinator::ChooseDirection(step, transport_cost_);
+    const coordinator::DirectionEstimate e = coordinator::ChooseDirection(
+        step, transport_cost_, options_.cost_constants);
     mode = e.pull ? Mode::kPull : Mode::kPush;
-    SuperstepStats& s = stats_.supersteps.back();
-    if (s.direction.empty()) {
-      s.est_pull_us = e.pull_us;
-      s.est_push_us = e.push_us;
-      s.est_pull_bytes = e.pull_bytes;
-      s.est_push_bytes = e.push_bytes;
-    }
+    NoteDirectionEstimate(e);
   } else if (mode == Mode::kAuto) {
     by = "auto";
     // A pull that stops at the first frontier neighbour (Claim) reads
@@ -633,7 +683,8 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
     step.state_pages =
         (num_vertices() * value_bytes + StateArrayBase::kPageBytes - 1) /
         StateArrayBase::kPageBytes;
-    e = coordinator::ChooseUpdates(step, transport_cost_);
+    e = coordinator::ChooseUpdates(step, transport_cost_,
+                                   options_.cost_constants);
     mode = e.atomic ? UpdateMode::kAtomic : UpdateMode::kBatch;
   }
   NoteDecision(mode == UpdateMode::kAtomic ? 3 : 4);
@@ -669,7 +720,10 @@ void Engine::TakeRemoteShare() {
     remote += c.remote;
     c = ArcCount{};
   }
-  if (arcs > 0) {
+  SuperstepStats& s = stats_.supersteps.back();
+  s.push_arcs += arcs;
+  s.remote_arcs += remote;
+  if (arcs > 0 && cluster_ != nullptr) {
     remote_share_ = static_cast<double>(remote) / static_cast<double>(arcs);
   }
 }

@@ -4,6 +4,7 @@
 #define DMG_COMPUTE_NODE_GATHER_H_
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -14,15 +15,31 @@
 
 namespace dmg::compute {
 
+// Pull (every vertex reads its neighbours' values, in block order: the
+// fixed order the API promises) or push (every vertex sends its value to
+// the vertices it is a neighbour of), as the coordinator estimates
+// cheaper (ChooseGatherPull; a push pays a costlier visit per arc, the
+// combining and, with several nodes, the exchange of the updates), or as
+// --direction forces.
 template <typename Op, typename Value, typename FinishFn>
 auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
     -> absl::StatusOr<decltype(finish(VertexId{}, value(VertexId{}, VertexId{},
                                                         Weight{})))> {
   using T = decltype(value(VertexId{}, VertexId{}, Weight{}));
-  using R = decltype(finish(VertexId{}, T{}));
   DMG_RETURN_IF_ERROR(Prepare());
+  if (!ChooseGatherPull(neighbours, sizeof(T))) {
+    return PushGather<Op>(neighbours, value, finish);
+  }
+  return PullGather<Op>(neighbours, value, finish);
+}
+
+template <typename Op, typename Value, typename FinishFn>
+auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
+    -> absl::StatusOr<decltype(finish(VertexId{}, value(VertexId{}, VertexId{},
+                                                        Weight{})))> {
+  using T = decltype(value(VertexId{}, VertexId{}, Weight{}));
+  using R = decltype(finish(VertexId{}, T{}));
   ArmSourceReads(neighbours);
-  NoteEdgeOp("pull", num_vertices());
   // finish's results are summed per block (the block of the vertex's last
   // piece, scanned by one worker in vertex order), then in block order.
   std::vector<R> partial(graph_.directory(Stored(neighbours)).size(), R{});
@@ -31,6 +48,7 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
     bool open = false;
   };
   std::vector<Pending> pending(threads());
+  const uint64_t visits_before = stats_.supersteps.back().pull_visits;
   DMG_RETURN_IF_ERROR(ScanBlocks(
       neighbours, nullptr,
       [&](int w, uint32_t entry, const BlockView& b, bool continues) {
@@ -81,6 +99,7 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
         }
         partial[entry] = sum;
       }));
+  MoveVisitsToGather(visits_before);
   R total{};
   if (cluster_ == nullptr) {
     for (const R& x : partial) total += x;
@@ -109,6 +128,76 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
   }
   for (const R& x : partial) total += x;
   return total;
+}
+
+// Gather's push: every vertex u of this node's range sends value(u, v, w)
+// along its arcs the other way (v's in-neighbour u sends to v), combined at
+// v with Op: this node's vertices in an accumulator over its range, the
+// others' through the outboxes to their owners (a push EdgeMap's batch
+// exchange); then finish(v, combined) over the range, summed per chunk in
+// chunk order, and over the nodes in node order. Values combine in the
+// order they arrive: a float sum equals the pull's within rounding, not
+// bit for bit, and may differ between runs with several threads.
+template <typename Op, typename Value, typename FinishFn>
+auto Engine::PushGather(Direction neighbours, Value& value, FinishFn& finish)
+    -> absl::StatusOr<decltype(finish(VertexId{}, value(VertexId{}, VertexId{},
+                                                        Weight{})))> {
+  using T = decltype(value(VertexId{}, VertexId{}, Weight{}));
+  using R = decltype(finish(VertexId{}, T{}));
+  const uint64_t own = own_end_ - own_begin_;
+  std::vector<T> acc(own, Op::template Identity<T>());
+  ClearOutboxes();
+  arc_counts_.resize(threads());
+  const uint64_t visits_before = stats_.supersteps.back().pull_visits;
+  DMG_RETURN_IF_ERROR(ScanBlocks(
+      internal::Opposite(neighbours), nullptr,
+      [&](int w, uint32_t, const BlockView& b, bool) {
+        const Value value_of = value;
+        const auto [lo, hi] = OwnIndices(b);
+        for (uint32_t i = lo; i < hi; ++i) {
+          const VertexId u = b.first_vertex() + i;
+          std::span<const VertexId> out = b.targets(u);
+          std::span<const Weight> weights =
+              b.weighted() ? b.weights(u) : std::span<const Weight>();
+          for (size_t k = 0; k < out.size(); ++k) {
+            const VertexId v = out[k];
+            const T x = value_of(u, v, internal::WeightAt(weights, k));
+            if (Owns(v)) {
+              std::atomic_ref<T> slot(acc[v - own_begin_]);
+              T old = slot.load(std::memory_order_relaxed);
+              while (!slot.compare_exchange_weak(old, Op::Combine(old, x),
+                                                 std::memory_order_relaxed)) {
+              }
+            } else {
+              ++arc_counts_[w].remote;
+              ToOutbox<Op, T>(w, v, x);
+            }
+          }
+        }
+      }));
+  MoveVisitsToPush(visits_before);
+  if (cluster_ != nullptr) {
+    using Updates = std::vector<RemoteUpdate<T>>;
+    DMG_ASSIGN_OR_RETURN(Updates inbox, (ExchangeUpdates<Op, T>()));
+    for (const RemoteUpdate<T>& u : inbox) {
+      acc[u.v - own_begin_] = Op::Combine(acc[u.v - own_begin_], u.x);
+    }
+  }
+  NoteVertexVisits(own);
+  std::vector<R> partial(
+      (own + internal::kVertexGrain - 1) / internal::kVertexGrain, R{});
+  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+      own, internal::kVertexGrain, [&](int, uint64_t begin, uint64_t end) {
+        R sum{};
+        for (uint64_t i = begin; i < end; ++i) {
+          sum += finish(static_cast<VertexId>(own_begin_ + i), acc[i]);
+        }
+        partial[begin / internal::kVertexGrain] = sum;
+        return absl::OkStatus();
+      }));
+  R total{};
+  for (const R& x : partial) total += x;
+  return AllReduce<Add>(total);
 }
 
 }  // namespace dmg::compute

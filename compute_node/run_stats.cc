@@ -70,7 +70,11 @@ std::string ToJson(const RunStats& s) {
         "\"est_push_bytes\": %.0f, \"refresh\": \"%s\", "
         "\"pending_lines\": %d, \"remote_share\": %.4f, "
         "\"est_refresh_touches\": %.0f, \"est_bulk_refresh_us\": %.1f, "
-        "\"est_demand_refresh_us\": %.1f}",
+        "\"est_demand_refresh_us\": %.1f, \"push_arcs\": %d, "
+        "\"remote_arcs\": %d, \"pull_visits\": %d, \"pull_hits\": %d, "
+        "\"gather_visits\": %d, "
+        "\"vertex_visits\": %d, \"rounds\": %d, "
+        "\"wait_seconds\": %.6f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
@@ -78,17 +82,21 @@ std::string ToJson(const RunStats& s) {
         t.steal, t.steal_max_work, t.steal_mean_work, t.est_pull_us,
         t.est_push_us, t.est_pull_bytes, t.est_push_bytes, t.refresh,
         t.pending_lines, t.remote_share, t.est_refresh_touches,
-        t.est_bulk_refresh_us, t.est_demand_refresh_us);
+        t.est_bulk_refresh_us, t.est_demand_refresh_us, t.push_arcs,
+        t.remote_arcs, t.pull_visits, t.pull_hits, t.gather_visits,
+        t.vertex_visits, t.rounds, t.wait_seconds);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "
                         "%s,\n  \"compute_nodes\": %d,\n  \"job\": \"%s\",\n"
                         "  \"transport_rtt_us\": %.2f,\n"
                         "  \"transport_bytes_per_us\": %.1f,\n"
+                        "  \"cost_constants\": \"%s\",\n"
                         "  \"job_totals\": %s,\n  \"nodes\": [",
                         OpsJson(s.total), CacheJson(s.total_cache),
                         s.compute_nodes, s.job, s.transport_rtt_us,
-                        s.transport_bytes_per_us, OpsJson(s.job_total));
+                        s.transport_bytes_per_us, s.cost_constants,
+                        OpsJson(s.job_total));
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const NodeStats& n = s.nodes[i];
     absl::StrAppendFormat(

@@ -53,6 +53,17 @@ struct SuperstepStats {
   double remote_share = 0;
   double est_refresh_touches = 0;
   double est_bulk_refresh_us = 0, est_demand_refresh_us = 0;
+  // What this node did, measured (the cost model's inputs, which
+  // deploy/experiments/fit_coordinator.py fits its constants to): arcs its
+  // pushes scanned and those to other nodes' vertices, vertices + arcs of
+  // the blocks its pulls and its Gathers scanned, the vertices its
+  // VertexMaps, VertexFilters and Reduces visited, the exchanges and the
+  // time it waited in them.
+  uint64_t push_arcs = 0, remote_arcs = 0, pull_visits = 0, gather_visits = 0;
+  uint64_t pull_hits = 0;  // of pull_visits, arcs whose source was active
+  uint64_t vertex_visits = 0;
+  uint64_t rounds = 0;
+  double wait_seconds = 0;
   double seconds = 0;
   transport::OpStats ops;
   CacheCounters cache;
@@ -106,6 +117,8 @@ struct RunStats {
   // The transport as the coordinator sees it (measured at job start with
   // several compute nodes).
   double transport_rtt_us = 0, transport_bytes_per_us = 0;
+  // The coordinator's constants this run used (FormatCostConstants).
+  std::string cost_constants;
   std::vector<NodeStats> nodes;
   transport::OpStats job_total;
 };

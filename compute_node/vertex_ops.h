@@ -54,6 +54,7 @@ State<T>& Engine::NewState(const std::string& name, T initial, CacheHint hint) {
 template <typename Fn>
 absl::Status Engine::VertexMap(Fn fn) {
   DMG_RETURN_IF_ERROR(Prepare());
+  NoteVertexVisits(own_end_ - own_begin_);
   const uint64_t base = own_begin_;
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
       own_end_ - own_begin_, internal::kVertexGrain,
@@ -70,6 +71,7 @@ template <typename Fn>
 absl::Status Engine::VertexMap(const Frontier& subset, Fn fn) {
   DMG_RETURN_IF_ERROR(Prepare());
   std::span<const VertexId> vs = subset.vertices();
+  NoteVertexVisits(vs.size());
   DMG_RETURN_IF_ERROR(
       scheduler_.ForRanges(vs.size(), internal::kVertexGrain,
                            [&](int, uint64_t begin, uint64_t end) {
@@ -84,6 +86,7 @@ absl::Status Engine::VertexMap(const Frontier& subset, Fn fn) {
 template <typename Fn>
 absl::StatusOr<Frontier> Engine::VertexFilter(Fn keep) {
   DMG_RETURN_IF_ERROR(Prepare());
+  NoteVertexVisits(own_end_ - own_begin_);
   Frontier out = NewFrontier();
   const uint64_t base = own_begin_;
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
@@ -105,6 +108,7 @@ absl::StatusOr<Frontier> Engine::VertexFilter(const Frontier& subset, Fn keep) {
   DMG_RETURN_IF_ERROR(Prepare());
   Frontier out = NewFrontier();
   std::span<const VertexId> vs = subset.vertices();
+  NoteVertexVisits(vs.size());
   DMG_RETURN_IF_ERROR(
       scheduler_.ForRanges(vs.size(), internal::kVertexGrain,
                            [&](int w, uint64_t begin, uint64_t end) {
@@ -123,6 +127,7 @@ template <typename Op, typename Fn>
 auto Engine::Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))> {
   using R = decltype(fn(VertexId{}));
   DMG_RETURN_IF_ERROR(Prepare());
+  NoteVertexVisits(own_end_ - own_begin_);
   // One partial per fixed chunk, combined in chunk order. Ranges start on
   // chunk boundaries, so each chunk is one node's.
   const uint64_t base = own_begin_;

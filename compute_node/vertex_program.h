@@ -34,7 +34,10 @@
 //       in adjacency order, a longer one in four interleaved chains then
 //       combined ((c0+c1)+(c2+c3)), which depends only on the store's
 //       blocks; then finish(v, combined); returns the sum of finish's
-//       results, added in a fixed order.
+//       results, added in a fixed order. That is the pull, which the
+//       engine chooses unless pushing (every vertex u sending value along
+//       its arcs) is estimated cheaper or --direction=push forces it; a
+//       push combines in arrival order, equal within rounding.
 //   Degrees(d, state)        adds every vertex's degree into state (READs
 //                            block headers only)
 //   ForEachNeighbourhood(d, pick, visit)   adjacency of other vertices

@@ -2,10 +2,74 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace dmg::coordinator {
 
-UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
+namespace {
+
+// The keys of ParseCostConstants / FormatCostConstants, in print order.
+constexpr std::pair<const char*, double CostConstants::*> kConstantKeys[] = {
+    {"pull_ns", &CostConstants::pull_ns_per_visit},
+    {"push_ns", &CostConstants::push_ns_per_visit},
+    {"remote_ns", &CostConstants::remote_update_ns},
+    {"atomic_ns", &CostConstants::atomic_ns},
+    {"exchange_us", &CostConstants::exchange_us},
+    {"gather_ns", &CostConstants::gather_ns_per_visit},
+    {"pull_hit_ns", &CostConstants::pull_hit_ns},
+    {"byte_ns", &CostConstants::byte_ns},
+};
+
+}  // namespace
+
+absl::StatusOr<CostConstants> ParseCostConstants(const std::string& text,
+                                                 const CostConstants& base) {
+  CostConstants k = base;
+  for (absl::string_view pair :
+       absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const std::vector<absl::string_view> kv = absl::StrSplit(pair, '=');
+    double x = 0;
+    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &x) || !std::isfinite(x) ||
+        x < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cost constants: '%s' is not key=number (a finite number >= 0)",
+          pair));
+    }
+    bool known = false;
+    for (const auto& [key, field] : kConstantKeys) {
+      if (absl::StripAsciiWhitespace(kv[0]) == key) {
+        k.*field = x;
+        known = true;
+      }
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cost constants: unknown key '%s' (pull_ns, push_ns, remote_ns, "
+          "atomic_ns, exchange_us, gather_ns, pull_hit_ns, byte_ns)",
+          kv[0]));
+    }
+  }
+  return k;
+}
+
+std::string FormatCostConstants(const CostConstants& k) {
+  std::string out;
+  for (const auto& [key, field] : kConstantKeys) {
+    absl::StrAppendFormat(&out, "%s%s=%g", out.empty() ? "" : ",", key,
+                          k.*field);
+  }
+  return out;
+}
+
+UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost,
+                             const CostConstants& k) {
   // Per compute node (they work in parallel), for its share of the edges.
   UpdateEstimate e;
   const double nodes = std::max(1, step.compute_nodes);
@@ -23,10 +87,13 @@ UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
                                   : e.remote_updates;
   const double rtt = cost.round_trip_us;
   const double bw = std::max(1e-3, cost.bytes_per_us);
-  // Batch: entries (vertex + value) written by the pusher and read by their
-  // owner, and a second exchange.
+  const double threads = std::max(1, step.threads);
+  const double exchange = kExchangeRoundTrips * rtt + k.exchange_us;
+  // Batch: each remote update into an outbox, the entries (vertex + value)
+  // written by the pusher and read by their owner, and a second exchange.
   const double entry = 4.0 + static_cast<double>(step.value_bytes);
-  e.batch_us = 2 * e.batch_entries * entry / bw + kExchangeRoundTrips * rtt;
+  e.batch_us = e.remote_updates * k.remote_update_ns / 1000 / threads +
+               2 * e.batch_entries * entry / bw + exchange;
   // Atomic: every update (its own vertices' too) a 16-byte compare-and-swap,
   // one in ten retried, in batches per worker; then the 64-byte lines the
   // atomics touched (by all nodes): the owner READs its own at once, the
@@ -39,14 +106,16 @@ UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost) {
   // Plus the barrier that keeps atomics off pages not yet current (an
   // exchange, as batch's second one): left out at first, the sweep in
   // docs/PERFORMANCE.md showed atomic chosen where batch was 3x faster.
-  e.atomic_us = atomics * 16 / bw + batches * rtt + lines * 64 / bw +
-                (lines >= 1 ? rtt : 0) + kExchangeRoundTrips * rtt;
+  e.atomic_us = atomics * k.atomic_ns / 1000 / threads + atomics * 16 / bw +
+                batches * rtt + lines * 64 / bw + (lines >= 1 ? rtt : 0) +
+                exchange;
   e.atomic = e.atomic_us < e.batch_us;
   return e;
 }
 
 DirectionEstimate ChooseDirection(const DirectionStep& step,
-                                  const TransportCost& cost) {
+                                  const TransportCost& cost,
+                                  const CostConstants& k) {
   DirectionEstimate e;
   const double nodes = std::max(1, step.compute_nodes);
   const double threads = std::max(1, step.threads);
@@ -58,7 +127,17 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
       share;
   e.pull_bytes =
       step.pull_cached ? 0 : static_cast<double>(step.pull_block_bytes) * share;
-  e.pull_us = range * kPullNsPerVisit / 1000 / threads + e.pull_bytes / bw;
+  const double pull_ns =
+      step.every_vertex ? k.gather_ns_per_visit : k.pull_ns_per_visit;
+  // A Gather's every arc is a hit (gather_ns holds it); a pull's hits are
+  // the frontier's edges.
+  const double hits =
+      step.every_vertex ? 0 : static_cast<double>(step.frontier_edges) * share;
+  // Bytes READ cost the link's time and the CPU's (parsing, checking and
+  // keeping blocks), the workers' in parallel.
+  const double byte_us = 1 / bw + k.byte_ns / 1000 / threads;
+  e.pull_us = (range * pull_ns + hits * k.pull_hit_ns) / 1000 / threads +
+              e.pull_bytes * byte_us;
   // Push: the node's share of the frontier and its arcs.
   const double edges = static_cast<double>(step.frontier_edges) * share;
   const double visits = static_cast<double>(step.frontier) * share + edges;
@@ -73,7 +152,7 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
     e.push_bytes = touched * static_cast<double>(step.push_block_bytes) /
                    static_cast<double>(step.push_blocks);
   }
-  e.push_us = visits * kPushNsPerVisit / 1000 / threads;
+  e.push_us = visits * k.push_ns_per_visit / 1000 / threads;
   if (step.compute_nodes > 1) {
     const double remote = edges * (nodes - 1) / nodes;
     // Combined per target: at most the other nodes' vertices.
@@ -81,10 +160,10 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
         remote, static_cast<double>(step.vertices) * (nodes - 1) / nodes);
     const double entry_bytes = 4.0 + static_cast<double>(step.value_bytes);
     e.push_bytes += 2 * entries * entry_bytes;
-    e.push_us += remote * kRemoteUpdateNs / 1000 / threads +
-                 kExchangeRoundTrips * cost.round_trip_us;
+    e.push_us += remote * k.remote_update_ns / 1000 / threads +
+                 kExchangeRoundTrips * cost.round_trip_us + k.exchange_us;
   }
-  e.push_us += e.push_bytes / bw;
+  e.push_us += e.push_bytes * byte_us;
   e.pull = e.pull_us < e.push_us;
   return e;
 }

@@ -12,9 +12,12 @@
 // (The third way, none, is a pull step: the engine's direction choice.)
 //
 // As built, atomic also pays a barrier (owners make their pages current
-// first) and a 4 KiB read-back per touched page on every node, so its
-// estimate never beats batch's with today's constants and the coordinator
-// keeps to batch (atomic stays for ablations; see docs/PERFORMANCE.md).
+// first) and a read-back of the touched lines; with the fitted constants
+// (a compare-and-swap costs ~175 ns of CPU on the development machine,
+// an outbox entry nothing measurable beside the push's visit) its
+// estimate never beats batch's there, and the forced runs agree (atomic
+// stays for ablations and for fabrics where a fit says otherwise; see
+// docs/COST_MODEL.md).
 //
 // The choice compares the two costs from the step's expected updates
 // (frontier edges times the share of targets other nodes own), how much
@@ -25,6 +28,9 @@
 #define DMG_COORDINATOR_UPDATE_COORDINATOR_H_
 
 #include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
 
 namespace dmg::coordinator {
 
@@ -33,6 +39,40 @@ struct TransportCost {
   double round_trip_us = 20;   // one small READ, posted and waited for
   double bytes_per_us = 1000;  // large READs
 };
+
+// The model's CPU and exchange constants: per vertex or arc a pull or push
+// visits, per update made to another node's vertex, per compare-and-swap,
+// the fixed cost of one exchange beyond its round trips (the nodes'
+// rendezvous), per vertex or arc a Gather visits (a pull of every vertex
+// with no frontier to test: PageRank's), per arc of a pull from an
+// active source (the frontier's edges), and per byte READ. Single-threaded
+// figures. The defaults are fitted on the development machine from the
+// per-superstep figures of `--stats_json` runs
+// (deploy/experiments/fit_coordinator.py; its output and the runs in
+// docs/COST_MODEL.md); `dmg run --cost_constants` takes a fit made on the
+// user's own cluster. ChooseUpdates and ChooseDirection read them.
+struct CostConstants {
+  double pull_ns_per_visit = 2.57;
+  double push_ns_per_visit = 23.7;
+  double remote_update_ns = 0;  // the fit finds it inside push_ns
+  double atomic_ns = 175;
+  double exchange_us = 48.3;
+  double gather_ns_per_visit = 2.44;
+  // A pull's arc whose source is in the frontier (the value, the combine)
+  // on top of its visit.
+  double pull_hit_ns = 1.21;
+  // CPU per byte READ from the memory nodes (blocks parsed, checked and
+  // kept), beside the link's time for it.
+  double byte_ns = 2.01;
+};
+
+// "pull_ns=4.1,push_ns=9,remote_ns=20,atomic_ns=60,exchange_us=25" (the
+// fit's output; keys in any order, any subset, the rest as `base`): an
+// unknown key, a value that is not a finite number >= 0, or a malformed
+// pair is an InvalidArgument naming it.
+absl::StatusOr<CostConstants> ParseCostConstants(
+    const std::string& text, const CostConstants& base = CostConstants{});
+std::string FormatCostConstants(const CostConstants& k);
 
 struct PushStep {
   uint64_t vertices = 0;        // in the graph
@@ -56,7 +96,8 @@ struct UpdateEstimate {
 inline constexpr double kAtomicsPerRoundTrip = 1024;
 inline constexpr double kExchangeRoundTrips = 4;  // one exchange's
 
-UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost);
+UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost,
+                             const CostConstants& k = CostConstants{});
 
 // The direction of an EdgeMap whose pull reads every candidate's whole
 // adjacency (updates that are not first-wins: Min, Add; a first-wins pull
@@ -83,7 +124,10 @@ struct DirectionStep {
   uint64_t push_blocks = 0;       // the push direction's, all nodes'
   uint64_t push_block_bytes = 0;  // their bytes
   uint64_t edge_bytes = 4;        // per arc in a block (8 when weighted)
-  uint64_t value_bytes = 8;       // of one update
+  // A Gather: every vertex is in the frontier and a pull visit tests no
+  // frontier (gather_ns_per_visit, not pull_ns_per_visit).
+  bool every_vertex = false;
+  uint64_t value_bytes = 8;  // of one update
   int compute_nodes = 1;
   int threads = 1;  // per compute node
 };
@@ -94,15 +138,9 @@ struct DirectionEstimate {
   double pull_bytes = 0, push_bytes = 0;  // remote bytes per node
 };
 
-// CPU per vertex or arc visited, and per update sent to another node,
-// single-threaded (fitted to 2-node steps on the development machine:
-// urand:20 SSSP pulls ~15 ns an arc, pushes ~50 including the exchange).
-inline constexpr double kPullNsPerVisit = 10;
-inline constexpr double kPushNsPerVisit = 20;
-inline constexpr double kRemoteUpdateNs = 20;
-
 DirectionEstimate ChooseDirection(const DirectionStep& step,
-                                  const TransportCost& cost);
+                                  const TransportCost& cost,
+                                  const CostConstants& k = CostConstants{});
 
 // How a compute node takes in the state lines other nodes changed (they
 // stay pending after each collective) before a push step whose updates

@@ -5,7 +5,7 @@
 # line and exit 2; Ctrl-C in the middle of a run takes the cluster down. No
 # dmg-sweep-* folder and no memory-node daemon is left behind. Then the
 # scaling pieces: an [ablation] sweep at 1-4 compute nodes with stats,
-# scaling.py's flags, cost_model.py --validate. ~20 s.
+# scaling.py's flags, cost_model.py --validate, fit_coordinator.py. ~20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DMG_BIN="${DMG_BIN:-$PWD/build/release/tools/dmg}"
@@ -122,4 +122,18 @@ deploy/experiments/cost_model.py --validate "pr=$(st pagerank 1),$(st pagerank 2
 grep -q '^| pr | 4 | 1+2-node |' "$work/cm.log" && grep -q '^| pr | 64 | ' "$work/cm.log" ||
   { cat "$work/cm.log"; fail "cost_model --validate: no 4-node row or 64-node projection"; }
 check_clean "after the scaling sweep"
+# fit_coordinator.py: constants made from known ones come back (self-test);
+# a fit of the scaling sweep's stats writes a line dmg run takes.
+deploy/experiments/fit_coordinator.py --self_test > "$work/fit.log" 2>&1 ||
+  { cat "$work/fit.log"; fail "fit_coordinator.py --self_test"; }
+deploy/experiments/fit_coordinator.py "$work/scale/stats" --write "$work/k.txt" > "$work/fit.log" 2>&1 &&
+  grep -q '^cost_constants: pull_ns=' "$work/fit.log" || { cat "$work/fit.log"; fail "fit_coordinator.py"; }
+"$DMG_BIN" run --algo=bfs --graph=kron:10 --compute_nodes=2 --cost_constants="$(cat "$work/k.txt")" \
+  --stats_json="$work/k.json" > "$work/k.log" 2>&1 && python3 - "$work/k.txt" "$work/k.json" <<'PY' ||
+import json, sys
+want = dict(kv.split("=") for kv in open(sys.argv[1]).read().strip().split(","))
+got = dict(kv.split("=") for kv in json.load(open(sys.argv[2]))["cost_constants"].split(","))
+sys.exit(any(abs(float(got[k]) - float(v)) > 1e-9 * max(1, float(v)) for k, v in want.items()))
+PY
+  { cat "$work/k.log"; fail "dmg run --cost_constants with the fit's line"; }
 echo "experiments_test: PASS"

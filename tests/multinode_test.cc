@@ -217,6 +217,53 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(UpdateMode::kPull),
                        ::testing::Values(Mode::kAuto)));
 
+// PageRank's Gather is pulled or pushed per superstep: the coordinator
+// chooses (pull, every visit being cheaper and no updates travelling) and
+// records both estimates; --direction=push forces the push, whose sums
+// equal the pull's within rounding on any number of nodes.
+TEST(MultiNodeTest, PageRanksGatherChoiceIsRecordedPerSuperstep) {
+  static const store::Graph* kron = new store::Graph(
+      Generated(store::GeneratorParams::Kind::kKron, 14, false));
+  const auto ref = reference::PageRank(*kron, 5, 0);
+  for (int nodes : {1, 3}) {
+    for (Mode direction : {Mode::kAuto, Mode::kPush}) {
+      Config c{nodes, 2, direction};
+      SCOPED_TRACE(Describe(c));
+      auto cluster = Start(*kron, c);
+      ASSERT_NE(cluster, nullptr);
+      auto results = cluster->RunEverywhere([&](compute::Engine& e) {
+        auto r = algorithms::PageRank(e, 5, 0);
+        e.Finish();
+        if (r.ok() && e.compute_node() == 0) {
+          for (const compute::SuperstepStats& s : e.stats().supersteps) {
+            SCOPED_TRACE(s.index);
+            if (direction == Mode::kPush) {
+              EXPECT_EQ(s.direction, "push");
+              EXPECT_EQ(s.chosen_by, "flag");
+              EXPECT_GT(s.push_arcs, 0u);
+              EXPECT_EQ(s.gather_visits, 0u);
+              EXPECT_EQ(s.remote_arcs > 0, nodes > 1);
+            } else {
+              EXPECT_EQ(s.direction, "pull");
+              EXPECT_EQ(s.chosen_by, "auto");
+              EXPECT_GT(s.est_push_us, s.est_pull_us);
+              EXPECT_GT(s.est_pull_us, 0);
+              EXPECT_GT(s.gather_visits, 0u);
+            }
+          }
+        }
+        return r;
+      });
+      for (size_t k = 0; k < results.size(); ++k) {
+        ASSERT_TRUE(results[k].ok()) << results[k].status();
+        EXPECT_EQ(results[k]->iterations, 5);
+        EXPECT_LE(reference::L1Distance(ref->scores, results[k]->scores),
+                  1e-12);
+      }
+    }
+  }
+}
+
 TEST(MultiNodeTest, BoundedCachesPageTheState) {
   const store::Graph g =
       Generated(store::GeneratorParams::Kind::kKron, 14, true);

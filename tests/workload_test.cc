@@ -109,11 +109,12 @@ coordinator::DirectionStep DirectionAt(uint64_t frontier, uint64_t edges) {
 // The fewest frontier edges at which a pull is the cheaper (frontier
 // vertices at the graph's average degree).
 uint64_t PullFrom(coordinator::DirectionStep d,
-                  const coordinator::TransportCost& cost) {
+                  const coordinator::TransportCost& cost,
+                  const coordinator::CostConstants& k = {}) {
   for (uint64_t e = 0; e <= d.arcs; e += d.arcs / 1024) {
     d.frontier_edges = e;
     d.frontier = e / 32;
-    if (coordinator::ChooseDirection(d, cost).pull) return e;
+    if (coordinator::ChooseDirection(d, cost, k).pull) return e;
   }
   return ~uint64_t{0};
 }
@@ -127,9 +128,19 @@ TEST(DirectionTest, PullsOnlyForLargeFrontiersAndSoonerWhenItIsCheap) {
   EXPECT_FALSE(coordinator::ChooseDirection(DirectionAt(10, 320), local).pull);
   const coordinator::DirectionStep one = DirectionAt(0, 0);
   const uint64_t base = PullFrom(one, local);
-  // On one node and local memory CPU decides: about half of the arcs.
-  EXPECT_GT(base, one.arcs / 3);
-  EXPECT_LT(base, one.arcs * 2 / 3);
+  // On one node with cached blocks CPU decides: a pull visits every vertex
+  // and arc, a push the frontier's, each ~9x dearer (the fitted
+  // constants): about a tenth of the arcs (Ligra's rule says a twentieth).
+  coordinator::DirectionStep cpu = one;
+  cpu.pull_cached = cpu.push_cached = true;
+  const coordinator::CostConstants k;
+  const double even = static_cast<double>(one.arcs + one.vertices) *
+                      k.pull_ns_per_visit /
+                      (k.push_ns_per_visit - k.pull_hit_ns);
+  EXPECT_GT(static_cast<double>(PullFrom(cpu, local)), 0.8 * even);
+  EXPECT_LT(static_cast<double>(PullFrom(cpu, local)), 1.5 * even);
+  // Blocks to READ (and parse) push it up.
+  EXPECT_GT(base, PullFrom(cpu, local));
   // Blocks the pull must READ over a slow link push the crossover up...
   EXPECT_GT(PullFrom(one, tcp), base);
   // ...and blocks already cached bring it down.
@@ -259,6 +270,53 @@ TEST(UpdateCoordinatorTest, SlowRoundTripsFavourBatches) {
   const coordinator::PushStep s = Step(200'000);
   EXPECT_GT(coordinator::ChooseUpdates(s, {1000, 1000}).atomic_us,
             coordinator::ChooseUpdates(s, {2, 1000}).atomic_us);
+}
+
+TEST(UpdateCoordinatorTest, ConstantsParseAndPrintBack) {
+  absl::StatusOr<coordinator::CostConstants> k =
+      coordinator::ParseCostConstants(" pull_ns=4.5, exchange_us=30");
+  ASSERT_TRUE(k.ok()) << k.status();
+  const coordinator::CostConstants base;
+  EXPECT_EQ(k->pull_ns_per_visit, 4.5);
+  EXPECT_EQ(k->exchange_us, 30);
+  EXPECT_EQ(k->push_ns_per_visit, base.push_ns_per_visit);  // as the base
+  absl::StatusOr<coordinator::CostConstants> back =
+      coordinator::ParseCostConstants(coordinator::FormatCostConstants(*k));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(coordinator::FormatCostConstants(*back),
+            coordinator::FormatCostConstants(*k));
+  EXPECT_TRUE(coordinator::ParseCostConstants("").ok());  // all built in
+  for (const char* bad : {"pull_ns", "pull_ns=", "pull_ns=-1", "pull_ns=nan",
+                          "pull_ns=inf", "pul_ns=3", "pull_ns=1=2"}) {
+    absl::StatusOr<coordinator::CostConstants> r =
+        coordinator::ParseCostConstants(bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(UpdateCoordinatorTest, TheConstantsMoveTheChoices) {
+  const coordinator::TransportCost local{0.1, 40000};
+  coordinator::CostConstants cheap_pull, dear_pull;
+  cheap_pull.pull_ns_per_visit = 1;
+  dear_pull.pull_ns_per_visit = 100;
+  coordinator::DirectionStep d = DirectionAt(1 << 20, 8 << 20);
+  d.compute_nodes = 2;
+  d.frontier = 50'000;
+  d.frontier_edges = 4'000'000;
+  d.pull_cached = true;
+  EXPECT_TRUE(coordinator::ChooseDirection(d, local, cheap_pull).pull);
+  EXPECT_FALSE(coordinator::ChooseDirection(d, local, dear_pull).pull);
+  // Compare-and-swaps that cost nothing beat an outbox for a few updates
+  // when exchanges are dear; each one's CPU tips it back.
+  coordinator::CostConstants free_atomics, dear_atomics;
+  free_atomics.remote_update_ns = 50;
+  dear_atomics.remote_update_ns = 50;
+  dear_atomics.atomic_ns = 5000;
+  const coordinator::PushStep s = Step(2000);
+  EXPECT_LT(coordinator::ChooseUpdates(s, local, free_atomics).atomic_us,
+            coordinator::ChooseUpdates(s, local, dear_atomics).atomic_us);
+  EXPECT_GT(coordinator::ChooseUpdates(s, local, dear_atomics).atomic_us,
+            coordinator::ChooseUpdates(s, local, dear_atomics).batch_us);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "algorithms/registry.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
+#include "coordinator/update_coordinator.h"
 #include "gflags/gflags.h"
 #include "reference/compare.h"
 #include "store/generator.h"
@@ -101,6 +102,13 @@ DEFINE_string(update_mode, "auto",
               "auto | pull | batch | atomic: how updates to vertices other "
               "compute nodes own travel (auto: the update coordinator "
               "chooses per step; see docs/ARCHITECTURE.md)");
+DEFINE_string(cost_constants, "",
+              "the update coordinator's CPU and exchange constants, as "
+              "deploy/experiments/fit_coordinator.py prints them "
+              "(pull_ns=..,push_ns=..,remote_ns=..,atomic_ns=..,"
+              "exchange_us=..,gather_ns=..,pull_hit_ns=..,byte_ns=..; any "
+              "subset; the rest: the built-in fit, "
+              "docs/COST_MODEL.md)");
 DEFINE_bool(steal, true,
             "stage 2 across compute nodes: in push steps where one node's "
             "share is well above the mean, a node done with its own work "
@@ -510,7 +518,7 @@ std::vector<FlagGroup> RunFlagGroups() {
        {"cache_mb", "cache_fraction", "cache_policy", "prefetch_window"}},
       {"compute nodes, the update coordinator and the workload manager",
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
-        "steal", "stage1_alpha"}},
+        "cost_constants", "steal", "stage1_alpha"}},
       {"resume after a failure", {"resume", "keep_state_s", "max_retries"}},
   };
   for (const std::string& n : RdmaFlagNames()) groups[3].flags.push_back(n);
@@ -610,6 +618,12 @@ int RunCommand() {
   } else if (FLAGS_update_mode != "auto") {
     return ReportError(absl::InvalidArgumentError(
         "--update_mode must be auto, pull, batch or atomic"));
+  }
+  {
+    absl::StatusOr<coordinator::CostConstants> k =
+        coordinator::ParseCostConstants(FLAGS_cost_constants);
+    if (!k.ok()) return ReportError(k.status());
+    engine_options.cost_constants = *k;
   }
   if (engine_options.update_mode == compute::UpdateMode::kPull &&
       engine_options.direction == compute::Mode::kPush) {
