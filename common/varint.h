@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace dmg {
 
@@ -55,6 +57,20 @@ inline bool GetVarint(const uint8_t*& p, const uint8_t* end, uint64_t* x,
     }
   }
   return false;
+}
+
+// The same on strings: appends x to out; reads one from the front of in
+// and drops it (false: malformed, as GetVarint).
+inline void PutVarint(std::string& out, uint64_t x) {
+  uint8_t bytes[10];
+  out.append(reinterpret_cast<const char*>(bytes), PutVarint(bytes, x) - bytes);
+}
+inline bool GetVarint(std::string_view& in, uint64_t* x) {
+  const auto* p = reinterpret_cast<const uint8_t*>(in.data());
+  const auto* begin = p;
+  if (!GetVarint(p, p + in.size(), x)) return false;
+  in.remove_prefix(p - begin);
+  return true;
 }
 
 }  // namespace dmg

@@ -15,6 +15,8 @@
 #include "compute_node/engine.h"
 #include "compute_node/vertex_ops.h"
 #include "compute_node/wire_codec.h"
+#include "coordinator/remote_atomics.h"
+#include "coordinator/update_batches.h"
 
 namespace dmg::compute {
 
@@ -25,40 +27,19 @@ namespace dmg::compute {
 // exchange carries what that changed. `next` holds this node's changes.
 template <typename Op, typename T>
 std::vector<std::string> Engine::OwnerBatches(bool* any) {
-  using Update = RemoteUpdate<T>;
-  std::span<const Update> all =
+  std::span<const RemoteUpdate<T>> all =
       CombineOutboxes<Op, T>(std::span<UpdateOutbox>(outbox_), combine_);
-  std::vector<std::string> to(compute_nodes());
-  for (size_t k = 0; k < all.size();) {
-    const int owner = OwnerOf(all[k].v);
-    const VertexId end = static_cast<VertexId>(cluster_->bounds()[owner + 1]);
-    size_t j = k;
-    while (j < all.size() && all[j].v < end) ++j;
-    wire::PutUpdates<Update>(to[owner],
-                             std::span<const Update>(all.data() + k, j - k));
-    k = j;
-  }
   *any = !all.empty();
-  return to;
+  return coordinator::BatchesByOwner<T>(all, cluster_->bounds());
 }
 
 template <typename T>
 absl::Status Engine::TakeInbox(const std::vector<Cluster::Received>& got,
                                std::vector<RemoteUpdate<T>>& inbox) {
-  for (int k = 0; k < compute_nodes(); ++k) {
-    if (!wire::GetUpdates<RemoteUpdate<T>>(got[k].mine, inbox)) {
-      return Fail(absl::DataLossError(absl::StrFormat(
-          "compute node %d sent a malformed batch of updates", k)));
-    }
-  }
-  for (const RemoteUpdate<T>& u : inbox) {
-    if (!Owns(u.v)) {
-      return Fail(absl::DataLossError(absl::StrFormat(
-          "an update for vertex %d reached compute node %d, not its owner", u.v,
-          compute_node())));
-    }
-  }
-  return absl::OkStatus();
+  std::vector<std::string_view> parts;
+  for (const Cluster::Received& r : got) parts.push_back(r.mine);
+  return Fail(coordinator::ReadInbox<T>(parts, own_begin_, own_end_,
+                                        compute_node(), inbox));
 }
 
 template <typename Op, typename T>
@@ -161,19 +142,18 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
   struct Pending {
     VertexId v;
     T x;
-    StateArrayBase::Word where;
-    uint64_t expected, desired, old;
+    uint32_t shift;  // of v's element in its word, bytes
+    coordinator::CasWord cas;
   };
   const T unset = target.initial();
   // Computes the word to swap in; false when the update changes nothing.
   auto prepare = [&](Pending& p) {
     T now;
-    std::memcpy(&now,
-                reinterpret_cast<const char*>(&p.expected) + p.where.shift,
+    std::memcpy(&now, reinterpret_cast<const char*>(&p.cas.expected) + p.shift,
                 sizeof(T));
     if (!Op::Apply(std::atomic_ref<T>(now), p.x, unset)) return false;
-    p.desired = p.expected;
-    std::memcpy(reinterpret_cast<char*>(&p.desired) + p.where.shift, &now,
+    p.cas.desired = p.cas.expected;
+    std::memcpy(reinterpret_cast<char*>(&p.cas.desired) + p.shift, &now,
                 sizeof(T));
     return true;
   };
@@ -189,19 +169,19 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
         for (size_t k = 0; k < out.size(); ++k) {
           const VertexId v = out[k];
           if (!candidate(v)) continue;
-          Pending p{v,
-                    value(u, v, internal::WeightAt(weights, k)),
-                    target.CurrentWord(v),
-                    0,
-                    0,
-                    0};
+          const StateArrayBase::Word where = target.CurrentWord(v);
+          Pending p{v, value(u, v, internal::WeightAt(weights, k)), where.shift,
+                    coordinator::CasWord{}};
+          p.cas.node = where.node;
+          p.cas.region = where.region;
+          p.cas.offset = where.offset;
           // First guess: the word as this node's copy has it (the memory
           // node's value when the operation began).
-          const uint64_t first = v - p.where.shift / elem;
+          const uint64_t first = v - where.shift / elem;
           for (uint64_t i = 0; i < 8 / elem && first + i < num_vertices();
                ++i) {
             const T e = target.Get(w, static_cast<VertexId>(first + i));
-            std::memcpy(reinterpret_cast<char*>(&p.expected) + i * elem, &e,
+            std::memcpy(reinterpret_cast<char*>(&p.cas.expected) + i * elem, &e,
                         elem);
           }
           if (prepare(p)) pending[w].push_back(p);
@@ -210,38 +190,17 @@ absl::StatusOr<Frontier> Engine::AtomicPush(const Frontier& frontier,
   TakeRemoteShare();
   Frontier next = NewFrontier();
   std::vector<uint64_t> touched((target.lines() + 63) / 64, 0);
-  constexpr size_t kPerBatch = 1024;  // compare-and-swaps per round trip
   DMG_RETURN_IF_ERROR(Fail(scheduler_.ForEach(
       pending.size(), [&](int w, size_t list) -> absl::Status {
-        transport::Endpoint& ep = pool_->endpoint(w);
-        std::vector<Pending>& q = pending[list];
-        for (size_t at = 0; at < q.size();) {
-          const size_t end = std::min(q.size(), at + kPerBatch);
-          std::span<Pending> batch(q.data() + at, end - at);
-          while (!batch.empty()) {
-            for (Pending& p : batch) {
-              ep.CompareAndSwap(p.where.node, p.where.region, p.where.offset,
-                                p.expected, p.desired, &p.old);
-            }
-            DMG_RETURN_IF_ERROR(ep.Flush());
-            size_t kept = 0;
-            for (Pending& p : batch) {
-              if (p.old == p.expected) {  // landed
-                next.Add(w, p.v);
-                const uint64_t line = line_of(p.v);
-                std::atomic_ref<uint64_t>(touched[line >> 6])
-                    .fetch_or(uint64_t{1} << (line & 63),
-                              std::memory_order_relaxed);
-                continue;
-              }
-              p.expected = p.old;  // someone got there first: try again
-              if (prepare(p)) batch[kept++] = p;
-            }
-            batch = batch.first(kept);
-          }
-          at = end;
-        }
-        return absl::OkStatus();
+        return coordinator::ApplyRemoteCas(
+            pool_->endpoint(w), std::span<Pending>(pending[list]), prepare,
+            [&](const Pending& p) {
+              next.Add(w, p.v);
+              const uint64_t line = line_of(p.v);
+              std::atomic_ref<uint64_t>(touched[line >> 6])
+                  .fetch_or(uint64_t{1} << (line & 63),
+                            std::memory_order_relaxed);
+            });
       })));
   next.Seal();
   return FinishAtomicPush(target, std::move(next), touched);
