@@ -11,6 +11,7 @@
 #include "coordinator/update_coordinator.h"
 #include "workload/partition.h"
 #include "workload/steal_policy.h"
+#include "workload/work_items.h"
 
 namespace dmg::compute {
 
@@ -297,25 +298,13 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   // chunk its owner's (ranges start on chunk boundaries), in vertex order,
   // so that every node derives the same lists from the same frontier.
   const std::vector<VertexId> members = frontier.SortedVertices();
-  struct Item {
-    uint32_t begin, end;  // into members
-  };
-  std::vector<std::vector<Item>> items(nodes);
-  constexpr uint64_t kGrain = 4096;
-  // An item also ends after kItemVertices members: a node that has run out
-  // of work takes pieces small enough to finish before the owner would
-  // have, however dense a chunk is.
+  using Item = workload::WorkItem;
+  constexpr uint64_t kItemGrain = 4096;  // the ranges' grain
   constexpr uint32_t kItemVertices = 512;
+  const std::vector<std::vector<Item>> items =
+      workload::FrontierItems(members, kItemGrain, kItemVertices, nodes,
+                              [&](VertexId v) { return OwnerOf(v); });
   const HeaderCache* h = headers(d);
-  for (uint32_t i = 0; i < members.size();) {
-    uint32_t j = i + 1;
-    while (j < members.size() && members[j] / kGrain == members[i] / kGrain &&
-           j - i < kItemVertices) {
-      ++j;
-    }
-    items[OwnerOf(members[i])].push_back({i, j});
-    i = j;
-  }
   DMG_ASSIGN_OR_RETURN(const int parity,
                        Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
   while (steal_scratch_.size() < static_cast<size_t>(threads())) {
@@ -346,14 +335,11 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
       }
       return absl::OkStatus();
     };
-    // This node's own items first, a few per claim, then the others' that
-    // are left, one per claim.
-    // Guided: each claim takes a share of what was left at the last one, so
-    // the last claims are single items and a node that takes leftovers
-    // is not kept waiting behind a big claimed group.
+    // This node's own items first, in guided groups, then the others'
+    // that are left, one per claim (workload/work_items.h).
     const uint64_t mine = items[me].size();
-    const uint64_t parts = 4 * uint64_t(threads()) * nodes;
-    uint64_t group = std::max<uint64_t>(1, mine / parts);
+    const uint64_t claimers = uint64_t(threads()) * nodes;
+    uint64_t group = workload::GuidedGroup(mine, claimers);
     for (;;) {
       DMG_ASSIGN_OR_RETURN(uint64_t at, cluster_->Claim(ep, me, parity, group));
       if (at >= mine) break;
@@ -362,7 +348,7 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
         DMG_RETURN_IF_ERROR(process(items[me][i]));
         own.fetch_add(1, std::memory_order_relaxed);
       }
-      group = std::max<uint64_t>(1, (mine - end) / parts);
+      group = workload::GuidedGroup(mine - end, claimers);
     }
     for (int step = 1; step < nodes; ++step) {
       const int victim = (me + step) % nodes;

@@ -1,5 +1,6 @@
 // The workload manager's stage 1 (vertex ranges by edges and vertices) and
-// the update coordinator's choice, on their own.
+// stage 2's work items and the update coordinator's choice, on their own.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -7,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "workload/partition.h"
 #include "workload/steal_policy.h"
+#include "workload/work_items.h"
 
 namespace dmg {
 namespace {
@@ -317,6 +319,42 @@ TEST(UpdateCoordinatorTest, TheConstantsMoveTheChoices) {
             coordinator::ChooseUpdates(s, local, dear_atomics).atomic_us);
   EXPECT_GT(coordinator::ChooseUpdates(s, local, dear_atomics).atomic_us,
             coordinator::ChooseUpdates(s, local, dear_atomics).batch_us);
+}
+
+TEST(WorkItemsTest, EveryMemberOnceInItemsOfOneChunkAndOneOwner) {
+  // Owners of 4096-vertex ranges: [0, 8192), [8192, 20480), [20480, ...).
+  const std::vector<uint64_t> bounds = {0, 8192, 20480, 40000};
+  auto owner_of = [&](store::VertexId v) {
+    return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), v) -
+                            bounds.begin() - 1);
+  };
+  std::vector<store::VertexId> members;
+  for (store::VertexId v = 0; v < 40000; v += (v < 9000 ? 1 : 7)) {
+    members.push_back(v);
+  }
+  const auto items = workload::FrontierItems(members, 4096, 512, 3, owner_of);
+  ASSERT_EQ(items.size(), 3u);
+  std::vector<int> seen(members.size(), 0);
+  for (int owner = 0; owner < 3; ++owner) {
+    uint32_t last_end = 0;
+    for (const workload::WorkItem& it : items[owner]) {
+      ASSERT_LT(it.begin, it.end);
+      EXPECT_LE(it.end - it.begin, 512u);
+      EXPECT_GE(it.begin, last_end);  // in member order
+      last_end = it.end;
+      for (uint32_t i = it.begin; i < it.end; ++i) {
+        ++seen[i];
+        EXPECT_EQ(owner_of(members[i]), owner);
+        EXPECT_EQ(members[i] / 4096, members[it.begin] / 4096);
+      }
+    }
+  }
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << i;
+  // Guided claims shrink to single items and never reach zero.
+  EXPECT_EQ(workload::GuidedGroup(1000, 4), 62u);
+  EXPECT_EQ(workload::GuidedGroup(3, 4), 1u);
+  EXPECT_EQ(workload::GuidedGroup(0, 4), 1u);
+  EXPECT_EQ(workload::GuidedGroup(100, 0), 25u);
 }
 
 }  // namespace
