@@ -8,8 +8,11 @@
 #ifndef DMG_TOOLS_EMBEDDED_CLUSTER_H_
 #define DMG_TOOLS_EMBEDDED_CLUSTER_H_
 
+#include <pthread.h>
+
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,7 +44,12 @@ class EmbeddedCluster {
     std::vector<std::optional<decltype(fn(engine()))>> out(engines_.size());
     std::vector<std::thread> threads;
     for (size_t k = 1; k < engines_.size(); ++k) {
-      threads.emplace_back([&, k] { out[k].emplace(fn(*engines_[k])); });
+      threads.emplace_back([&, k] {
+        // "dmg-node-K" in top -H and perf (node 0 is the caller's thread).
+        pthread_setname_np(pthread_self(),
+                           ("dmg-node-" + std::to_string(k)).c_str());
+        out[k].emplace(fn(*engines_[k]));
+      });
     }
     out[0].emplace(fn(*engines_[0]));
     for (std::thread& t : threads) t.join();
