@@ -107,6 +107,7 @@ skipped=$(grep -c ',skipped,' "$csv" || true)
 head -1 "$csv" | grep -q ',command,experiment,update_mode,direction,rep,' || fail "CSV: new columns not last"
 grep -q '^ablation: bfs on kron:12' "$work/scale/summary.txt" &&
   grep -Eq '=> (PASS|MISS)$' "$work/scale/summary.txt" &&
+  grep -Eq '^ablation overall: auto within 10% of the best forced time in [0-9]+ of 1 cells' "$work/scale/summary.txt" &&
   grep -q '^scaling ' "$work/scale/summary.txt" || { cat "$work/scale/summary.txt"; fail "summary.txt"; }
 for p in ablation-kron12-bfs compute-kron12-pagerank-local; do
   [ -s "$work/scale/$p.png" ] || { ls "$work/scale"; fail "no $p.png"; }

@@ -139,16 +139,27 @@ def ablation_table(rows):
                        f"{cell(r, lambda r: '%.2f' % mb(r)):>8s} | {chosen}")
         out.append("  " + verdict(group))
         out.append("")
+    cells = [r for r in (ratios(g) for g in groups.values()) if r is not None]
+    if cells:
+        in_time = sum(rt <= 1.1 for rt, _ in cells)
+        in_bytes = sum(rb <= 1.1 for _, rb in cells)
+        out.append(f"ablation overall: auto within 10% of the best forced time in "
+                   f"{in_time} of {len(cells)} cells ({100 * in_time / len(cells):.0f}%), "
+                   f"of the fewest bytes in {in_bytes} of {len(cells)} "
+                   f"({100 * in_bytes / len(cells):.0f}%)")
+        out.append("")
     return out
 
 
-def verdict(group):
-    """auto/auto against the best forced combination, in time and in bytes:
-    PASS when both are within 10%."""
+def compare(group):
+    """auto/auto against the best forced combination: (auto's time, the
+    fastest forced row, the fewest-bytes forced row, the time ratio, the
+    bytes ratio, how many forced runs were pooled with auto); None without
+    auto/auto or a forced run."""
     auto = group.get(("auto", "auto"))
     forced = [r for k, r in group.items() if k != ("auto", "auto") and ok(r)]
     if not ok(auto) or not forced:
-        return "auto/auto or every forced mode missing: no verdict"
+        return None
     bt = min(forced, key=secs)
     bb = min(forced, key=mb)
     # A forced combination that made every choice auto made (the same
@@ -160,10 +171,26 @@ def verdict(group):
             and r.get("chosen_directions") == auto.get("chosen_directions")
             and r.get("chosen_update_modes") == auto.get("chosen_update_modes")]
     auto_t = min([secs(auto)] + [secs(r) for r in same])
-    pooled = (f" (pooled with {len(same)} forced making the same choices)"
-              if same and auto_t < secs(auto) else "")
     rt = auto_t / secs(bt) if secs(bt) > 0 else 1.0
     rb = mb(auto) / mb(bb) if mb(bb) > 0 else 1.0
+    pooled = len(same) if same and auto_t < secs(auto) else 0
+    return auto_t, bt, bb, rt, rb, pooled
+
+
+def ratios(group):
+    c = compare(group)
+    return None if c is None else (c[3], c[4])
+
+
+def verdict(group):
+    """auto/auto against the best forced combination, in time and in bytes:
+    PASS when both are within 10%."""
+    c = compare(group)
+    if c is None:
+        return "auto/auto or every forced mode missing: no verdict"
+    auto_t, bt, bb, rt, rb, same = c
+    auto = group[("auto", "auto")]
+    pooled = f" (pooled with {same} forced making the same choices)" if same else ""
     mark = lambda x: "PASS" if x <= 1.1 else "MISS"
     return (f"auto {auto_t:.4f} s{pooled} vs best forced {secs(bt):.4f} s "
             f"({get(bt, 'update_mode')}/{get(bt, 'direction')}) = {rt:.2f}x {mark(rt)}; "
