@@ -606,9 +606,11 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     by = "auto";
     coordinator::DirectionStep step = DirectionStepFor(push_blocks, 8);
     step.frontier = frontier.size();
-    // The push's cost grows with the frontier's edges, the pull's does
-    // not: find the edge count where they meet, and sum the frontier's
-    // edges only that far.
+    // The push's cost grows with the frontier's edges faster than the
+    // pull's (an arc pushed against an active arc pulled: 23.7 and 1.2 ns
+    // fitted; a fit where it is the other way round would always pull):
+    // find the edge count where they meet, and sum the frontier's edges
+    // only that far.
     uint64_t lo = 0, hi = num_arcs() + 1;
     while (lo < hi) {
       step.frontier_edges = lo + (hi - lo) / 2;
