@@ -384,31 +384,42 @@ absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
     const Frontier& frontier, Direction along, State<T>& target, Value& value,
     Candidate& candidate) {
   Frontier next = NewFrontier();
-  DMG_ASSIGN_OR_RETURN(
-      const bool scanned,
-      ScanPrefixes(
-          internal::Opposite(along),
-          [&](VertexId begin, VertexId end, uint8_t* out) {
-            for (VertexId v = begin; v < end; ++v) {
-              out[v - begin] = candidate(v);
-            }
-          },
-          [&](int w, VertexId v, std::span<const VertexId> in,
-              std::span<const Weight> weights) {
-            for (size_t k = 0; k < in.size(); ++k) {
-              const VertexId u = in[k];
-              if (!frontier.Contains(u)) continue;
-              if (target.template Apply<Op>(
-                      w, v, value(u, v, internal::WeightAt(weights, k)))) {
-                // v's chunk (4096-aligned) is this worker's alone.
-                next.AddExclusive(w, v);
-              }
-              return true;
-            }
-            return false;
-          }));
+  DMG_ASSIGN_OR_RETURN(const bool scanned,
+                       ScanPrefixes(
+                           internal::Opposite(along),
+                           [&](VertexId begin, VertexId end, uint8_t* out) {
+                             for (VertexId v = begin; v < end; ++v) {
+                               out[v - begin] = candidate(v);
+                             }
+                           },
+                           [&](int w, VertexId v, std::span<const VertexId> in,
+                               std::span<const Weight> weights) {
+                             for (size_t k = 0; k < in.size(); ++k) {
+                               const VertexId u = in[k];
+                               if (!frontier.Contains(u)) continue;
+                               const T x =
+                                   value(u, v, internal::WeightAt(weights, k));
+                               if (taking_[w] != 0) {
+                                 // A chunk taken from v's owner: the claim is
+                                 // the owner's to make.
+                                 ToOutbox<Op, T>(w, v, x);
+                               } else if (target.template Apply<Op>(w, v, x)) {
+                                 // v's chunk (4096-aligned) is this worker's
+                                 // alone.
+                                 next.AddExclusive(w, v);
+                               }
+                               return true;
+                             }
+                             return false;
+                           },
+                           /*may_steal=*/true));
   if (!scanned) return std::optional<Frontier>();
   next.Seal();
+  if (scan_shared_) {
+    DMG_ASSIGN_OR_RETURN(Frontier merged,
+                         FinishPush<Op>(target, std::move(next)));
+    return std::optional<Frontier>(std::move(merged));
+  }
   DMG_ASSIGN_OR_RETURN(Frontier merged, MergeFrontier(std::move(next)));
   return std::optional<Frontier>(std::move(merged));
 }
@@ -442,7 +453,10 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
-        const auto [lo, hi] = OwnIndices(b);
+        // A unit taken from another node (stage 2): its vertices are that
+        // node's, and their results travel to it.
+        const auto [lo, hi] = WorkIndices(w, b);
+        const bool taking = taking_[w] != 0;
         uint64_t hits = 0;  // arcs from the frontier (the cost model's)
         for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
@@ -468,12 +482,20 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
             continue;
           }
           p.found = false;
-          if (found && target.template Apply<Op>(w, v, acc)) next.Add(w, v);
+          if (!found) continue;
+          if (taking) {
+            ToOutbox<Op, T>(w, v, acc);
+          } else if (target.template Apply<Op>(w, v, acc)) {
+            next.Add(w, v);
+          }
         }
         arc_counts_[w].hits += hits;
-      }));
+      },
+      /*may_steal=*/true));
   TakePullHits();
   next.Seal();
+  // Taken units' results go to their owners as a push's updates do.
+  if (scan_shared_) return FinishPush<Op>(target, std::move(next));
   return MergeFrontier(std::move(next));
 }
 

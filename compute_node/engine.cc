@@ -328,6 +328,7 @@ absl::Status Engine::Init() {
   }
   DMG_ASSIGN_OR_RETURN(buffers_, planner_.PlanBuffers());
   taking_.assign(threads(), 0);
+  work_range_.assign(threads(), {own_begin_, own_end_});
   for (int d = 0; d < 2; ++d) {
     std::span<const DirectoryEntry> dir =
         graph_.directory(static_cast<Direction>(d));
@@ -337,15 +338,26 @@ absl::Status Engine::Init() {
       own_units_[d] = all_units_[d];
       continue;
     }
-    // The blocks holding a vertex of this node's range (a block across a
+    // The blocks holding a vertex of each node's range (a block across a
     // range boundary is read by both nodes, each taking its vertices).
-    std::vector<uint32_t> mine;
-    for (uint32_t i = 0; i < dir.size(); ++i) {
-      const uint64_t first = dir[i].first_vertex;
-      const uint64_t end = first + std::max<uint32_t>(dir[i].vertex_count, 1);
-      if (first < own_end_ && end > own_begin_) mine.push_back(i);
+    const std::span<const uint64_t> bounds = cluster_->bounds();
+    node_units_[d].assign(compute_nodes(), {});
+    node_work_[d].assign(compute_nodes(), 0.0);
+    for (int node = 0; node < compute_nodes(); ++node) {
+      std::vector<uint32_t> theirs;
+      for (uint32_t i = 0; i < dir.size(); ++i) {
+        const uint64_t first = dir[i].first_vertex;
+        const uint64_t end = first + std::max<uint32_t>(dir[i].vertex_count, 1);
+        if (first < bounds[node + 1] && end > bounds[node]) {
+          theirs.push_back(i);
+          node_work_[d][node] +=
+              static_cast<double>(store::EntryEdges(dir, i, num_arcs())) +
+              workload::kVertexCost * dir[i].vertex_count;
+        }
+      }
+      node_units_[d][node] = MakeUnits(dir, theirs, buffers_.batch_bytes);
     }
-    own_units_[d] = MakeUnits(dir, mine, buffers_.batch_bytes);
+    own_units_[d] = node_units_[d][compute_node()];
   }
   if (options_.cache_policy == CachePolicy::kPageLru) {
     const uint64_t bytes = planner_.PageCacheBytes(
@@ -505,6 +517,8 @@ absl::Status Engine::PutCollectiveHeader(bool prewrite, MessageWriter& out) {
   out.Put<uint64_t>(placed_);
   out.Put<uint64_t>(decisions_);
   out.Put<uint8_t>((held ? 1 : 0) | (clean ? 2 : 0));
+  // This node's measured share of its last dense scans (stage 2's input).
+  for (uint64_t ns : own_scan_ns_) out.Put<uint64_t>(ns);
   // Each array's changed lines (not pages: a page of 1,024 labels with one
   // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
   // varint gaps, whichever is smaller (a BFS level's few hundred scattered
@@ -530,6 +544,15 @@ absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
   if (!in.Get(&held_there)) {
     return Fail(absl::DataLossError(
         absl::StrFormat("compute node %d posted a malformed header", k)));
+  }
+  for (std::vector<uint64_t>& shares : scan_ns_) {
+    uint64_t ns = 0;
+    if (!in.Get(&ns)) {
+      return Fail(absl::DataLossError(
+          absl::StrFormat("compute node %d posted a malformed header", k)));
+    }
+    shares.resize(compute_nodes(), 0);
+    shares[k] = ns;
   }
   posts.any_held = posts.any_held || (held_there & 1) != 0;
   posts.all_clean = posts.all_clean && (held_there & 2) != 0;

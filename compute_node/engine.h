@@ -51,6 +51,7 @@
 #include "coordinator/outbox.h"
 #include "coordinator/update_coordinator.h"
 #include "store/block_format.h"
+#include "workload/steal_policy.h"
 
 namespace dmg::compute {
 
@@ -162,6 +163,15 @@ class Engine {
         b.first_vertex() < own_begin_ ? own_begin_ - b.first_vertex() : 0;
     const uint32_t hi = std::min<uint64_t>(
         b.vertex_count(), static_cast<uint64_t>(own_end_) - b.first_vertex());
+    return {lo, hi};
+  }
+  // The same for the node whose work item worker w is on: this node's, or
+  // (stage 2) the one it took the item from.
+  std::pair<uint32_t, uint32_t> WorkIndices(int w, const BlockView& b) const {
+    const auto [begin, end] = work_range_[w];
+    const uint32_t lo = b.first_vertex() < begin ? begin - b.first_vertex() : 0;
+    const uint32_t hi = std::min<uint64_t>(
+        b.vertex_count(), static_cast<uint64_t>(end) - b.first_vertex());
     return {lo, hi};
   }
 
@@ -339,7 +349,25 @@ class Engine {
   }
   // Dense scan of direction d's blocks (of units holding a vertex range
   // `want` accepts, if given), each block on one worker, in order per unit.
-  absl::Status ScanBlocks(Direction d, const RangeFn* want, const BlockFn& fn);
+  // `may_steal`: with several compute nodes the units are work items that
+  // other nodes may take (ScanBlocksShared) when the coordinator's model
+  // says that pays; the caller's fn then takes each block's vertices by
+  // WorkIndices and sends a taken item's updates through the outbox, and
+  // after the scan scan_shared_ says whether it was shared.
+  absl::Status ScanBlocks(Direction d, const RangeFn* want, const BlockFn& fn,
+                          bool may_steal = false);
+  // ScanBlocks' stage 2 across nodes: every node's units behind its shared
+  // cursor, taken by any node done with its own.
+  // `block(w, entry, bytes, length, own)` does one block read for an item
+  // of this node's (own) or another's.
+  using SharedBlockFn =
+      std::function<absl::Status(int w, uint32_t entry, const std::byte* bytes,
+                                 uint32_t length, bool own)>;
+  absl::Status ScanBlocksShared(Direction d, const RangeFn* want,
+                                const SharedBlockFn& block);
+  // Stage 2 for a dense scan: whether other nodes may take this node's
+  // units (the same answer on every node), noted in the superstep's stats.
+  bool PullStealPays(Direction d);
   // Push scan: the pieces of the frontier's vertices in direction d.
   absl::Status ScanFrontier(Direction d, const Frontier& frontier,
                             const PieceFn& fn);
@@ -362,8 +390,20 @@ class Engine {
   using PrefixFn =
       std::function<bool(int worker, VertexId v, std::span<const VertexId>,
                          std::span<const Weight>)>;
+  // `may_steal`: as for ScanBlocks, with 4096-vertex chunks of every
+  // node's range as the work items (a taken chunk's visits run with
+  // taking_ set; scan_shared_ says whether it was shared).
   absl::StatusOr<bool> ScanPrefixes(Direction d, const CandidatesFn& candidates,
-                                    const PrefixFn& visit);
+                                    const PrefixFn& visit,
+                                    bool may_steal = false);
+  // Stage 2 over chunks of every node's range: scan_chunk(w, begin, end)
+  // for each, claimed through the shared cursors.
+  absl::Status RunSharedChunks(
+      uint64_t chunk,
+      const std::function<absl::Status(int, VertexId, VertexId)>& scan_chunk);
+  // Whether a bottom-up step's chunks are worth stealing (the same answer
+  // on every node).
+  bool PrefixStealPays(Direction d);
   // Calls fn(worker, entry, offsets) for every block of d, from READs of
   // block headers and offsets only (validated).
   using HeaderFn = std::function<void(int, uint32_t, const uint32_t*)>;
@@ -567,6 +607,19 @@ class Engine {
   // Stage 2 across nodes: whether this push step's items may be taken by
   // other nodes (workload/steal_policy.h), noted in the superstep's stats.
   bool StealPays(Direction d, const Frontier& frontier);
+  // The steal model's prices (workload::StealPrices): the CPU and link
+  // time of READing an arc's bytes again, and the claims' round trips.
+  double ArcReadNs() const;
+  double ClaimRoundsNs() const;
+  // Records a steal decision in the superstep's stats (the first of the
+  // step); returns whether to steal.
+  bool NoteSteal(const workload::StealDecision& decision);
+  // A dense scan's steal decision (kind as own_scan_ns_): on the measured
+  // shares once every node has one, else on `estimate` (directory work
+  // units at `prices`).
+  workload::StealDecision DecideDenseSteal(int kind,
+                                           std::span<const double> estimate,
+                                           const workload::StealPrices& prices);
   // Push or pull for an EdgeMap asked for `mode`: the program's forced
   // mode, else the --direction override, else (kAuto) for an update that
   // stops early, pull when the frontier's edges in the push direction and
@@ -603,6 +656,27 @@ class Engine {
   std::vector<Unit> all_units_[2];
   // The units holding this node's vertices (all units with one node).
   std::vector<Unit> own_units_[2];
+  // With several compute nodes, every node's units (own_units_ is this
+  // node's) and their work (arcs + kVertexCost per vertex), for stealing
+  // in dense scans.
+  std::vector<std::vector<Unit>> node_units_[2];
+  std::vector<double> node_work_[2];
+  // Per worker: the vertex range of the node whose item it is on (its own
+  // but while it works on a taken one; WorkIndices).
+  std::vector<std::pair<VertexId, VertexId>> work_range_;
+  // The last ScanBlocks with may_steal ran shared (ScanBlocksShared).
+  bool scan_shared_ = false;
+  // Per kind of dense scan that may steal (0: a pull's blocks, 1: a
+  // bottom-up step's prefixes): this node's measured time for its own
+  // share in its last such scan (ns; a shared scan's own items' time scaled
+  // to all of them), posted in every collective's header; and every node's
+  // as last posted (the steal model's measured input, the same on every
+  // node; 0 where a node has posted none yet).
+  uint64_t own_scan_ns_[2] = {0, 0};
+  std::vector<uint64_t> scan_ns_[2];
+  // The measured shares of scan `kind` as work for DecideSteal, or empty
+  // when some node has none yet.
+  std::vector<double> MeasuredShares(int kind) const;
   std::unique_ptr<Cluster> cluster_;           // nullptr: one compute node
   coordinator::TransportCost transport_cost_;  // measured at job start
   std::vector<Frontier> steal_scratch_;        // per worker

@@ -3,6 +3,8 @@
 // scans (degrees), and neighbourhood reads. Each draws its work from the
 // unit scheduler and its bytes from the block source.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -63,6 +65,35 @@ void ForEachWholeVertex(Assembler& a, const BlockView& b, bool continues,
   }
 }
 
+uint64_t ElapsedNs(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - start)
+          .count());
+}
+
+// A shared scan's measure of this node's share: the time its workers spent
+// on its own items (summed over workers, so per worker on average), scaled
+// from the items it ran to all of them.
+uint64_t ScaledOwnShare(uint64_t ns, uint64_t done, uint64_t all, int workers) {
+  if (done == 0) return 0;
+  return static_cast<uint64_t>(static_cast<double>(ns) / workers *
+                               static_cast<double>(all) /
+                               static_cast<double>(done));
+}
+
+// Whether `unit` holds a vertex `want` accepts.
+bool UnitWanted(std::span<const DirectoryEntry> dir, const Unit& unit,
+                uint64_t num_vertices,
+                const std::function<bool(VertexId, VertexId)>& want) {
+  const VertexId begin = dir[unit.first].first_vertex;
+  const VertexId end = unit.last < dir.size()
+                           ? dir[unit.last].first_vertex
+                           : static_cast<VertexId>(num_vertices);
+  // A split run shares its vertex with the next unit's first entry.
+  return want(begin, std::max(end, begin + 1));
+}
+
 }  // namespace
 
 // Edges a bottom-up step reads first from each candidate: in a BFS's
@@ -72,7 +103,8 @@ constexpr uint32_t kPrefixEdges = 8;
 
 absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
                                           const CandidatesFn& candidates,
-                                          const PrefixFn& visit) {
+                                          const PrefixFn& visit,
+                                          bool may_steal) {
   d = Stored(d);
   // Prefixes are edge ranges located by the header cache's edge offsets:
   // compressed blocks have no fixed place per edge.
@@ -82,7 +114,6 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
   if (h == nullptr) return false;
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   using EdgeRange = BlockSource::EdgeRange;
-  const VertexId base = own_begin_;
   // Per worker, reused from chunk to chunk.
   struct Scratch {
     std::vector<EdgeRange> ranges, tail;
@@ -90,100 +121,159 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
     std::vector<uint32_t> rest;
   };
   std::vector<Scratch> scratch(threads());
+  auto scan_chunk = [&](int w, VertexId first_v,
+                        VertexId end_v) -> absl::Status {
+    // Pass 1: every candidate's prefix (of its first piece).
+    Scratch& sc = scratch[w];
+    std::vector<EdgeRange>& ranges = sc.ranges;
+    std::vector<uint8_t>& more = sc.more;  // per range: edges left
+    ranges.clear();
+    more.clear();
+    // Which vertices of the chunk are candidates (one call).
+    std::vector<uint8_t>& is_candidate = sc.is_candidate;
+    is_candidate.resize(end_v - first_v);
+    candidates(first_v, end_v, is_candidate.data());
+    // Block by block: each block's offsets are read in one sweep.
+    for (size_t i = store::FindBlocks(dir, first_v).first;
+         i < dir.size() && dir[i].first_vertex < end_v; ++i) {
+      const DirectoryEntry& e = dir[i];
+      const uint32_t* off = h->offsets(i);
+      const bool split = ContinuesInNext(dir, i);
+      const uint32_t lo =
+          e.first_vertex < first_v ? first_v - e.first_vertex : 0;
+      const uint32_t hi = static_cast<uint32_t>(
+          std::min<uint64_t>(e.vertex_count, uint64_t{end_v} - e.first_vertex));
+      // Branch-free: whether a vertex has edges and is a candidate is
+      // data-dependent (coin flips on a kron graph), so every vertex is
+      // written and only the wanted ones advance the end.
+      size_t count = ranges.size();
+      ranges.resize(count + (hi - lo));
+      more.resize(count + (hi - lo));
+      uint32_t at = off[lo];
+      for (uint32_t j = lo; j < hi; ++j) {
+        const uint32_t next = off[j + 1];
+        const uint32_t len = next - at;
+        at = next;
+        const bool last = split && j + 1 == e.vertex_count;
+        const VertexId v = e.first_vertex + j;
+        const uint32_t take = std::min(len, kPrefixEdges);
+        ranges[count] = {static_cast<uint32_t>(i), v, 0, take};
+        more[count] = take < len || last;
+        count += (len != 0 || last) & is_candidate[v - first_v];
+      }
+      ranges.resize(count);
+      more.resize(count);
+      // The later pieces of a split vertex hold no other vertex.
+      while (ContinuesInNext(dir, i)) ++i;
+    }
+    std::vector<uint32_t>& rest = sc.rest;  // indices into ranges
+    rest.clear();
+    DMG_RETURN_IF_ERROR(source_->ReadRanges(
+        w, d, ranges, *h,
+        [&](size_t k, std::span<const VertexId> t, std::span<const Weight> wt) {
+          if (!visit(w, ranges[k].v, t, wt) && more[k]) {
+            rest.push_back(static_cast<uint32_t>(k));
+          }
+        }));
+    if (rest.empty()) return absl::OkStatus();
+    // Pass 2: the rest of the unresolved, piece by piece, in order.
+    std::vector<EdgeRange>& tail = sc.tail;
+    tail.clear();
+    for (uint32_t k : rest) {
+      const EdgeRange& r = ranges[k];
+      uint32_t e = r.entry;
+      const uint32_t* off = h->offsets(e);
+      const uint32_t j = r.v - dir[e].first_vertex;
+      const uint32_t len = off[j + 1] - off[j];
+      if (r.to < len) tail.push_back({e, r.v, r.to, len});
+      while (ContinuesInNext(dir, e)) {
+        ++e;
+        const uint32_t* next = h->offsets(e);
+        if (next[1] > 0) tail.push_back({e, r.v, 0, next[1]});
+      }
+    }
+    VertexId last = ~VertexId{0};
+    bool resolved = false;
+    return source_->ReadRanges(
+        w, d, tail, *h,
+        [&](size_t k, std::span<const VertexId> t, std::span<const Weight> wt) {
+          const VertexId v = tail[k].v;
+          if (v != last) {
+            last = v;
+            resolved = false;
+          }
+          if (!resolved) resolved = visit(w, v, t, wt);
+        });
+  };
   // Chunks of 4096 vertices keep every frontier-bitmap word and every page
   // of state one worker's. Chunks of 16,384 cut a kron:20 bottom-up level
   // from 258 round trips to 66 but saved no time over tcp loopback and cost
   // ~8% locally (a larger working set per chunk), so they stay small.
-  const uint64_t range = own_end_ - own_begin_;
+  constexpr uint64_t kChunk = 4096;
+  scan_shared_ =
+      may_steal && cluster_ != nullptr && options_.steal && PrefixStealPays(d);
+  if (scan_shared_) {
+    DMG_RETURN_IF_ERROR(RunSharedChunks(kChunk, scan_chunk));
+    return true;
+  }
+  const VertexId base = own_begin_;
+  const auto start = std::chrono::steady_clock::now();
   absl::Status status = scheduler_.ForRanges(
-      range, 4096, [&](int w, uint64_t begin, uint64_t end) -> absl::Status {
-        // Pass 1: every candidate's prefix (of its first piece).
-        Scratch& sc = scratch[w];
-        std::vector<EdgeRange>& ranges = sc.ranges;
-        std::vector<uint8_t>& more = sc.more;  // per range: edges left
-        ranges.clear();
-        more.clear();
-        // Which vertices of the chunk are candidates (one call).
-        const VertexId first_v = base + begin, end_v = base + end;
-        std::vector<uint8_t>& is_candidate = sc.is_candidate;
-        is_candidate.resize(end - begin);
-        candidates(first_v, end_v, is_candidate.data());
-        // Block by block: each block's offsets are read in one sweep.
-        for (size_t i = store::FindBlocks(dir, first_v).first;
-             i < dir.size() && dir[i].first_vertex < end_v; ++i) {
-          const DirectoryEntry& e = dir[i];
-          const uint32_t* off = h->offsets(i);
-          const bool split = ContinuesInNext(dir, i);
-          const uint32_t lo =
-              e.first_vertex < first_v ? first_v - e.first_vertex : 0;
-          const uint32_t hi = static_cast<uint32_t>(std::min<uint64_t>(
-              e.vertex_count, uint64_t{end_v} - e.first_vertex));
-          // Branch-free: whether a vertex has edges and is a candidate is
-          // data-dependent (coin flips on a kron graph), so every vertex is
-          // written and only the wanted ones advance the end.
-          size_t count = ranges.size();
-          ranges.resize(count + (hi - lo));
-          more.resize(count + (hi - lo));
-          uint32_t at = off[lo];
-          for (uint32_t j = lo; j < hi; ++j) {
-            const uint32_t next = off[j + 1];
-            const uint32_t len = next - at;
-            at = next;
-            const bool last = split && j + 1 == e.vertex_count;
-            const VertexId v = e.first_vertex + j;
-            const uint32_t take = std::min(len, kPrefixEdges);
-            ranges[count] = {static_cast<uint32_t>(i), v, 0, take};
-            more[count] = take < len || last;
-            count += (len != 0 || last) & is_candidate[v - first_v];
-          }
-          ranges.resize(count);
-          more.resize(count);
-          // The later pieces of a split vertex hold no other vertex.
-          while (ContinuesInNext(dir, i)) ++i;
-        }
-        std::vector<uint32_t>& rest = sc.rest;  // indices into ranges
-        rest.clear();
-        DMG_RETURN_IF_ERROR(source_->ReadRanges(
-            w, d, ranges, *h,
-            [&](size_t k, std::span<const VertexId> t,
-                std::span<const Weight> wt) {
-              if (!visit(w, ranges[k].v, t, wt) && more[k]) {
-                rest.push_back(static_cast<uint32_t>(k));
-              }
-            }));
-        if (rest.empty()) return absl::OkStatus();
-        // Pass 2: the rest of the unresolved, piece by piece, in order.
-        std::vector<EdgeRange>& tail = sc.tail;
-        tail.clear();
-        for (uint32_t k : rest) {
-          const EdgeRange& r = ranges[k];
-          uint32_t e = r.entry;
-          const uint32_t* off = h->offsets(e);
-          const uint32_t j = r.v - dir[e].first_vertex;
-          const uint32_t len = off[j + 1] - off[j];
-          if (r.to < len) tail.push_back({e, r.v, r.to, len});
-          while (ContinuesInNext(dir, e)) {
-            ++e;
-            const uint32_t* next = h->offsets(e);
-            if (next[1] > 0) tail.push_back({e, r.v, 0, next[1]});
-          }
-        }
-        VertexId last = ~VertexId{0};
-        bool resolved = false;
-        return source_->ReadRanges(w, d, tail, *h,
-                                   [&](size_t k, std::span<const VertexId> t,
-                                       std::span<const Weight> wt) {
-                                     const VertexId v = tail[k].v;
-                                     if (v != last) {
-                                       last = v;
-                                       resolved = false;
-                                     }
-                                     if (!resolved)
-                                       resolved = visit(w, v, t, wt);
-                                   });
+      own_end_ - own_begin_, kChunk, [&](int w, uint64_t begin, uint64_t end) {
+        return scan_chunk(w, base + begin, base + end);
       });
   if (!status.ok()) return Fail(status);
+  if (may_steal) own_scan_ns_[1] = ElapsedNs(start);
   return true;
+}
+
+absl::Status Engine::RunSharedChunks(
+    uint64_t chunk,
+    const std::function<absl::Status(int, VertexId, VertexId)>& scan_chunk) {
+  const int nodes = compute_nodes(), me = compute_node();
+  const std::span<const uint64_t> bounds = cluster_->bounds();
+  std::vector<uint64_t> counts(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    counts[n] = (bounds[n + 1] - bounds[n] + chunk - 1) / chunk;
+  }
+  std::atomic<uint64_t> own_ns{0};
+  // Taken chunks' candidates and sources are anywhere: pending lines are
+  // READ as touched, then in one batch (as for a shared push).
+  ArmPendingReads(/*all_on_touch=*/true);
+  ClearOutboxes();
+  DMG_ASSIGN_OR_RETURN(const int parity,
+                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
+  std::atomic<uint64_t> own{0}, stolen{0};
+  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
+    transport::Endpoint& ep = pool_->endpoint(w);
+    workload::ClaimTally tally;
+    auto claim = [&](int node, uint64_t count) {
+      return cluster_->Claim(ep, node, parity, count);
+    };
+    auto run = [&](int node, uint64_t item) {
+      const VertexId begin = bounds[node] + item * chunk;
+      const VertexId end = std::min<uint64_t>(bounds[node + 1], begin + chunk);
+      taking_[w] = node == me ? 0 : 1;
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status s = scan_chunk(w, begin, end);
+      if (node == me) {
+        own_ns.fetch_add(ElapsedNs(start), std::memory_order_relaxed);
+      }
+      taking_[w] = 0;
+      return s;
+    };
+    DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
+        me, counts, uint64_t(threads()) * nodes, claim, run, tally));
+    own.fetch_add(tally.own, std::memory_order_relaxed);
+    stolen.fetch_add(tally.taken, std::memory_order_relaxed);
+    return absl::OkStatus();
+  });
+  own_items_ += own.load();
+  stolen_items_ += stolen.load();
+  stats_.supersteps.back().stolen_items += stolen.load();
+  own_scan_ns_[1] =
+      ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
+  return Fail(status);
 }
 
 absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
@@ -220,30 +310,11 @@ absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
 }
 
 absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
-                                const BlockFn& fn) {
+                                const BlockFn& fn, bool may_steal) {
   d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/false);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  std::span<const Unit> units = own_units_[k];
-  std::vector<Unit> wanted;
-  if (want != nullptr) {
-    // Only the units holding a vertex the scan needs are READ.
-    std::vector<uint8_t> keep(units.size(), 0);
-    DMG_RETURN_IF_ERROR(scheduler_.ForEach(units.size(), [&](int, size_t u) {
-      const VertexId begin = dir[units[u].first].first_vertex;
-      const VertexId end = units[u].last < dir.size()
-                               ? dir[units[u].last].first_vertex
-                               : static_cast<VertexId>(num_vertices());
-      // A split run shares its vertex with the next unit's first entry.
-      keep[u] = (*want)(begin, std::max(end, begin + 1));
-      return absl::OkStatus();
-    }));
-    for (size_t u = 0; u < units.size(); ++u) {
-      if (keep[u]) wanted.push_back(units[u]);
-    }
-    units = wanted;
-  }
   auto continues = [&](uint32_t i) { return ContinuesInNext(dir, i); };
   const HotBlockCache* hot = hot_[k].get();
   // Until one scan has read all of them, the blocks' other-node neighbours
@@ -251,37 +322,128 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
   const bool record = cluster_ != nullptr && !sources_complete_[k];
   if (record) sources_[k].resize((num_vertices() + 63) / 64, 0);
   arc_counts_.resize(threads());
-  DMG_RETURN_IF_ERROR(Fail(
-      scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
-        return source_->Stream(
-            w, d, units, cursor, [](size_t) {},
-            [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
-              // Cached blocks were validated when admitted.
-              const uint64_t end_edge =
-                  i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs();
-              arc_counts_[w].pulled +=
-                  dir[i].vertex_count + (end_edge - dir[i].first_edge);
-              if (const BlockView* v = hot ? hot->View(i, p) : nullptr) {
-                fn(w, i, *v, continues(i));
-                if (record) RecordSources(k, *v);
-                return absl::OkStatus();
-              }
-              DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
-              fn(w, i, b, continues(i));
-              if (record) RecordSources(k, b);
-              return absl::OkStatus();
-            });
-      })));
+  auto block = [&](int w, uint32_t i, const std::byte* p, uint32_t len,
+                   bool own) -> absl::Status {
+    // Cached blocks were validated when admitted.
+    const uint64_t end_edge =
+        i + 1 < dir.size() ? dir[i + 1].first_edge : num_arcs();
+    arc_counts_[w].pulled +=
+        dir[i].vertex_count + (end_edge - dir[i].first_edge);
+    if (const BlockView* v = hot ? hot->View(i, p) : nullptr) {
+      fn(w, i, *v, continues(i));
+      if (record && own) RecordSources(k, *v);
+      return absl::OkStatus();
+    }
+    DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
+    fn(w, i, b, continues(i));
+    if (record && own) RecordSources(k, b);
+    return absl::OkStatus();
+  };
+  scan_shared_ =
+      may_steal && cluster_ != nullptr && options_.steal && PullStealPays(d);
+  if (scan_shared_) {
+    DMG_RETURN_IF_ERROR(ScanBlocksShared(d, want, block));
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    std::span<const Unit> units = own_units_[k];
+    std::vector<Unit> wanted;
+    if (want != nullptr) {
+      // Only the units holding a vertex the scan needs are READ.
+      std::vector<uint8_t> keep(units.size(), 0);
+      DMG_RETURN_IF_ERROR(scheduler_.ForEach(units.size(), [&](int, size_t u) {
+        keep[u] = UnitWanted(dir, units[u], num_vertices(), *want);
+        return absl::OkStatus();
+      }));
+      for (size_t u = 0; u < units.size(); ++u) {
+        if (keep[u]) wanted.push_back(units[u]);
+      }
+      units = wanted;
+    }
+    DMG_RETURN_IF_ERROR(Fail(
+        scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
+          return source_->Stream(
+              w, d, units, cursor, [](size_t) {},
+              [&](uint32_t i, const std::byte* p, uint32_t len) {
+                return block(w, i, p, len, /*own=*/true);
+              });
+        })));
+    if (may_steal) own_scan_ns_[0] = ElapsedNs(start);
+  }
   for (ArcCount& c : arc_counts_) {
     stats_.supersteps.back().pull_visits += c.pulled;
     c.pulled = 0;
   }
-  // Unfiltered: every node read all its blocks (the same on every node).
-  if (want == nullptr) {
+  // Unfiltered and not shared: every node read all its blocks (the same on
+  // every node).
+  if (want == nullptr && !scan_shared_) {
     ++full_scans_[k];
     if (record) sources_complete_[k] = true;
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
+                                      const SharedBlockFn& block) {
+  const int k = static_cast<int>(d);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  const int nodes = compute_nodes(), me = compute_node();
+  const std::span<const uint64_t> bounds = cluster_->bounds();
+  std::vector<uint64_t> counts(nodes);
+  for (int n = 0; n < nodes; ++n) counts[n] = node_units_[k][n].size();
+  std::atomic<uint64_t> own_ns{0};
+  // Taken units' sources and candidates are anywhere: pending lines are
+  // READ as touched, then in one batch (as for a shared push).
+  ArmPendingReads(/*all_on_touch=*/true);
+  ClearOutboxes();
+  DMG_ASSIGN_OR_RETURN(const int parity,
+                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
+  std::atomic<uint64_t> own{0}, stolen{0};
+  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
+    transport::Endpoint& ep = pool_->endpoint(w);
+    workload::ClaimTally tally;
+    auto claim = [&](int node, uint64_t count) {
+      return cluster_->Claim(ep, node, parity, count);
+    };
+    auto run = [&](int node, uint64_t item) -> absl::Status {
+      const Unit& unit = node_units_[k][node][item];
+      // Each owner's range alone: a unit's first and last blocks may hold
+      // a neighbour's vertices, which that neighbour's item covers.
+      const VertexId begin = bounds[node], end = bounds[node + 1];
+      if (want != nullptr) {
+        const RangeFn theirs = [&](VertexId b, VertexId e) {
+          b = std::max(b, begin);
+          e = std::min(e, end);
+          return b < e && (*want)(b, e);
+        };
+        if (!UnitWanted(dir, unit, num_vertices(), theirs))
+          return absl::OkStatus();
+      }
+      const bool mine = node == me;
+      taking_[w] = mine ? 0 : 1;
+      work_range_[w] = {begin, end};
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status s =
+          source_->Read(w, d, unit, /*headers_only=*/false,
+                        [&](uint32_t i, const std::byte* p, uint32_t len) {
+                          return block(w, i, p, len, mine);
+                        });
+      if (mine) own_ns.fetch_add(ElapsedNs(start), std::memory_order_relaxed);
+      taking_[w] = 0;
+      work_range_[w] = {own_begin_, own_end_};
+      return s;
+    };
+    DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
+        me, counts, uint64_t(threads()) * nodes, claim, run, tally));
+    own.fetch_add(tally.own, std::memory_order_relaxed);
+    stolen.fetch_add(tally.taken, std::memory_order_relaxed);
+    return absl::OkStatus();
+  });
+  own_items_ += own.load();
+  stolen_items_ += stolen.load();
+  stats_.supersteps.back().stolen_items += stolen.load();
+  own_scan_ns_[0] =
+      ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
+  return Fail(status);
 }
 
 bool Engine::AllCached(Direction d) const {
@@ -337,32 +499,22 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
     };
     // This node's own items first, in guided groups, then the others'
     // that are left, one per claim (workload/work_items.h).
-    const uint64_t mine = items[me].size();
-    const uint64_t claimers = uint64_t(threads()) * nodes;
-    uint64_t group = workload::GuidedGroup(mine, claimers);
-    for (;;) {
-      DMG_ASSIGN_OR_RETURN(uint64_t at, cluster_->Claim(ep, me, parity, group));
-      if (at >= mine) break;
-      const uint64_t end = std::min(mine, at + group);
-      for (uint64_t i = at; i < end; ++i) {
-        DMG_RETURN_IF_ERROR(process(items[me][i]));
-        own.fetch_add(1, std::memory_order_relaxed);
-      }
-      group = workload::GuidedGroup(mine - end, claimers);
-    }
-    for (int step = 1; step < nodes; ++step) {
-      const int victim = (me + step) % nodes;
-      for (;;) {
-        DMG_ASSIGN_OR_RETURN(uint64_t at,
-                             cluster_->Claim(ep, victim, parity, 1));
-        if (at >= items[victim].size()) break;
-        taking_[w] = 1;
-        absl::Status done = process(items[victim][at]);
-        taking_[w] = 0;
-        DMG_RETURN_IF_ERROR(done);
-        stolen.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
+    std::vector<uint64_t> counts(nodes);
+    for (int n = 0; n < nodes; ++n) counts[n] = items[n].size();
+    workload::ClaimTally tally;
+    auto claim = [&](int node, uint64_t count) {
+      return cluster_->Claim(ep, node, parity, count);
+    };
+    auto run = [&](int node, uint64_t i) {
+      taking_[w] = node == me ? 0 : 1;
+      absl::Status done = process(items[node][i]);
+      taking_[w] = 0;
+      return done;
+    };
+    DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
+        me, counts, uint64_t(threads()) * nodes, claim, run, tally));
+    own.fetch_add(tally.own, std::memory_order_relaxed);
+    stolen.fetch_add(tally.taken, std::memory_order_relaxed);
     return absl::OkStatus();
   });
   own_items_ += own.load();
@@ -386,12 +538,125 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   for (VertexId v : frontier.vertices()) {
     work[OwnerOf(v)] += (h != nullptr ? h->Degree(v) : average) + alpha;
   }
-  const workload::StealDecision decision = workload::DecideSteal(work);
+  // A taken arc is pushed as the owner would, from the owner's blocks
+  // READ again; its update travels anyway (the outbox and the exchange
+  // the push pays in any case).
+  const coordinator::CostConstants& c = options_.cost_constants;
+  workload::StealPrices prices;
+  prices.owner_ns = c.push_ns_per_visit;
+  prices.taker_ns = c.push_ns_per_visit + ArcReadNs();
+  prices.fixed_ns = ClaimRoundsNs();
+  return NoteSteal(workload::DecideSteal(work, prices));
+}
+
+bool Engine::PullStealPays(Direction d) {
+  // Every node's units and their arcs come from the directory: the same
+  // answer on every node.
+  const int k = static_cast<int>(Stored(d));
+  const coordinator::CostConstants& c = options_.cost_constants;
+  const double average =
+      static_cast<double>(num_arcs()) /
+      static_cast<double>(std::max<uint64_t>(1, num_vertices()));
+  // A taken unit's blocks are READ again by the taker, each of its
+  // vertices' results goes through the outbox to be applied again by its
+  // owner (a push's visit, per vertex), and the step pays the update
+  // exchange's second round.
+  workload::StealPrices prices;
+  prices.owner_ns = c.pull_ns_per_visit;
+  prices.taker_ns =
+      c.pull_ns_per_visit + ArcReadNs() + c.push_ns_per_visit / average;
+  prices.fixed_ns = ClaimRoundsNs() + c.exchange_us * 1e3;
+  return NoteSteal(DecideDenseSteal(0, node_work_[k], prices));
+}
+
+std::vector<double> Engine::MeasuredShares(int kind) const {
+  const std::vector<uint64_t>& ns = scan_ns_[kind];
+  if (ns.size() != static_cast<size_t>(compute_nodes())) return {};
+  std::vector<double> work(ns.size());
+  for (size_t i = 0; i < ns.size(); ++i) {
+    if (ns[i] == 0) return {};
+    work[i] = static_cast<double>(ns[i]);
+  }
+  return work;
+}
+
+workload::StealDecision Engine::DecideDenseSteal(
+    int kind, std::span<const double> estimate,
+    const workload::StealPrices& prices) {
+  // Once every node has measured its share of this kind of scan, the
+  // shares are those times (a dense step's work changes slowly from one
+  // step to the next, and a bottom-up step's with what is left unvisited,
+  // which the directory cannot tell), priced at 1 ns a unit, the taker at
+  // the model's ratio; before that, the directory's estimate.
+  const std::vector<double> measured = MeasuredShares(kind);
+  if (measured.empty() || prices.owner_ns <= 0) {
+    return workload::DecideSteal(estimate, prices);
+  }
+  workload::StealPrices per_ns = prices;
+  per_ns.owner_ns = 1;
+  per_ns.taker_ns = prices.taker_ns / prices.owner_ns;
+  workload::StealRule rule;
+  // The gate's amount, in the estimate's units priced at the owner's.
+  rule.min_excess_work *= prices.owner_ns;
+  return workload::DecideSteal(measured, per_ns, rule);
+}
+
+bool Engine::PrefixStealPays(Direction d) {
+  // A bottom-up candidate reads a prefix of its edges and mostly stops
+  // there: a node's share is its vertices' prefixes (from the directory,
+  // the same on every node) more than its arcs. The owner READs the
+  // prefixes as a taker does; what a taker adds is its claims going
+  // through the outbox to be applied again, and the exchange's second
+  // round.
+  const int k = static_cast<int>(Stored(d));
+  std::span<const DirectoryEntry> dir = graph_.directory(Stored(d));
+  const std::span<const uint64_t> bounds = cluster_->bounds();
+  std::vector<double> work(compute_nodes(), 0.0);
+  for (int node = 0; node < compute_nodes(); ++node) {
+    for (const Unit& u : node_units_[k][node]) {
+      for (uint32_t i = u.first; i < u.last; ++i) {
+        const uint64_t lo =
+            std::max<uint64_t>(dir[i].first_vertex, bounds[node]);
+        const uint64_t hi = std::min<uint64_t>(
+            dir[i].first_vertex + dir[i].vertex_count, bounds[node + 1]);
+        if (hi <= lo) continue;
+        const double vertices = static_cast<double>(hi - lo);
+        const double arcs =
+            static_cast<double>(store::EntryEdges(dir, i, num_arcs())) *
+            vertices / std::max<uint32_t>(1, dir[i].vertex_count);
+        work[node] += std::min(arcs, vertices * kPrefixEdges) +
+                      workload::kVertexCost * vertices;
+      }
+    }
+  }
+  const coordinator::CostConstants& c = options_.cost_constants;
+  workload::StealPrices prices;
+  prices.owner_ns = c.pull_ns_per_visit + ArcReadNs();
+  prices.taker_ns = prices.owner_ns + c.push_ns_per_visit / kPrefixEdges;
+  prices.fixed_ns = ClaimRoundsNs() + c.exchange_us * 1e3;
+  return NoteSteal(DecideDenseSteal(1, work, prices));
+}
+
+double Engine::ArcReadNs() const {
+  const double edge_bytes = graph_.weighted() ? 8 : 4;
+  return edge_bytes * (options_.cost_constants.byte_ns +
+                       1e3 / std::max(1e-9, transport_cost_.bytes_per_us));
+}
+
+double Engine::ClaimRoundsNs() const {
+  // Resetting the cursor, and the owner's guided claims of its own items.
+  const double claimers = static_cast<double>(threads()) * compute_nodes();
+  return (2 + 4 * claimers) * transport_cost_.round_trip_us * 1e3;
+}
+
+bool Engine::NoteSteal(const workload::StealDecision& decision) {
   SuperstepStats& s = stats_.supersteps.back();
   if (s.steal.empty()) {
     s.steal = decision.steal ? "on" : "off";
     s.steal_max_work = decision.max_work;
     s.steal_mean_work = decision.mean_work;
+    s.est_steal_gain_us = decision.gain_us;
+    s.est_steal_cost_us = decision.cost_us;
   }
   return decision.steal;
 }

@@ -74,7 +74,8 @@ std::string ToJson(const RunStats& s) {
         "\"remote_arcs\": %d, \"pull_visits\": %d, \"pull_hits\": %d, "
         "\"gather_visits\": %d, "
         "\"vertex_visits\": %d, \"rounds\": %d, "
-        "\"wait_seconds\": %.6f}",
+        "\"wait_seconds\": %.6f, \"est_steal_gain_us\": %.1f, "
+        "\"est_steal_cost_us\": %.1f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
@@ -84,7 +85,8 @@ std::string ToJson(const RunStats& s) {
         t.pending_lines, t.remote_share, t.est_refresh_touches,
         t.est_bulk_refresh_us, t.est_demand_refresh_us, t.push_arcs,
         t.remote_arcs, t.pull_visits, t.pull_hits, t.gather_visits,
-        t.vertex_visits, t.rounds, t.wait_seconds);
+        t.vertex_visits, t.rounds, t.wait_seconds, t.est_steal_gain_us,
+        t.est_steal_cost_us);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

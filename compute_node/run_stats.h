@@ -40,6 +40,8 @@ struct SuperstepStats {
   // the step and the mean (edges + alpha * vertices).
   std::string steal;
   double steal_max_work = 0, steal_mean_work = 0;
+  // The steal model's predicted gain and cost (workload::DecideSteal).
+  double est_steal_gain_us = 0, est_steal_cost_us = 0;
   std::string update_mode;
   std::string update_chosen_by;
   uint64_t est_remote_updates = 0;

@@ -289,7 +289,7 @@ absl::StatusOr<store::Graph> Symmetric(store::EdgeList e) {
 // with a huge alpha), `threads` each, over `memory_nodes` memory nodes.
 absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
     const store::Graph& g, int threads, uint32_t memory_nodes,
-    const std::string& job, bool steal) {
+    const std::string& job, bool steal, Mode direction = Mode::kPush) {
   store::LayoutOptions layout;
   layout.block_size = 4096;
   layout.num_memory_nodes = memory_nodes;
@@ -297,7 +297,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
   if (!image.ok()) return image.status();
   compute::EngineOptions eo;
   eo.threads = threads;
-  eo.direction = Mode::kPush;
+  eo.direction = direction;
   eo.cluster.nodes = 2;
   eo.cluster.job = job;
   eo.steal = steal;
@@ -357,6 +357,80 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
       EXPECT_GT(stats.nodes[1].stolen_items, 0u);
     } else {
       EXPECT_EQ(stats.nodes[1].stolen_items, 0u);
+    }
+    std::printf(
+        "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
+        "stolen %lu / own %lu + stolen %lu\n",
+        steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
+        stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
+        (unsigned long)stats.nodes[0].own_items,
+        (unsigned long)stats.nodes[0].stolen_items,
+        (unsigned long)stats.nodes[1].own_items,
+        (unsigned long)stats.nodes[1].stolen_items);
+  }
+}
+
+// The same skew in pull (dense) steps: a node's units of blocks are its
+// work items (and, bottom-up, its range's 4096-vertex chunks); a taken
+// unit's results travel to their owner as a push's updates do. CC's pull
+// steps are skewed enough to steal in (node 0's units hold nearly every
+// arc); the answers are the reference's either way.
+TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
+  store::EdgeList e;
+  const uint32_t half = 8192;
+  e.num_vertices = 2 * half;
+  uint64_t x = 54321;
+  for (uint32_t u = 0; u < half; ++u) {
+    for (int k = 0; k < 48; ++k) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      e.Add(u, static_cast<store::VertexId>((x >> 33) % half));
+    }
+  }
+  for (uint32_t u = half; u < 2 * half; u += 4) {
+    e.Add(u % half, u);
+    for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
+  }
+  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
+  ASSERT_TRUE(g.ok()) << g.status();
+  const auto ref = reference::ConnectedComponents(*g);
+  const auto ref_bfs = reference::Bfs(*g, 1);
+  for (bool steal : {true, false}) {
+    SCOPED_TRACE(steal ? "steal" : "no steal");
+    auto cluster =
+        StartPushSplitByVertices(*g, 2, 2, "skewpull", steal, Mode::kPull);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
+      auto bfs = algorithms::Bfs(engine, 1);
+      auto cc =
+          bfs.ok() ? algorithms::ConnectedComponents(engine)
+                   : absl::StatusOr<std::vector<store::VertexId>>(bfs.status());
+      engine.Finish();
+      return std::make_pair(bfs, cc);
+    });
+    for (auto& [bfs, cc] : results) {
+      ASSERT_TRUE(bfs.ok()) << bfs.status();
+      ASSERT_TRUE(cc.ok()) << cc.status();
+      EXPECT_FALSE(reference::CompareExact(*ref_bfs, *bfs).any);
+      EXPECT_FALSE(reference::CompareExact(ref, *cc).any);
+    }
+    const compute::RunStats& stats = (*cluster)->engine(0).stats();
+    ASSERT_EQ(stats.nodes.size(), 2u);
+    EXPECT_EQ(stats.nodes[0].own_end, half)
+        << "the split is not the skewed one";
+    const uint64_t taken =
+        stats.nodes[0].stolen_items + stats.nodes[1].stolen_items;
+    uint64_t shared_steps = 0;
+    for (const compute::SuperstepStats& t : stats.supersteps) {
+      shared_steps += t.steal == "on";
+      if (t.steal == "on") {
+        EXPECT_GT(t.est_steal_gain_us, t.est_steal_cost_us);
+      }
+    }
+    if (steal) {
+      EXPECT_GT(taken, 0u);
+      EXPECT_GT(shared_steps, 0u);
+    } else {
+      EXPECT_EQ(taken, 0u);
     }
     std::printf(
         "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "

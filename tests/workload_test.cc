@@ -1,8 +1,10 @@
 // The workload manager's stage 1 (vertex ranges by edges and vertices) and
 // stage 2's work items and the update coordinator's choice, on their own.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "coordinator/update_coordinator.h"
 #include "gtest/gtest.h"
@@ -358,4 +360,91 @@ TEST(WorkItemsTest, EveryMemberOnceInItemsOfOneChunkAndOneOwner) {
 }
 
 }  // namespace
+// Claims through shared cursors (Cluster::Claim's fetch-and-add, here in
+// memory): however the workers of every node interleave, each item of each
+// node runs exactly once, a node's own items are all counted as its own,
+// and a node with little work takes the others' leftovers.
+TEST(WorkItemsTest, ClaimedItemsRunOnceAcrossNodesAndWorkers) {
+  const std::vector<uint64_t> items = {400, 3, 0, 57};
+  const int nodes = static_cast<int>(items.size()), workers = 3;
+  std::vector<std::atomic<uint64_t>> cursor(nodes);
+  std::vector<std::vector<std::atomic<int>>> runs(nodes);
+  for (int k = 0; k < nodes; ++k) {
+    runs[k] = std::vector<std::atomic<int>>(items[k]);
+  }
+  std::vector<workload::ClaimTally> tally(nodes * workers);
+  std::vector<std::thread> threads;
+  for (int me = 0; me < nodes; ++me) {
+    for (int w = 0; w < workers; ++w) {
+      threads.emplace_back([&, me, w] {
+        auto claim = [&](int k, uint64_t n) -> absl::StatusOr<uint64_t> {
+          return cursor[k].fetch_add(n);
+        };
+        auto run = [&](int k, uint64_t i) {
+          ++runs[k][i];
+          // The owner's items are slow: the others run out first.
+          if (k == 0) std::this_thread::yield();
+          return absl::OkStatus();
+        };
+        EXPECT_TRUE(workload::RunClaimedItems(me, items, nodes * workers, claim,
+                                              run, tally[me * workers + w])
+                        .ok());
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  uint64_t own = 0, taken = 0;
+  for (const workload::ClaimTally& t : tally) {
+    own += t.own;
+    taken += t.taken;
+  }
+  EXPECT_EQ(own + taken, 460u);
+  for (int k = 0; k < nodes; ++k) {
+    for (uint64_t i = 0; i < items[k]; ++i) {
+      EXPECT_EQ(runs[k][i].load(), 1) << "node " << k << " item " << i;
+    }
+  }
+  // An error from a claim or an item stops the loop with it.
+  auto failing = [](int, uint64_t) -> absl::StatusOr<uint64_t> {
+    return absl::UnavailableError("memory node gone");
+  };
+  workload::ClaimTally t;
+  EXPECT_EQ(workload::RunClaimedItems(
+                0, items, 4, failing,
+                [](int, uint64_t) { return absl::OkStatus(); }, t)
+                .code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// The steal model: the nodes that would finish first take work at the
+// taker's price until all end together; stealing pays when that gain
+// exceeds the steal's own cost.
+TEST(StealPolicyTest, TheModelWeighsTheGainAgainstTheTakersPrice) {
+  const std::vector<double> work = {1000, 0};
+  // Free taking: both end at half.
+  workload::StealPrices same{1, 1, 0};
+  EXPECT_NEAR(workload::BalancedFinishNs(work, same), 500, 1e-6);
+  // A taker paying 3x: t = 1000 - s, s * 3 = t -> t = 750.
+  workload::StealPrices dear{1, 3, 0};
+  EXPECT_NEAR(workload::BalancedFinishNs(work, dear), 750, 1e-6);
+  // Already balanced: nothing moves.
+  const std::vector<double> even = {700, 700, 700};
+  EXPECT_NEAR(workload::BalancedFinishNs(even, dear), 700, 1e-6);
+  // Gain 250 ns against a fixed cost: steals below it, not above.
+  const std::vector<double> skewed = {800000, 16000};
+  workload::StealPrices p{1e-3, 3e-3, 0};  // us-scale work in ns
+  workload::StealRule any;
+  any.min_excess_work = 0;
+  const workload::StealDecision cheap = workload::DecideSteal(skewed, p, any);
+  EXPECT_TRUE(cheap.steal);
+  EXPECT_NEAR(cheap.gain_us, (800 - (800 * 3 + 16) / 4.0) / 1e3, 1e-9);
+  p.fixed_ns = cheap.gain_us * 1e3 * 1.01;
+  const workload::StealDecision dearer = workload::DecideSteal(skewed, p, any);
+  EXPECT_FALSE(dearer.steal);
+  EXPECT_NEAR(dearer.cost_us, cheap.gain_us * 1.01, 1e-9);
+  // The rule's gate still holds: within its fraction, no steal at any price.
+  const std::vector<double> close = {1100000, 1000000};
+  EXPECT_FALSE(workload::DecideSteal(close, same, any).steal);
+}
+
 }  // namespace dmg

@@ -5,15 +5,47 @@
 
 namespace dmg::workload {
 
-StealDecision DecideSteal(std::span<const double> work, const StealRule& rule) {
+double BalancedFinishNs(std::span<const double> work,
+                        const StealPrices& prices) {
+  double hi = 0;
+  for (double w : work) hi = std::max(hi, w * prices.owner_ns);
+  if (prices.owner_ns <= 0 || prices.taker_ns <= 0) return hi;
+  // At finish time t, the work the nodes past t shed must equal what the
+  // others can take in the time they have left before t: the first falls
+  // and the second grows with t, so bisect.
+  auto surplus = [&](double t) {
+    double shed = 0, room = 0;
+    for (double w : work) {
+      const double own_ns = w * prices.owner_ns;
+      if (own_ns > t)
+        shed += (own_ns - t) / prices.owner_ns;
+      else
+        room += (t - own_ns) / prices.taker_ns;
+    }
+    return shed - room;
+  };
+  double lo = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (surplus(mid) > 0 ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+StealDecision DecideSteal(std::span<const double> work,
+                          const StealPrices& prices, const StealRule& rule) {
   StealDecision d;
   if (work.size() < 2) return d;
   d.max_work = *std::max_element(work.begin(), work.end());
   d.mean_work = std::accumulate(work.begin(), work.end(), 0.0) /
                 static_cast<double>(work.size());
   const double excess = d.max_work - d.mean_work;
+  d.gain_us =
+      (d.max_work * prices.owner_ns - BalancedFinishNs(work, prices)) / 1e3;
+  d.cost_us = prices.fixed_ns / 1e3;
   d.steal = excess >= rule.min_excess_work &&
-            excess >= rule.min_excess_fraction * d.mean_work;
+            excess >= rule.min_excess_fraction * d.mean_work &&
+            d.gain_us > d.cost_us;
   return d;
 }
 

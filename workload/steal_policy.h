@@ -1,5 +1,5 @@
-// Stage 2 of the workload manager, across compute nodes: whether a push
-// step is worth stealing in.
+// Stage 2 of the workload manager, across compute nodes: whether a step
+// (a push's frontier chunks, a dense scan's units) is worth stealing in.
 //
 // Every node derives the step's work items from the same global frontier,
 // so each can also weigh every owner's share of the step (its frontier
@@ -31,15 +31,48 @@ struct StealRule {
   double min_excess_work = 1 << 16;
 };
 
+// What a unit of work costs, in the coordinator's fitted terms
+// (coordinator::CostConstants and the measured transport): done by its
+// owner, or by a node that took it (which also reads the owner's blocks
+// instead of its own cached ones, and sends each update it makes through
+// the outbox for the owner to apply again); and the steal's own cost (the
+// claims' round trips, an exchange the step would not otherwise pay).
+struct StealPrices {
+  double owner_ns = 1;
+  double taker_ns = 1;
+  double fixed_ns = 0;
+};
+
 struct StealDecision {
   bool steal = false;
   double max_work = 0;   // the heaviest owner's share
   double mean_work = 0;  // over all owners
+  // The model's prediction: how much sooner the slowest node finishes
+  // when the others take its work at the taker's price (so the ones that
+  // finish first each take until all end together), and what the steal
+  // costs.
+  double gain_us = 0;
+  double cost_us = 0;
 };
 
-// `work[k]`: owner k's share of the step. One owner or none: no stealing.
+// `work[k]`: owner k's share of the step. Steals when the rule's gate
+// holds (the heaviest share exceeds the mean by its fraction and its
+// amount) and the predicted gain exceeds the predicted cost. One owner or
+// none: no stealing.
 StealDecision DecideSteal(std::span<const double> work,
+                          const StealPrices& prices,
                           const StealRule& rule = {});
+inline StealDecision DecideSteal(std::span<const double> work,
+                                 const StealRule& rule = {}) {
+  return DecideSteal(work, StealPrices{}, rule);
+}
+
+// The time at which every node ends when those that would finish first
+// take work from the others (at `taker_ns` a unit instead of `owner_ns`)
+// until all end together; in ns. The slowest node's time without stealing
+// is max(work) * owner_ns.
+double BalancedFinishNs(std::span<const double> work,
+                        const StealPrices& prices);
 
 }  // namespace dmg::workload
 

@@ -1,5 +1,6 @@
 // Stage 2 of the workload manager across compute nodes: a push step's work
-// items and how a node claims them.
+// items (a pull step's are its nodes' units of blocks) and how a node
+// claims them.
 //
 // Every node derives the same items from the same global frontier: its
 // members ascending, grouped by grain-sized chunk of vertices (ranges start
@@ -20,6 +21,8 @@
 #include <span>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "store/graph.h"
 
 namespace dmg::workload {
@@ -41,6 +44,51 @@ std::vector<std::vector<WorkItem>> FrontierItems(
 inline uint64_t GuidedGroup(uint64_t left, uint64_t claimers) {
   const uint64_t parts = 4 * (claimers == 0 ? 1 : claimers);
   return left / parts > 0 ? left / parts : 1;
+}
+
+// How many items a worker's claim loop ran: its node's own, and taken
+// from other nodes.
+struct ClaimTally {
+  uint64_t own = 0, taken = 0;
+};
+
+// One worker's share of a work round across nodes. `items[k]`: how many
+// items node k has, behind its shared cursor; `claim(k, n)` advances node
+// k's cursor by n and returns where it was (Cluster::Claim); `run(k, i)`
+// does node k's item i. Node `me`'s items come first, in guided groups
+// (GuidedGroup over `claimers`, every worker of every node), then the
+// others' that are left, one per claim, from node me + 1 on. Every item of
+// every node is run exactly once across all the claimers of the round,
+// however their claims interleave.
+template <typename Claim, typename Run>
+absl::Status RunClaimedItems(int me, std::span<const uint64_t> items,
+                             uint64_t claimers, Claim&& claim, Run&& run,
+                             ClaimTally& tally) {
+  const int nodes = static_cast<int>(items.size());
+  const uint64_t mine = items[me];
+  uint64_t group = GuidedGroup(mine, claimers);
+  for (;;) {
+    absl::StatusOr<uint64_t> at = claim(me, group);
+    if (!at.ok()) return at.status();
+    if (*at >= mine) break;
+    const uint64_t end = *at + group < mine ? *at + group : mine;
+    for (uint64_t i = *at; i < end; ++i) {
+      if (absl::Status s = run(me, i); !s.ok()) return s;
+      ++tally.own;
+    }
+    group = GuidedGroup(mine - end, claimers);
+  }
+  for (int step = 1; step < nodes; ++step) {
+    const int victim = (me + step) % nodes;
+    for (;;) {
+      absl::StatusOr<uint64_t> at = claim(victim, 1);
+      if (!at.ok()) return at.status();
+      if (*at >= items[victim]) break;
+      if (absl::Status s = run(victim, *at); !s.ok()) return s;
+      ++tally.taken;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dmg::workload

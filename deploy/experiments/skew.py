@@ -7,8 +7,9 @@ Method
   vertex --degree random neighbours in the first half), the second half
   short paths of 4 vertices hanging off it; symmetrized. The split balances
   vertices only (--stage1_alpha=1e12), so compute node 0's range holds nearly
-  every edge. Each algorithm runs with --direction=push (the steps stealing
-  applies to) on --compute_nodes=2 (1 thread each: the job stays within 2
+  every edge. Each algorithm runs with --direction forced to each of
+  --directions (push: frontier chunks are stolen; pull: units of blocks)
+  on --compute_nodes=2 (1 thread each: the job stays within 2
   cores), with --steal=true and --steal=false interleaved, --reps times; the
   best repetition (smallest time) of each is kept.
 
@@ -46,10 +47,11 @@ def write_graph(path, half, degree, seed):
                 f.write(f"{u + k} {u + k + 1}\n")
 
 
-def run(dmg, image, algo, steal, stats):
+def run(dmg, image, algo, steal, stats, direction="push"):
     cmd = [dmg, "run", "--algo=" + algo.split()[0], "--graph=" + image,
            "--compute_nodes=2", "--threads=1", "--stage1_alpha=1e12",
-           "--direction=push", "--steal=" + ("true" if steal else "false"),
+           "--direction=" + direction,
+           "--steal=" + ("true" if steal else "false"),
            "--source=1", "--stats_json=" + stats] + algo.split()[1:]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -74,6 +76,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--algos", default="cc,sssp --unit_weights,bfs")
+    ap.add_argument("--directions", default="push",
+                    help="push, pull or both (push,pull): the steps "
+                    "stealing applies to, forced")
     ap.add_argument("--out", default="build/skew")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -87,26 +92,32 @@ def main():
         if r.returncode != 0:
             sys.exit("skew: dmg load failed:\n" + r.stderr)
         algos = [x.strip() for x in a.algos.split(",") if x.strip()]
+        directions = [x.strip() for x in a.directions.split(",") if x.strip()]
+        for d in directions:
+            if d not in ("push", "pull"):
+                sys.exit(f"skew: --directions takes push and pull, not {d!r}")
+        cells = [(algo, d) for d in directions for algo in algos]
         best = {}
         for _ in range(a.reps):
-            for algo in algos:
+            for algo, d in cells:
                 for steal in (True, False):
-                    res = run(a.dmg, image, algo, steal, stats)
-                    key = (algo, steal)
+                    res = run(a.dmg, image, algo, steal, stats, d)
+                    key = (algo, d, steal)
                     if key not in best or res["time_s"] < best[key]["time_s"]:
                         best[key] = res
     rows = []
     print(f"skewed graph: {2 * a.half} vertices, dense half of degree "
-          f"{a.degree}; 2 compute nodes x 1 thread, push, best of {a.reps}")
-    print(f"{'algorithm':<22} {'steal':<5} {'time_s':>7} {'busy_0':>7} "
-          f"{'busy_1':>7} {'slowest':>7} {'stolen':>9} {'ratio':>6}")
-    for algo in algos:
-        off = max(best[(algo, False)]["busy"])
+          f"{a.degree}; 2 compute nodes x 1 thread, best of {a.reps}")
+    print(f"{'algorithm':<22} {'dir':<4} {'steal':<5} {'time_s':>7} "
+          f"{'busy_0':>7} {'busy_1':>7} {'slowest':>7} {'stolen':>9} "
+          f"{'ratio':>6}")
+    for algo, d in cells:
+        off = max(best[(algo, d, False)]["busy"])
         for steal in (True, False):
-            b = best[(algo, steal)]
+            b = best[(algo, d, steal)]
             slowest = max(b["busy"])
             ratio = slowest / off if off > 0 else float("nan")
-            print(f"{algo:<22} {'on' if steal else 'off':<5} "
+            print(f"{algo:<22} {d:<4} {'on' if steal else 'off':<5} "
                   f"{b['time_s']:7.3f} {b['busy'][0]:7.3f} {b['busy'][1]:7.3f} "
                   f"{slowest:7.3f} {'/'.join(map(str, b['stolen'])):>9} "
                   f"{ratio:6.2f}")
@@ -114,7 +125,7 @@ def main():
                          "time_s": b["time_s"], "busy_0": b["busy"][0],
                          "busy_1": b["busy"][1], "slowest_busy": slowest,
                          "stolen_0": b["stolen"][0], "stolen_1": b["stolen"][1],
-                         "slowest_vs_off": ratio})
+                         "slowest_vs_off": ratio, "direction": d})
     with open(os.path.join(a.out, "skew.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
