@@ -82,6 +82,44 @@ uint64_t ScaledOwnShare(uint64_t ns, uint64_t done, uint64_t all, int workers) {
                                static_cast<double>(done));
 }
 
+// Pass 2 of a bottom-up chunk: the rest of the edges of the candidates
+// their prefixes left unresolved (`rest`, indices into `ranges`), piece by
+// piece, in order, until a visit resolves each.
+absl::Status ReadRests(
+    BlockSource& source, int w, Direction d,
+    std::span<const DirectoryEntry> dir, const HeaderCache& h,
+    std::span<const BlockSource::EdgeRange> ranges,
+    std::span<const uint32_t> rest, std::vector<BlockSource::EdgeRange>& tail,
+    const std::function<bool(int, VertexId, std::span<const VertexId>,
+                             std::span<const Weight>)>& visit) {
+  tail.clear();
+  for (uint32_t k : rest) {
+    const BlockSource::EdgeRange& r = ranges[k];
+    uint32_t e = r.entry;
+    const uint32_t* off = h.offsets(e);
+    const uint32_t j = r.v - dir[e].first_vertex;
+    const uint32_t len = off[j + 1] - off[j];
+    if (r.to < len) tail.push_back({e, r.v, r.to, len});
+    while (ContinuesInNext(dir, e)) {
+      ++e;
+      const uint32_t* next = h.offsets(e);
+      if (next[1] > 0) tail.push_back({e, r.v, 0, next[1]});
+    }
+  }
+  VertexId last = ~VertexId{0};
+  bool resolved = false;
+  return source.ReadRanges(
+      w, d, tail, h,
+      [&](size_t k, std::span<const VertexId> t, std::span<const Weight> wt) {
+        const VertexId v = tail[k].v;
+        if (v != last) {
+          last = v;
+          resolved = false;
+        }
+        if (!resolved) resolved = visit(w, v, t, wt);
+      });
+}
+
 // Whether `unit` holds a vertex `want` accepts.
 bool UnitWanted(std::span<const DirectoryEntry> dir, const Unit& unit,
                 uint64_t num_vertices,
@@ -176,34 +214,7 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
           }
         }));
     if (rest.empty()) return absl::OkStatus();
-    // Pass 2: the rest of the unresolved, piece by piece, in order.
-    std::vector<EdgeRange>& tail = sc.tail;
-    tail.clear();
-    for (uint32_t k : rest) {
-      const EdgeRange& r = ranges[k];
-      uint32_t e = r.entry;
-      const uint32_t* off = h->offsets(e);
-      const uint32_t j = r.v - dir[e].first_vertex;
-      const uint32_t len = off[j + 1] - off[j];
-      if (r.to < len) tail.push_back({e, r.v, r.to, len});
-      while (ContinuesInNext(dir, e)) {
-        ++e;
-        const uint32_t* next = h->offsets(e);
-        if (next[1] > 0) tail.push_back({e, r.v, 0, next[1]});
-      }
-    }
-    VertexId last = ~VertexId{0};
-    bool resolved = false;
-    return source_->ReadRanges(
-        w, d, tail, *h,
-        [&](size_t k, std::span<const VertexId> t, std::span<const Weight> wt) {
-          const VertexId v = tail[k].v;
-          if (v != last) {
-            last = v;
-            resolved = false;
-          }
-          if (!resolved) resolved = visit(w, v, t, wt);
-        });
+    return ReadRests(*source_, w, d, dir, *h, ranges, rest, sc.tail, visit);
   };
   // Chunks of 4096 vertices keep every frontier-bitmap word and every page
   // of state one worker's. Chunks of 16,384 cut a kron:20 bottom-up level
