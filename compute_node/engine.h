@@ -363,6 +363,14 @@ class Engine {
   using SharedBlockFn =
       std::function<absl::Status(int w, uint32_t entry, const std::byte* bytes,
                                  uint32_t length, bool own)>;
+  // Gather's values travel through the outboxes when a pull Gather's
+  // units are taken (values of up to 8 bytes, as a push's updates).
+  template <typename T>
+  static constexpr bool kGatherMaySteal =
+      sizeof(T) <= 8 && std::is_trivially_copyable_v<T>;
+  template <typename Op, typename T, typename FinishFn, typename R>
+  absl::Status FinishTakenGather(Direction neighbours, FinishFn& finish,
+                                 std::vector<R>& partial);
   absl::Status ScanBlocksShared(Direction d, const RangeFn* want,
                                 const SharedBlockFn& block);
   // Stage 2 for a dense scan: whether other nodes may take this node's

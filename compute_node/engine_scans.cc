@@ -282,8 +282,11 @@ absl::Status Engine::RunSharedChunks(
   own_items_ += own.load();
   stolen_items_ += stolen.load();
   stats_.supersteps.back().stolen_items += stolen.load();
-  own_scan_ns_[1] =
-      ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
+  // (A node whose items were all taken keeps its last measure.)
+  if (own.load() > 0) {
+    own_scan_ns_[1] =
+        ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
+  }
   return Fail(status);
 }
 
@@ -452,8 +455,11 @@ absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
   own_items_ += own.load();
   stolen_items_ += stolen.load();
   stats_.supersteps.back().stolen_items += stolen.load();
-  own_scan_ns_[0] =
-      ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
+  // (A node whose items were all taken keeps its last measure.)
+  if (own.load() > 0) {
+    own_scan_ns_[0] =
+        ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
+  }
   return Fail(status);
 }
 

@@ -57,7 +57,10 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
         // across the edge loop, which calls out only on paged reads.
         const Value value_of = value;
         const uint32_t count = b.vertex_count();
-        const auto [lo, hi] = OwnIndices(b);
+        // A unit taken from another node (stage 2): its vertices are that
+        // node's; their combined values go to it, which finishes them.
+        const auto [lo, hi] = WorkIndices(w, b);
+        const bool taking = taking_[w] != 0;
         R sum{};
         for (uint32_t i = lo; i < hi; ++i) {
           const VertexId v = b.first_vertex() + i;
@@ -95,11 +98,22 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
             continue;
           }
           p.open = false;
-          sum += finish(v, acc);
+          if (taking) {
+            if constexpr (kGatherMaySteal<T>) ToOutbox<Op, T>(w, v, acc);
+          } else {
+            sum += finish(v, acc);
+          }
         }
-        partial[entry] = sum;
-      }));
+        if (!taking) partial[entry] = sum;
+      },
+      /*may_steal=*/kGatherMaySteal<T>));
   MoveVisitsToGather(visits_before);
+  if constexpr (kGatherMaySteal<T>) {
+    if (scan_shared_) {
+      DMG_RETURN_IF_ERROR(
+          (FinishTakenGather<Op, T>(neighbours, finish, partial)));
+    }
+  }
   R total{};
   if (cluster_ == nullptr) {
     for (const R& x : partial) total += x;
@@ -128,6 +142,44 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
   }
   for (const R& x : partial) total += x;
   return total;
+}
+
+// The end of a pull Gather whose units other nodes took: their combined
+// values for this node's vertices arrive (one per vertex: each unit had one
+// taker), and this node finishes them, summing finish's results per block
+// in vertex order, as its own scan would have (the same sums, bit for
+// bit: a block's vertices in this node's range are all in one unit).
+template <typename Op, typename T, typename FinishFn, typename R>
+absl::Status Engine::FinishTakenGather(Direction neighbours, FinishFn& finish,
+                                       std::vector<R>& partial) {
+  using Updates = std::vector<RemoteUpdate<T>>;
+  DMG_ASSIGN_OR_RETURN(Updates inbox, (ExchangeUpdates<Op, T>()));
+  std::sort(inbox.begin(), inbox.end(),
+            [](const RemoteUpdate<T>& a, const RemoteUpdate<T>& b) {
+              return a.v < b.v;
+            });
+  std::span<const DirectoryEntry> dir = graph_.directory(Stored(neighbours));
+  // The block of v's last piece: the last whose first vertex is at most v.
+  size_t e = 0;
+  bool known = false;
+  auto last_piece = [&](VertexId v) {
+    const bool holds = known && dir[e].first_vertex <= v &&
+                       v < dir[e].first_vertex + dir[e].vertex_count &&
+                       !(e + 1 < dir.size() && dir[e + 1].first_vertex <= v);
+    if (!holds) e = store::FindBlocks(dir, v).second - 1;
+    known = true;
+    return e;
+  };
+  NoteVertexVisits(inbox.size());
+  for (size_t i = 0; i < inbox.size();) {
+    const size_t entry = last_piece(inbox[i].v);
+    R sum{};
+    for (; i < inbox.size() && last_piece(inbox[i].v) == entry; ++i) {
+      sum += finish(inbox[i].v, inbox[i].x);
+    }
+    partial[entry] = sum;
+  }
+  return absl::OkStatus();
 }
 
 // Gather's push: every vertex u of this node's range sends value(u, v, w)

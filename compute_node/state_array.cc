@@ -97,16 +97,12 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
   if (claim_filter && cache_ != nullptr && ctx_.bounds.size() <= 2 &&
       elem_ <= sizeof(uint64_t)) {
     // Every element starts as the initial value.
-    unset_.assign(ClaimBitBytes() / 8, ~uint64_t{0});
-    static_assert(sizeof(Logged) == 16);
-    log_cap_ = std::max<uint64_t>(
-        16, (ClaimFilterBytes() - ClaimBitBytes()) / kLogBytesPerEntry);
-    if (n_ % 64 != 0) unset_.back() = (uint64_t{1} << (n_ % 64)) - 1;
-    log_.resize(pages_);
-    prev_log_.resize(pages_);
-    logged_.assign((pages_ + 63) / 64, 0);
-    prev_logged_.assign((pages_ + 63) / 64, 0);
-    log_mu_ = std::make_unique<Mutex[]>(kLogStripes);
+    uint64_t initial = 0;
+    std::memcpy(&initial, initial_.data(), elem_);
+    claims_.Init(n_, elem_, kPageBytes,
+                 std::max<uint64_t>(16, (ClaimFilterBytes() - ClaimBitBytes()) /
+                                            kLogBytesPerEntry),
+                 initial);
   }
   SetSlices();
   const int nodes = static_cast<int>(slices_.size());
@@ -423,26 +419,12 @@ absl::Status StateArrayBase::FetchPages(int worker, uint64_t first,
   }
   // Claims logged while these pages were away join their bytes.
   for (uint64_t k = 0; k < count; ++k) {
-    if (Bit(logged_, first + k)) dirtied[k] = MergeLog(first + k, dst[k]);
+    if (claims_.Logged(first + k)) {
+      dirtied[k] = claims_.Merge(first + k, dst[k],
+                                 [&](uint64_t index) { MarkDirty(index); });
+    }
   }
   return absl::OkStatus();
-}
-
-bool StateArrayBase::MergeLog(uint64_t page, std::byte* data) {
-  MutexLock lock(&LogLock(page));
-  std::vector<Logged>& entries = log_[page];
-  for (const Logged& e : entries) {
-    StoreElement(data + (e.index * elem_ - page * kPageBytes), e.value);
-    // While the miss holds the page: its write-back and later fetches see
-    // the dirty bit.
-    MarkDirty(e.index);
-  }
-  const bool any = !entries.empty();
-  log_entries_.fetch_sub(entries.size(), std::memory_order_relaxed);
-  entries.clear();
-  std::atomic_ref<uint64_t>(logged_[page >> 6])
-      .fetch_and(~(uint64_t{1} << (page & 63)), std::memory_order_relaxed);
-  return any;
 }
 
 std::byte* StateArrayBase::PinIfCachedElement(int worker, uint64_t index) {
@@ -459,143 +441,23 @@ std::byte* StateArrayBase::PinIfCachedElement(int worker, uint64_t index) {
 }
 
 bool StateArrayBase::LogClaim(uint64_t index, const void* value) {
-  if (log_entries_.fetch_add(1, std::memory_order_relaxed) >= log_cap_) {
-    log_entries_.fetch_sub(1, std::memory_order_relaxed);
-    return false;
-  }
-  const uint64_t page = index * elem_ / kPageBytes;
-  Logged e{index, 0};
-  std::memcpy(&e.value, value, elem_);
-  MutexLock lock(&LogLock(page));
-  log_[page].push_back(e);
-  std::atomic_ref<uint64_t>(logged_[page >> 6])
-      .fetch_or(uint64_t{1} << (page & 63), std::memory_order_relaxed);
-  return true;
-}
-
-uint64_t StateArrayBase::PrevLogLines(uint64_t page) const {
-  uint64_t lines = 0;
-  for (const Logged& e : prev_log_[page]) {
-    lines |= uint64_t{1} << (e.index * elem_ % kPageBytes / kLineBytes);
-  }
-  return lines;
+  return claims_.Log(index, value);
 }
 
 absl::Status StateArrayBase::WriteLogs(int buffer) {
   transport::Endpoint& ep = endpoint(0);
-  // This superstep's claims, in index order. Entries at most 16 bytes
-  // apart go in one WRITE when every element between them still holds the
-  // initial value (its bit says so: its bytes are known). (192 bytes, the
-  // resident commit's gap, wrote 6.2 MB in a road-NY BFS at 5% against
-  // 4.7 MB, in the same time.)
-  constexpr uint64_t kGapBytes = 16;
-  std::vector<Logged>& entries = commit_entries_;  // reused: no page faults
-  entries.clear();
-  // Sorted page by page (a few entries each), pages ascending.
-  auto by_index = [](const Logged& a, const Logged& b) {
-    return a.index < b.index;
-  };
-  for (size_t word = 0; word < logged_.size(); ++word) {
-    for (uint64_t bits = logged_[word]; bits != 0; bits &= bits - 1) {
-      std::vector<Logged>& now = log_[word * 64 + std::countr_zero(bits)];
-      std::sort(now.begin(), now.end(), by_index);
-      entries.insert(entries.end(), now.begin(), now.end());
-    }
-  }
-
-  // What this buffer lacks of the previous superstep's claims: the WRITEs
-  // its commit made, again (their bytes kept since), but for pages whose
-  // write-back in this superstep already sent those lines (their frames
-  // hold newer bytes). A claim of this superstep may fall in one of their
-  // gaps (then unset): its bytes go there too, so that the order of the
-  // two WRITEs does not matter (one batch).
-  size_t r = 0;
-  for (const Logged& e : entries) {
-    while (r < prev_runs_.size() && prev_runs_[r].last < e.index) ++r;
-    if (r == prev_runs_.size()) break;
-    if (prev_runs_[r].first <= e.index) {
-      StoreElement(prev_values_.data() + prev_runs_[r].at +
-                       (e.index - prev_runs_[r].first) * elem_,
-                   e.value);
-    }
-  }
-  for (const LogRun& run : prev_runs_) {
-    // Page by page (a run may cross into a page written back).
-    uint64_t from = run.first * elem_;
-    const uint64_t end = (run.last + 1) * elem_;
-    while (from < end) {
-      const uint64_t to = std::min(end, (from / kPageBytes + 1) * kPageBytes);
-      if (!Bit(written_, from / kPageBytes)) {
-        Queue(ep, /*write=*/true, buffer, from,
-              prev_values_.data() + run.at + (from - run.first * elem_),
-              to - from);
-      }
-      from = to;
-    }
-  }
-  // Whether bits [begin, end) of unset_ are all set, a word at a time.
-  auto all_unset = [&](uint64_t begin, uint64_t end) {
-    while (begin < end) {
-      const uint64_t word = begin >> 6, lo = begin & 63;
-      const uint64_t hi = std::min<uint64_t>(64, lo + (end - begin));
-      const uint64_t mask =
-          (hi == 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1) &
-          ~((uint64_t{1} << lo) - 1);
-      if ((unset_[word] & mask) != mask) return false;
-      begin += hi - lo;
-    }
-    return true;
-  };
-  // The runs (elements [first, last], bytes at `at` of the values), then
-  // their bytes: sized once, since the WRITEs point into them until the
-  // flush, and kept for the next commit.
-  std::vector<LogRun>& runs = commit_runs_;
-  runs.clear();
-  uint64_t total = 0;
-  for (size_t k = 0; k < entries.size();) {
-    size_t j = k + 1;
-    while (j < entries.size() && entries[j].index > entries[j - 1].index &&
-           (entries[j].index - entries[j - 1].index - 1) * elem_ <= kGapBytes &&
-           all_unset(entries[j - 1].index + 1, entries[j].index)) {
-      ++j;
-    }
-    runs.push_back({entries[k].index, entries[j - 1].index, total});
-    total += (entries[j - 1].index - entries[k].index + 1) * elem_;
-    k = j;
-  }
-  std::vector<std::byte>& values = commit_values_;
-  values.resize(total);
-  uint64_t initial = 0;
-  std::memcpy(&initial, initial_.data(), elem_);
-  size_t e = 0;  // the next entry: runs take them in order
-  for (const LogRun& run : runs) {
-    std::byte* out = values.data() + run.at;
-    // The gaps hold the initial value; then each entry's bytes.
-    for (uint64_t v = run.first; v <= run.last; ++v) {
-      StoreElement(out + (v - run.first) * elem_, initial);
-    }
-    for (; e < entries.size() && entries[e].index <= run.last; ++e) {
-      StoreElement(out + (entries[e].index - run.first) * elem_,
-                   entries[e].value);
-    }
-    Queue(ep, /*write=*/true, buffer, run.first * elem_, out,
-          (run.last - run.first + 1) * elem_);
+  log_writes_.clear();
+  claims_.PlanCommit([&](uint64_t page) { return Bit(written_, page); },
+                     log_writes_);
+  for (const ClaimLog::Write& w : log_writes_) {
+    Queue(ep, /*write=*/true, buffer, w.offset, const_cast<std::byte*>(w.bytes),
+          w.length);
   }
   DMG_RETURN_IF_ERROR(ep.Flush());
-  // What the next commit sends again.
-  prev_runs_.swap(commit_runs_);
-  prev_values_.swap(commit_values_);
-  // Cached frames take the committed values (between supersteps: unpinned).
-  for (size_t word = 0; word < logged_.size(); ++word) {
-    for (uint64_t bits = logged_[word]; bits != 0; bits &= bits - 1) {
-      const uint64_t p = word * 64 + std::countr_zero(bits);
-      std::byte* frame = const_cast<std::byte*>(cache_->Peek(this, p));
-      if (frame == nullptr) continue;
-      for (const Logged& e : log_[p]) {
-        StoreElement(frame + (e.index * elem_ - p * kPageBytes), e.value);
-      }
-    }
-  }
+  // Between supersteps: frames are unpinned.
+  claims_.Committed([&](uint64_t page) {
+    return const_cast<std::byte*>(cache_->Peek(this, page));
+  });
   return absl::OkStatus();
 }
 
@@ -640,7 +502,7 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
     }
     // The previous superstep's logged claims: the frame holds them (it came
     // from that version), and the commit skips pages written here.
-    if (first && filtered()) lines |= PrevLogLines(page);
+    if (first && filtered()) lines |= claims_.PrevLines(page);
     QueuePageLines(ep, /*write=*/true, buffer, page,
                    const_cast<std::byte*>(p.data), lines);
   }
@@ -956,17 +818,7 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   // What changed in this superstep is what the next one's buffer lacks.
   prev_dirty_.swap(published_);
   prev_lines_.swap(step_lines_);
-  if (filtered()) {
-    for (size_t word = 0; word < prev_logged_.size(); ++word) {
-      for (uint64_t bits = prev_logged_[word]; bits != 0; bits &= bits - 1) {
-        prev_log_[word * 64 + std::countr_zero(bits)].clear();
-      }
-    }
-    prev_log_.swap(log_);
-    prev_logged_.swap(logged_);
-    std::fill(logged_.begin(), logged_.end(), 0);
-    log_entries_.store(0, std::memory_order_relaxed);
-  }
+  if (filtered()) claims_.Rotate();
   // Lines still pending are READ from the finished version's buffer now.
   for (uint64_t p = 0; any_pending_ && p < pages_; ++p) {
     pending_old_[p] |= pending_now_[p];

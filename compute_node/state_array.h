@@ -55,6 +55,7 @@
 #include "common/huge_pages.h"
 #include "common/mutex.h"
 #include "compute_node/cache_planner.h"
+#include "compute_node/claim_log.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/unit_scheduler.h"
@@ -130,9 +131,9 @@ class StateArrayBase : public PageSource {
   // log_ and in the commit's sorted copy (16 each), and at worst a run of
   // its own (24) with 24 bytes of values, this commit's and the previous
   // one's.
-  static constexpr uint64_t kLogBytesPerEntry = 16 + 16 + 2 * (24 + 24);
+  static constexpr uint64_t kLogBytesPerEntry = ClaimLog::kBytesPerEntry;
   uint64_t ClaimBitBytes() const { return (n_ + 63) / 64 * 8; }
-  bool filtered() const { return !unset_.empty(); }
+  bool filtered() const { return claims_.enabled(); }
   // Materializes from the regions an earlier attempt of the job left
   // (`dmg run --resume`): `regions` are its two buffers (of this node's
   // slice, with several compute nodes), and the version after superstep
@@ -355,24 +356,10 @@ class StateArrayBase : public PageSource {
   // Claim filter: whether element `index` holds the initial value; taking
   // that (first wins: true for one caller only); keeping it exact after a
   // write of any other kind.
-  bool UnsetBit(uint64_t index) const {
-    return (LoadWord(unset_, index >> 6) >> (index & 63)) & 1;
-  }
-  bool TakeUnsetBit(uint64_t index) {
-    std::atomic_ref<uint64_t> word(unset_[index >> 6]);
-    const uint64_t mask = uint64_t{1} << (index & 63);
-    return (word.load(std::memory_order_relaxed) & mask) &&
-           (word.fetch_and(~mask, std::memory_order_relaxed) & mask);
-  }
+  bool UnsetBit(uint64_t index) const { return claims_.Unset(index); }
+  bool TakeUnsetBit(uint64_t index) { return claims_.Take(index); }
   void SetUnsetBit(uint64_t index, bool unset) {
-    if (UnsetBit(index) == unset) return;
-    std::atomic_ref<uint64_t> word(unset_[index >> 6]);
-    const uint64_t mask = uint64_t{1} << (index & 63);
-    if (unset) {
-      word.fetch_or(mask, std::memory_order_relaxed);
-    } else {
-      word.fetch_and(~mask, std::memory_order_relaxed);
-    }
+    claims_.SetUnset(index, unset);
   }
   // Where a won claim's value goes: the element in its page when the page
   // is cached (the worker's pinned one, or any cached frame, now pinned by
@@ -607,62 +594,12 @@ class StateArrayBase : public PageSource {
   std::byte* PinSlow(int worker, uint64_t at);
   std::vector<Handle> handles_;  // per worker (paged mode)
 
-  // Claim filter (empty: none). unset_: a bit per element, set while it
-  // holds the initial value. log_[p]: claims on page p made while it was
-  // not cached, in the open superstep, not yet merged into a frame;
-  // prev_log_[p]: those of the previous superstep (committed to its
-  // buffer, and owed to the open one's). logged_: pages whose log_ is not
-  // empty (read lock-free; prev_logged_: prev_log_'s, which MergeLog does
-  // not clear). A log entry's value is the element's bytes.
-  struct Logged {
-    uint64_t index;
-    uint64_t value;
-  };
-  std::vector<uint64_t> unset_;
-  std::vector<std::vector<Logged>> log_, prev_log_;
-  std::vector<uint64_t> logged_, prev_logged_;
-  // Entries log_ holds, and how many it may (its share of the bound).
-  std::atomic<uint64_t> log_entries_{0};
-  uint64_t log_cap_ = 0;
-  static constexpr int kLogStripes = 64;  // locks over log_, by page
-  std::unique_ptr<Mutex[]> log_mu_;
-  Mutex& LogLock(uint64_t page) { return log_mu_[page % kLogStripes]; }
-  // An element's bytes (the low elem_ bytes of `bits`) to `to`, with a
-  // fixed-size copy (elements are 1, 2, 4 or 8 bytes).
-  void StoreElement(std::byte* to, uint64_t bits) const {
-    switch (elem_) {
-      case 1:
-        std::memcpy(to, &bits, 1);
-        break;
-      case 2:
-        std::memcpy(to, &bits, 2);
-        break;
-      case 4:
-        std::memcpy(to, &bits, 4);
-        break;
-      default:
-        std::memcpy(to, &bits, 8);
-    }
-  }
-  // Merges log_[page] into a fetched page's bytes (marking them dirty);
-  // true if there was any.
-  bool MergeLog(uint64_t page, std::byte* data);
-  // The lines of page `page` that prev_log_ changed.
-  uint64_t PrevLogLines(uint64_t page) const;
-  // At commit: the previous commit's log WRITEs again (but where this
-  // superstep's write-backs sent those pages), then log_'s entries; cached
-  // frames take log_'s values (they hold the committed version from then
-  // on).
+  // Claim filter (disabled: none; claim_log.h).
+  ClaimLog claims_;
+  // At commit: the claim log's WRITEs (ClaimLog::PlanCommit), then cached
+  // frames take its values (they hold the committed version from then on).
   absl::Status WriteLogs(int buffer);
-  // A commit's log WRITEs: elements [first, last], their bytes at `at` of
-  // the values; this commit's (scratch) and the previous one's.
-  struct LogRun {
-    uint64_t first, last, at;
-  };
-  static_assert(sizeof(LogRun) == 24);
-  std::vector<Logged> commit_entries_;
-  std::vector<LogRun> commit_runs_, prev_runs_;
-  std::vector<std::byte> commit_values_, prev_values_;
+  std::vector<ClaimLog::Write> log_writes_;  // reused
 };
 
 template <typename T>

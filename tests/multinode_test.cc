@@ -248,7 +248,11 @@ TEST(MultiNodeTest, PageRanksGatherChoiceIsRecordedPerSuperstep) {
               EXPECT_EQ(s.chosen_by, "auto");
               EXPECT_GT(s.est_push_us, s.est_pull_us);
               EXPECT_GT(s.est_pull_us, 0);
-              EXPECT_GT(s.gather_visits, 0u);
+              // (In a step others may steal from, on a loaded machine they
+              // may take all of node 0's units.)
+              if (s.steal != "on") {
+                EXPECT_GT(s.gather_visits, 0u);
+              }
             }
           }
         }
@@ -394,25 +398,39 @@ TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
   ASSERT_TRUE(g.ok()) << g.status();
   const auto ref = reference::ConnectedComponents(*g);
   const auto ref_bfs = reference::Bfs(*g, 1);
+  const auto ref_pr = reference::PageRank(*g, 5, 0);
+  ASSERT_TRUE(ref_pr.ok()) << ref_pr.status();
+  // PageRank's scores with stealing equal those without bit for bit: a
+  // taken vertex's sum is folded in the same order, and its owner
+  // finishes it in its block's place.
+  std::vector<double> scores[2];
   for (bool steal : {true, false}) {
     SCOPED_TRACE(steal ? "steal" : "no steal");
     auto cluster =
         StartPushSplitByVertices(*g, 2, 2, "skewpull", steal, Mode::kPull);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
+    struct Answers {
+      absl::StatusOr<std::vector<int32_t>> bfs;
+      absl::StatusOr<std::vector<store::VertexId>> cc;
+      absl::StatusOr<algorithms::PageRankResult> pr;
+    };
     auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
-      auto bfs = algorithms::Bfs(engine, 1);
-      auto cc =
-          bfs.ok() ? algorithms::ConnectedComponents(engine)
-                   : absl::StatusOr<std::vector<store::VertexId>>(bfs.status());
+      Answers a{algorithms::Bfs(engine, 1), absl::UnknownError("not run"),
+                absl::UnknownError("not run")};
+      if (a.bfs.ok()) a.cc = algorithms::ConnectedComponents(engine);
+      if (a.cc.ok()) a.pr = algorithms::PageRank(engine, 5, 0);
       engine.Finish();
-      return std::make_pair(bfs, cc);
+      return a;
     });
-    for (auto& [bfs, cc] : results) {
-      ASSERT_TRUE(bfs.ok()) << bfs.status();
-      ASSERT_TRUE(cc.ok()) << cc.status();
-      EXPECT_FALSE(reference::CompareExact(*ref_bfs, *bfs).any);
-      EXPECT_FALSE(reference::CompareExact(ref, *cc).any);
+    for (Answers& a : results) {
+      ASSERT_TRUE(a.bfs.ok()) << a.bfs.status();
+      ASSERT_TRUE(a.cc.ok()) << a.cc.status();
+      ASSERT_TRUE(a.pr.ok()) << a.pr.status();
+      EXPECT_FALSE(reference::CompareExact(*ref_bfs, *a.bfs).any);
+      EXPECT_FALSE(reference::CompareExact(ref, *a.cc).any);
+      EXPECT_LE(reference::L1Distance(ref_pr->scores, a.pr->scores), 1e-12);
     }
+    scores[steal ? 0 : 1] = results[0].pr->scores;
     const compute::RunStats& stats = (*cluster)->engine(0).stats();
     ASSERT_EQ(stats.nodes.size(), 2u);
     EXPECT_EQ(stats.nodes[0].own_end, half)
@@ -442,6 +460,7 @@ TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
         (unsigned long)stats.nodes[1].own_items,
         (unsigned long)stats.nodes[1].stolen_items);
   }
+  EXPECT_EQ(scores[0], scores[1]);
 }
 
 TEST(MultiNodeTest, MoreComputeNodesThanRanges) {

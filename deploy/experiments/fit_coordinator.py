@@ -36,7 +36,9 @@ choice and not used by the coordinator). Least squares with every constant
 >= 0, each superstep weighted by 1 / its time (relative error). A pull
 that stops at the first frontier neighbour (BFS's bottom-up steps: no
 block scanned whole, pull_visits and gather_visits 0) is left out: the coordinator does not
-estimate it (Ligra's rule chooses it).
+estimate it (Ligra's rule chooses it). So is a step whose work items other
+nodes could take (steal "on"): node 0's figures then mix its own work with
+taken work and claims.
 
   fit_coordinator.py STATS_OR_DIR... [--write FILE] [--markdown] [--runs]
   fit_coordinator.py --self_test
@@ -95,6 +97,8 @@ def rows_of(run):
         scanned = s.get("pull_visits", 0) + s.get("gather_visits", 0)
         if "pull" in s.get("direction", "") and scanned == 0:
             continue  # a bottom-up pull (stops early): not the model's
+        if s.get("steal") == "on":
+            continue  # shared work items: claims and taken work, not node 0's
         x, y = features(run, s)
         out.append((x, y, 1.0 / (s["seconds"] * 1e6 + 20.0)))
     return out
