@@ -40,8 +40,7 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       dirty_lines_(pages_, 0),
       step_lines_(pages_, 0),
       prev_lines_(pages_, 0),
-      pending_now_(pages_, 0),
-      pending_old_(pages_, 0),
+      pending_(lines()),
       handles_(ctx_.pool->size()) {
   std::memcpy(initial_.data(), initial, elem_size);
   prewritten_.assign(pages_, 0);
@@ -625,20 +624,15 @@ void StateArrayBase::RefreshLines(int w, uint64_t first, uint64_t count) {
 
 void StateArrayBase::MarkPending(uint64_t first, uint64_t count) {
   const uint64_t end = std::min(first + count, lines());
+  pending_.Mark(first, count);
   for (uint64_t line = first; line < end; ++line) {
-    pending_now_[line >> 6] |= uint64_t{1} << (line & 63);
     others_[line >> 12] |= uint64_t{1} << ((line >> 6) & 63);
   }
   if (first < end) any_pending_ = true;
 }
 
 uint64_t StateArrayBase::pending_lines() const {
-  if (!any_pending_) return 0;
-  uint64_t n = 0;
-  for (size_t p = 0; p < pending_now_.size(); ++p) {
-    n += std::popcount(pending_now_[p] | pending_old_[p]);
-  }
-  return n;
+  return any_pending_ ? pending_.Count() : 0;
 }
 
 void StateArrayBase::QueuePendingRuns(transport::Endpoint& ep, uint64_t page,
@@ -672,9 +666,9 @@ absl::Status StateArrayBase::FetchPending() {
       pages_, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
         transport::Endpoint& ep = endpoint(w);
         for (uint64_t p = first; p < last; ++p) {
-          QueuePendingRuns(ep, p, pending_now_[p], pending_old_[p]);
-          pending_now_[p] = 0;
-          pending_old_[p] = 0;
+          const uint64_t now = pending_.now(p), old = pending_.old(p);
+          QueuePendingRuns(ep, p, now, old);
+          pending_.Clear(p, now, old);
         }
         return ep.Flush();
       });
@@ -716,8 +710,8 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   std::vector<Taken> taken;
   bool left = false;  // pending lines outside referenced_
   for (uint64_t p = 0; p < pages_; ++p) {
-    uint64_t now = LoadWord(pending_now_, p);
-    uint64_t old = LoadWord(pending_old_, p);
+    uint64_t now = pending_.now(p);
+    uint64_t old = pending_.old(p);
     if ((now | old) == 0) continue;
     const uint64_t wanted = ReferencedLines(p);
     left = left || ((now | old) & ~wanted) != 0;
@@ -733,9 +727,7 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
     read_failed_.store(true, std::memory_order_relaxed);
     return;  // stays pending; the error ends the job
   }
-  for (const Taken& t : taken) {
-    ClearPending(t.page, t.now, t.old);
-  }
+  for (const Taken& t : taken) pending_.Clear(t.page, t.now, t.old);
   if (left) {
     // The rest is READ a line at a touch, or, under the operation's
     // promise, never touched; the line this worker touched, now.
@@ -752,33 +744,12 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   any_pending_.store(false, std::memory_order_release);
 }
 
-void StateArrayBase::ClearPending(uint64_t word, uint64_t now, uint64_t old) {
-  // Old first: a worker that finds the now bit clear and the old bit set
-  // knows the line was never pending in the open buffer (FetchLine).
-  std::atomic_ref<uint64_t>(pending_old_[word])
-      .fetch_and(~old, std::memory_order_release);
-  std::atomic_ref<uint64_t>(pending_now_[word])
-      .fetch_and(~now, std::memory_order_release);
-}
-
 void StateArrayBase::FetchLine(int worker, uint64_t line) {
-  const uint64_t mask = uint64_t{1} << (line & 63);
-  std::atomic_ref<uint64_t> now(pending_now_[line >> 6]);
-  std::atomic_ref<uint64_t> old(pending_old_[line >> 6]);
-  // Another worker may have READ the line since this one saw it pending.
-  // Bits are cleared old first, then now (ClearPending): a clear now bit
-  // with a set old bit is a line only the finished version's buffer holds;
-  // both clear, a line already here. Choosing the finished buffer for a
-  // line whose now bit was just cleared would READ a version one
-  // superstep old over the fresh copy.
-  bool open;
-  if ((now.load(std::memory_order_acquire) & mask) != 0) {
-    open = true;
-  } else if ((old.load(std::memory_order_acquire) & mask) != 0) {
-    open = false;
-  } else {
-    return;
-  }
+  // Another worker may have READ the line since this one saw it pending
+  // (pending_lines.h: why the bits it sees now choose the buffer).
+  const PendingLines::Source from = pending_.Choose(line);
+  if (from == PendingLines::Source::kNone) return;
+  const bool open = from == PendingLines::Source::kOpen;
   const int buffer = PendingBuffer(open);
   const uint64_t begin = line * kLineBytes;
   const uint64_t end = std::min(begin + kLineBytes, bytes_);
@@ -790,7 +761,8 @@ void StateArrayBase::FetchLine(int worker, uint64_t line) {
     read_failed_.store(true, std::memory_order_relaxed);
     return;  // stays pending; the error ends the job
   }
-  ClearPending(line >> 6, mask, mask);
+  const uint64_t mask = uint64_t{1} << (line & 63);
+  pending_.Clear(line >> 6, mask, mask);
 }
 
 void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
@@ -820,10 +792,7 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   prev_lines_.swap(step_lines_);
   if (filtered()) claims_.Rotate();
   // Lines still pending are READ from the finished version's buffer now.
-  for (uint64_t p = 0; any_pending_ && p < pages_; ++p) {
-    pending_old_[p] |= pending_now_[p];
-    pending_now_[p] = 0;
-  }
+  if (any_pending_) pending_.EndSuperstep();
   std::fill(dirty_.begin(), dirty_.end(), 0);
   std::fill(dirty_lines_.begin(), dirty_lines_.end(), 0);
   std::fill(step_lines_.begin(), step_lines_.end(), 0);

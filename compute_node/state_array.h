@@ -58,6 +58,7 @@
 #include "compute_node/claim_log.h"
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
+#include "compute_node/pending_lines.h"
 #include "compute_node/unit_scheduler.h"
 #include "compute_node/worker_pool.h"
 #include "store/graph.h"
@@ -391,12 +392,7 @@ class StateArrayBase : public PageSource {
   }
   std::byte* local_bytes() { return local_.data(); }
   const std::byte* initial_bytes() const { return initial_.data(); }
-  bool LineIsPending(uint64_t line) const {
-    return ((LoadWord(pending_now_, line >> 6) |
-             LoadWord(pending_old_, line >> 6)) >>
-            (line & 63)) &
-           1;
-  }
+  bool LineIsPending(uint64_t line) const { return pending_.IsPending(line); }
   // Accessors' check: READs element `index`'s line first if it is pending
   // (not after a READ of pending lines failed: the error ends the job at
   // the operation's end, and every touch READing again, and failing again,
@@ -565,13 +561,10 @@ class StateArrayBase : public PageSource {
   void FoldLineFlags();
   // Lazy refresh: lines others published and this copy has not READ, in
   // the open superstep (its buffer) and before (the last finished one's).
-  std::vector<uint64_t> pending_now_, pending_old_;
+  PendingLines pending_;
   // READs one pending line (nothing if another worker READ it since the
   // caller saw it pending).
   [[gnu::noinline]] void FetchLine(int worker, uint64_t line);
-  // Clears the `now` and `old` bits of word `word`, once their lines are
-  // READ: old first (FetchLine's choice of buffer relies on it).
-  void ClearPending(uint64_t word, uint64_t now, uint64_t old);
   // FetchAllOnTouch's READ: every pending line (in referenced_), on the
   // worker that touched `line`; the others that touch one meanwhile wait
   // for it. Lines leave the bitmaps only once READ (as in FetchLine).
