@@ -354,8 +354,12 @@ class Engine {
   // says that pays; the caller's fn then takes each block's vertices by
   // WorkIndices and sends a taken item's updates through the outbox, and
   // after the scan scan_shared_ says whether it was shared.
-  absl::Status ScanBlocks(Direction d, const RangeFn* want, const BlockFn& fn,
-                          bool may_steal = false);
+  // The vertices and arcs scanned are counted into the superstep's
+  // `visits` field (a pull's by default; a Gather's, a push Gather's).
+  absl::Status ScanBlocks(
+      Direction d, const RangeFn* want, const BlockFn& fn,
+      bool may_steal = false,
+      uint64_t SuperstepStats::*visits = &SuperstepStats::pull_visits);
   // ScanBlocks' stage 2 across nodes: every node's units behind its shared
   // cursor, taken by any node done with its own.
   // `block(w, entry, bytes, length, own)` does one block read for an item
@@ -574,19 +578,9 @@ class Engine {
       c.hits = 0;
     }
   }
-  // A Gather's scan counted its visits as a pull's: they are a Gather's
-  // (a cost of its own in the superstep's figures).
-  void MoveVisitsToGather(uint64_t pull_visits_before) {
+  // Ends a push Gather's counting of the arcs to other nodes' vertices.
+  void TakeRemoteArcs() {
     SuperstepStats& s = stats_.supersteps.back();
-    s.gather_visits += s.pull_visits - pull_visits_before;
-    s.pull_visits = pull_visits_before;
-  }
-  // A push Gather's scan counted its visits as a pull's: they are a
-  // push's, with the arcs to other nodes' vertices it counted.
-  void MoveVisitsToPush(uint64_t pull_visits_before) {
-    SuperstepStats& s = stats_.supersteps.back();
-    s.push_arcs += s.pull_visits - pull_visits_before;
-    s.pull_visits = pull_visits_before;
     for (ArcCount& c : arc_counts_) {
       s.remote_arcs += c.remote;
       c.remote = 0;

@@ -324,7 +324,8 @@ absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
 }
 
 absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
-                                const BlockFn& fn, bool may_steal) {
+                                const BlockFn& fn, bool may_steal,
+                                uint64_t SuperstepStats::*visits) {
   d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/false);
@@ -384,7 +385,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     if (may_steal) own_scan_ns_[0] = ElapsedNs(start);
   }
   for (ArcCount& c : arc_counts_) {
-    stats_.supersteps.back().pull_visits += c.pulled;
+    stats_.supersteps.back().*visits += c.pulled;
     c.pulled = 0;
   }
   // Unfiltered and not shared: every node read all its blocks (the same on

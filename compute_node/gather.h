@@ -48,7 +48,6 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
     bool open = false;
   };
   std::vector<Pending> pending(threads());
-  const uint64_t visits_before = stats_.supersteps.back().pull_visits;
   DMG_RETURN_IF_ERROR(ScanBlocks(
       neighbours, nullptr,
       [&](int w, uint32_t entry, const BlockView& b, bool continues) {
@@ -106,8 +105,7 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
         }
         if (!taking) partial[entry] = sum;
       },
-      /*may_steal=*/kGatherMaySteal<T>));
-  MoveVisitsToGather(visits_before);
+      /*may_steal=*/kGatherMaySteal<T>, &SuperstepStats::gather_visits));
   if constexpr (kGatherMaySteal<T>) {
     if (scan_shared_) {
       DMG_RETURN_IF_ERROR(
@@ -200,7 +198,6 @@ auto Engine::PushGather(Direction neighbours, Value& value, FinishFn& finish)
   std::vector<T> acc(own, Op::template Identity<T>());
   ClearOutboxes();
   arc_counts_.resize(threads());
-  const uint64_t visits_before = stats_.supersteps.back().pull_visits;
   DMG_RETURN_IF_ERROR(ScanBlocks(
       internal::Opposite(neighbours), nullptr,
       [&](int w, uint32_t, const BlockView& b, bool) {
@@ -226,8 +223,9 @@ auto Engine::PushGather(Direction neighbours, Value& value, FinishFn& finish)
             }
           }
         }
-      }));
-  MoveVisitsToPush(visits_before);
+      },
+      /*may_steal=*/false, &SuperstepStats::push_arcs));
+  TakeRemoteArcs();
   if (cluster_ != nullptr) {
     using Updates = std::vector<RemoteUpdate<T>>;
     DMG_ASSIGN_OR_RETURN(Updates inbox, (ExchangeUpdates<Op, T>()));
