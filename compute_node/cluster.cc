@@ -96,6 +96,19 @@ Cluster::Cluster(transport::Transport& transport, ClusterOptions options,
       record_(std::move(record)),
       bounds_(std::move(bounds)) {}
 
+std::unique_ptr<Cluster> Cluster::Solo(transport::Transport& transport,
+                                       std::string job, uint64_t num_vertices) {
+  ClusterOptions options;
+  options.nodes = 1;
+  options.id = 0;
+  options.job = std::move(job);
+  auto cluster = std::unique_ptr<Cluster>(
+      new Cluster(transport, std::move(options), transport::RegionInfo{},
+                  std::vector<uint64_t>{0, num_vertices}));
+  cluster->solo_ = true;
+  return cluster;
+}
+
 uint64_t Cluster::slot_offset(int k, uint64_t round) const {
   return SlotsAt(options_.nodes) +
          SlotBytes(options_.nodes) * (2 * static_cast<uint64_t>(k) + round % 2);
@@ -221,6 +234,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
 }
 
 bool Cluster::Allocated(uint32_t node, uint32_t id) const {
+  if (solo_) return false;
   auto is = [&](const transport::RegionInfo& r) {
     return r.node == node && r.id == id;
   };
@@ -232,6 +246,7 @@ bool Cluster::Allocated(uint32_t node, uint32_t id) const {
 }
 
 Cluster::~Cluster() {
+  if (solo_) return;
   FreeRegions();
   // A job that ends badly frees its record too, so that it blocks no later
   // job; first node 0 gives the other live nodes (those it did not find
@@ -416,6 +431,12 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
   if (!to.empty() && to.size() != static_cast<size_t>(nodes())) {
     return absl::InternalError("Exchange: one part per node");
   }
+  if (solo_) {
+    std::vector<Received> mine(1);
+    mine[0].common = std::string(common);
+    if (!to.empty()) mine[0].mine = to[0];
+    return mine;
+  }
   ++round_;
   // The board: the common part, then the parts addressed to each node.
   std::vector<Section> sections(nodes(), Section{0, 0});
@@ -510,6 +531,10 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
 absl::StatusOr<int> Cluster::BeginWorkRound(transport::Endpoint& ep) {
   ++work_round_;
   const int parity = static_cast<int>(work_round_ % 2);
+  if (solo_) {
+    solo_cursor_[1 - parity].store(0, std::memory_order_relaxed);
+    return parity;
+  }
   // This node's cursor of the other parity was last used in the previous
   // round, which every node has left (an exchange lies between): reset it
   // for the next one.
@@ -521,6 +546,9 @@ absl::StatusOr<int> Cluster::BeginWorkRound(transport::Endpoint& ep) {
 
 absl::StatusOr<uint64_t> Cluster::Claim(transport::Endpoint& ep, int node,
                                         int parity, uint64_t count) {
+  if (solo_) {
+    return solo_cursor_[parity].fetch_add(count, std::memory_order_relaxed);
+  }
   uint64_t old = 0;
   ep.FetchAndAdd(record_.node, record_.id, CursorAt(node, parity), count, &old);
   DMG_RETURN_IF_ERROR(ep.Flush());
@@ -533,7 +561,7 @@ uint64_t Cluster::CursorAt(int node, int parity) const {
 }
 
 absl::Status Cluster::Diagnose(const absl::Status& status) {
-  if (round_ == 0) return status;  // no boards yet to look for
+  if (round_ == 0 || solo_) return status;  // no boards to look for
   // Regions are freed when their owner's connections close: a node whose
   // boards are gone from every memory node has stopped.
   std::vector<bool> alive(nodes(), false);
@@ -570,6 +598,7 @@ absl::Status Cluster::Diagnose(const absl::Status& status) {
 void Cluster::Abort(transport::Endpoint& ep, const absl::Status& status) {
   if (failed_ || left_) return;
   failed_ = true;
+  if (solo_) return;  // nobody to tell
   // This node stops touching the record (node 0 waits for that before it
   // frees the record, so that late nodes still read why the job ended).
   uint64_t old = 0;
@@ -593,6 +622,10 @@ void Cluster::Abort(transport::Endpoint& ep, const absl::Status& status) {
 
 absl::Status Cluster::Leave(transport::Endpoint& ep) {
   if (left_) return absl::OkStatus();
+  if (solo_) {
+    left_ = true;
+    return absl::OkStatus();
+  }
   DMG_RETURN_IF_ERROR(Exchange(ep, "").status());  // everyone is done
   left_ = true;
   uint64_t left = 0;

@@ -23,6 +23,7 @@
 #ifndef DMG_COMPUTE_NODE_CLUSTER_H_
 #define DMG_COMPUTE_NODE_CLUSTER_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -61,12 +62,20 @@ class Cluster {
       transport::Transport& transport, transport::Endpoint& endpoint,
       const ClusterOptions& options, uint64_t num_vertices,
       std::span<const uint64_t> bounds);
+  // A job of one compute node: no record and no boards on the memory
+  // nodes. Exchange hands this node's post back, work rounds claim from
+  // cursors in this process, and nothing fails but this node: the engine
+  // runs the same code with one node as with several.
+  static std::unique_ptr<Cluster> Solo(transport::Transport& transport,
+                                       std::string job, uint64_t num_vertices);
   ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
   int id() const { return options_.id; }
   int nodes() const { return options_.nodes; }
+  bool solo() const { return solo_; }
+  // The job's name ("" for a solo job: it has no record to name).
   const std::string& job() const { return options_.job; }
   // Vertex range bounds as recorded in the job record.
   std::span<const uint64_t> bounds() const { return bounds_; }
@@ -167,6 +176,8 @@ class Cluster {
   uint64_t missing_ = 0;  // nodes this one gave up waiting for
   bool left_ = false;
   bool record_freed_ = false;
+  bool solo_ = false;
+  std::atomic<uint64_t> solo_cursor_[2] = {0, 0};  // Claim's, solo
 };
 
 }  // namespace dmg::compute

@@ -371,7 +371,7 @@ absl::StatusOr<Frontier> Engine::PushEdgeMap(const Frontier& frontier,
       }));
   next.Seal();
   TakeRemoteShare();
-  if (cluster_ == nullptr) return next;
+  if (compute_nodes() == 1) return next;  // every update was applied here
   return FinishPush<Op>(target, std::move(next));
 }
 

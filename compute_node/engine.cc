@@ -82,6 +82,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
     DMG_RETURN_IF_ERROR(engine->MeasureTransport());
   } else {
+    engine->cluster_ =
+        Cluster::Solo(transport, /*job=*/"", engine->num_vertices());
     // One compute node: the round trip alone (whether a small push is
     // worth two workers overlapping their round trips).
     DMG_ASSIGN_OR_RETURN(const double best,
@@ -165,8 +167,8 @@ absl::Status Engine::KeepState() {
   }
   progress_ = std::make_unique<Progress>(
       transport_, num_vertices(), options_.job,
-      cluster_ == nullptr ? "progress"
-                          : absl::StrFormat("progress.%d", compute_node()));
+      compute_nodes() == 1 ? "progress"
+                           : absl::StrFormat("progress.%d", compute_node()));
   progress_->Adopt(leftovers_);
   VLOG(1) << "job '" << options_.job << "': state kept " << kept->granted_s
           << " s after the process ends; " << leftovers_.size()
@@ -176,7 +178,7 @@ absl::Status Engine::KeepState() {
 
 absl::StatusOr<uint32_t> Engine::OlderConnections(
     const transport::Transport::Kept& kept) {
-  if (cluster_ == nullptr) return kept.others;
+  if (compute_nodes() == 1) return kept.others;  // no other node's
   const std::vector<uint32_t>& mine = kept.others_by_node;
   if (mine.size() != transport_.num_memory_nodes()) {
     return absl::InternalError("the memory nodes' keep replies are missing");
@@ -201,7 +203,7 @@ absl::StatusOr<uint32_t> Engine::OlderConnections(
 
 bool Engine::LeftByThisNode(const transport::RegionInfo& r) const {
   if (r.id == transport::kStoreRegion) return false;
-  if (cluster_ == nullptr) return true;  // every region of the job
+  if (compute_nodes() == 1) return true;  // every region of the job
   if (cluster_->Allocated(r.node, r.id)) return false;  // this attempt's
   const std::string k = absl::StrCat(compute_node());
   const std::string progress = "progress." + k;
@@ -249,7 +251,7 @@ uint64_t Engine::Signature() const {
   mix64(num_vertices());
   mix64(num_arcs());
   mix64(graph_.superblock_crc());
-  if (cluster_ != nullptr) {
+  if (compute_nodes() > 1) {
     // Each node's slices of the state arrays are its vertex range's.
     for (uint64_t b : cluster_->bounds()) mix64(b);
   }
@@ -286,7 +288,7 @@ absl::StatusOr<bool> Engine::Resume() {
     // superstep before the barrier that lets any node begin the next, so
     // none has written over the one before).
     int at = -1;
-    if (cluster_ != nullptr) {
+    if (compute_nodes() > 1) {
       DMG_ASSIGN_OR_RETURN(const int mine,
                            Fail(progress_->Completed(ep, signature)));
       DMG_ASSIGN_OR_RETURN(std::vector<std::string> all,
@@ -334,10 +336,6 @@ absl::Status Engine::Init() {
         graph_.directory(static_cast<Direction>(d));
     all_units_[d] = MakeAllUnits(dir, buffers_.batch_bytes);
     touched_[d].assign(dir.size(), 0);
-    if (cluster_ == nullptr) {
-      own_units_[d] = all_units_[d];
-      continue;
-    }
     // The blocks holding a vertex of each node's range (a block across a
     // range boundary is read by both nodes, each taking its vertices).
     const std::span<const uint64_t> bounds = cluster_->bounds();
@@ -373,7 +371,7 @@ absl::Status Engine::Init() {
     source_ = std::make_unique<GraphAwareBlockSource>(
         graph_, *pool_, buffers_.batch_bytes, buffers_.prefetch_window);
   }
-  if (cluster_ == nullptr) {
+  if (compute_nodes() == 1) {
     // Several compute nodes meet in their exchanges instead.
     DMG_ASSIGN_OR_RETURN(transport::RegionInfo counter,
                          transport_.AllocateRegion(0, 64, "barrier"));
@@ -389,7 +387,7 @@ absl::Status Engine::Init() {
                             : "page_lru";
   stats_.cache_capacity_bytes = budget_.unlimited() ? 0 : budget_.capacity();
   stats_.compute_nodes = compute_nodes();
-  if (cluster_ != nullptr) stats_.job = cluster_->job();
+  stats_.job = cluster_->job();
   return absl::OkStatus();
 }
 
@@ -401,7 +399,7 @@ StateContext Engine::state_context() {
       .budget = &budget_,
       .superstep = &superstep_,
       .healthy = [this] { return healthy(); },
-      .bounds = cluster_ != nullptr
+      .bounds = compute_nodes() > 1
                     ? std::vector<uint64_t>(cluster_->bounds().begin(),
                                             cluster_->bounds().end())
                     : std::vector<uint64_t>(),
@@ -427,9 +425,9 @@ Frontier Engine::FrontierOf(VertexId v) const {
 absl::Status Engine::Fail(absl::Status s) {
   if (!s.ok() && !failed_) {
     failed_ = true;
-    if (cluster_ != nullptr && absl::IsNotFound(s)) s = cluster_->Diagnose(s);
+    if (absl::IsNotFound(s)) s = cluster_->Diagnose(s);
     // The others stop with this node's error instead of waiting for it.
-    if (cluster_ != nullptr) cluster_->Abort(pool_->endpoint(0), s);
+    cluster_->Abort(pool_->endpoint(0), s);
   }
   return s;
 }
@@ -492,7 +490,6 @@ std::pair<uint64_t, uint64_t> Engine::OwnPages(const StateArrayBase& a) const {
 }
 
 int Engine::OwnerOf(VertexId v) const {
-  if (cluster_ == nullptr) return 0;
   std::span<const uint64_t> b = cluster_->bounds();
   return static_cast<int>(std::upper_bound(b.begin() + 1, b.end() - 1, v) -
                           (b.begin() + 1));
@@ -648,7 +645,8 @@ absl::Status Engine::RefreshOthersLines(std::vector<LineRun>& refresh) {
 absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
     std::string common, std::span<const std::string> to,
     const PublishTest& publish_now, bool prewrite) {
-  if (cluster_ == nullptr) {
+  if (compute_nodes() == 1) {
+    // Nothing to publish or check: the post comes back as it is.
     std::vector<Cluster::Received> one(1);
     one[0].common = std::move(common);
     if (!to.empty()) one[0].mine = to[0];
@@ -709,7 +707,7 @@ absl::Status Engine::TakeFrontier(MessageReader& in, int node,
 }
 
 absl::StatusOr<Frontier> Engine::MergeFrontier(Frontier local) {
-  if (cluster_ == nullptr) return local;
+  if (compute_nodes() == 1) return local;  // nothing to merge
   MessageWriter out;
   PutFrontier(out, local);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
@@ -770,9 +768,9 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
     transport::RegionInfo buffers[2];
     for (int b = 0; b < 2; ++b) {
       const std::string name =
-          cluster_ == nullptr ? absl::StrFormat("%s.%d", arrays[i]->name(), b)
-                              : absl::StrFormat("%s.%d.%d", arrays[i]->name(),
-                                                b, compute_node());
+          compute_nodes() == 1 ? absl::StrFormat("%s.%d", arrays[i]->name(), b)
+                               : absl::StrFormat("%s.%d.%d", arrays[i]->name(),
+                                                 b, compute_node());
       auto it = std::find_if(leftovers_.begin(), leftovers_.end(),
                              [&](const auto& r) { return r.name == name; });
       if (it == leftovers_.end()) {
@@ -791,14 +789,14 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
 }
 
 absl::Status Engine::FetchPendingState() {
-  for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
+  for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
     DMG_RETURN_IF_ERROR(Fail(states_[i]->FetchPending()));
   }
   return absl::OkStatus();
 }
 
 void Engine::ArmPendingReads(bool all_on_touch, bool demand_first) {
-  for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
+  for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
     StateArrayBase& a = *states_[i];
     const uint64_t demand =
         all_on_touch && demand_first && a.any_pending()
@@ -817,7 +815,7 @@ void Engine::ArmSourceReads(Direction d) {
     ArmPendingReads(/*all_on_touch=*/true);
     return;
   }
-  for (size_t i = 0; cluster_ != nullptr && i < placed_; ++i) {
+  for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
     states_[i]->FetchAllOnTouch(true, &sources_[k]);
   }
 }
@@ -848,10 +846,8 @@ absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
     }
     open_ = true;
     step_base_ = pool_->TotalStats();
-    if (cluster_ != nullptr) {
-      step_rounds_base_ = cluster_->rounds();
-      step_wait_base_us_ = cluster_->wait_us();
-    }
+    step_rounds_base_ = cluster_->rounds();
+    step_wait_base_us_ = cluster_->wait_us();
     step_cache_base_ = CacheTotals();
     source_->TakeMaxOutstanding();
     SuperstepStats s;
@@ -924,7 +920,7 @@ absl::Status Engine::EndSuperstep() {
   // (Not when the superstep is recorded: that must come between the
   // commit and the barrier.)
   const bool recording = progress_ != nullptr && progress_->started();
-  const bool fused = cluster_ != nullptr && barrier_ready_ && open_ &&
+  const bool fused = compute_nodes() > 1 && barrier_ready_ && open_ &&
                      placed_ == states_.size() && !recording;
   // Ends the superstep without READing what others changed (lazy).
   DMG_RETURN_IF_ERROR(
@@ -949,7 +945,7 @@ absl::Status Engine::EndSuperstep() {
   if (fused) {
     // Every node wrote its whole version before that collective's post:
     // nothing to wait for.
-  } else if (cluster_ != nullptr) {
+  } else if (compute_nodes() > 1) {
     // Recorded before the barrier: no node begins the next superstep (and
     // writes into the buffer of the one before) until every node's record
     // says this one is whole in its slices.
@@ -972,10 +968,8 @@ absl::Status Engine::EndSuperstep() {
   step_end_ = std::chrono::steady_clock::now();
   s.seconds = std::chrono::duration<double>(step_end_ - step_start_).count();
   s.ops = pool_->TotalStats() - step_base_;
-  if (cluster_ != nullptr) {
-    s.rounds = cluster_->rounds() - step_rounds_base_;
-    s.wait_seconds = (cluster_->wait_us() - step_wait_base_us_) / 1e6;
-  }
+  s.rounds = cluster_->rounds() - step_rounds_base_;
+  s.wait_seconds = (cluster_->wait_us() - step_wait_base_us_) / 1e6;
   s.cache = CacheTotals() - step_cache_base_;
   s.max_outstanding = source_->TakeMaxOutstanding();
   if (options_.on_superstep) options_.on_superstep(s);
@@ -1005,7 +999,7 @@ void Engine::Finish() {
   }
   stats_.total = pool_->TotalStats();
   stats_.job_total = stats_.total;
-  if (cluster_ != nullptr && healthy()) {
+  if (compute_nodes() > 1 && healthy()) {
     // Every node's figures to every node (node 0 reports them), then leave.
     NodeStats mine;
     mine.id = compute_node();

@@ -151,8 +151,8 @@ class Engine {
   int threads() const { return pool_->size(); }
   // This compute node among the job's, and the vertices it owns (stage 1 of
   // the workload manager): it computes them, and only it writes their state.
-  int compute_node() const { return cluster_ ? cluster_->id() : 0; }
-  int compute_nodes() const { return cluster_ ? cluster_->nodes() : 1; }
+  int compute_node() const { return cluster_->id(); }
+  int compute_nodes() const { return cluster_->nodes(); }
   VertexId own_begin() const { return own_begin_; }
   VertexId own_end() const { return own_end_; }
   bool Owns(VertexId v) const { return v >= own_begin_ && v < own_end_; }
@@ -563,7 +563,7 @@ class Engine {
   void CountArcs(int w, std::span<const VertexId> targets) {
     ArcCount& c = arc_counts_[w];
     c.arcs += targets.size();
-    if (cluster_ == nullptr) return;  // every target is this node's
+    if (compute_nodes() == 1) return;  // every target is this node's
     for (VertexId v : targets) c.remote += !Owns(v);
   }
   // Vertices a VertexMap, VertexFilter or Reduce visits on this node (the
@@ -679,7 +679,8 @@ class Engine {
   // The measured shares of scan `kind` as work for DecideSteal, or empty
   // when some node has none yet.
   std::vector<double> MeasuredShares(int kind) const;
-  std::unique_ptr<Cluster> cluster_;           // nullptr: one compute node
+  // The job's compute nodes (Cluster::Solo for one).
+  std::unique_ptr<Cluster> cluster_;
   coordinator::TransportCost transport_cost_;  // measured at job start
   std::vector<Frontier> steal_scratch_;        // per worker
   std::vector<UpdateOutbox> outbox_;           // per worker (ToOutbox)

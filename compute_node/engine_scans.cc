@@ -222,7 +222,7 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
   // ~8% locally (a larger working set per chunk), so they stay small.
   constexpr uint64_t kChunk = 4096;
   scan_shared_ =
-      may_steal && cluster_ != nullptr && options_.steal && PrefixStealPays(d);
+      may_steal && compute_nodes() > 1 && options_.steal && PrefixStealPays(d);
   if (scan_shared_) {
     DMG_RETURN_IF_ERROR(RunSharedChunks(kChunk, scan_chunk));
     return true;
@@ -334,7 +334,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
   const HotBlockCache* hot = hot_[k].get();
   // Until one scan has read all of them, the blocks' other-node neighbours
   // are recorded (a pass over targets just read, after the block's work).
-  const bool record = cluster_ != nullptr && !sources_complete_[k];
+  const bool record = compute_nodes() > 1 && !sources_complete_[k];
   if (record) sources_[k].resize((num_vertices() + 63) / 64, 0);
   arc_counts_.resize(threads());
   auto block = [&](int w, uint32_t i, const std::byte* p, uint32_t len,
@@ -355,7 +355,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     return absl::OkStatus();
   };
   scan_shared_ =
-      may_steal && cluster_ != nullptr && options_.steal && PullStealPays(d);
+      may_steal && compute_nodes() > 1 && options_.steal && PullStealPays(d);
   if (scan_shared_) {
     DMG_RETURN_IF_ERROR(ScanBlocksShared(d, want, block));
   } else {
@@ -684,7 +684,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
-  if (cluster_ != nullptr && options_.steal && StealPays(d, frontier)) {
+  if (compute_nodes() > 1 && options_.steal && StealPays(d, frontier)) {
     // Taken items' sources are other nodes' vertices: their pending lines
     // are READ as touched, then in one batch once that has cost what the
     // batch costs (not every pending line of every array up front).
@@ -695,14 +695,14 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   // The blocks holding the frontier's adjacency, cut into units.
   std::vector<uint8_t>& touched = touched_[k];
   // With several compute nodes, each pushes from its own vertices.
-  Frontier own_part = cluster_ != nullptr ? NewFrontier() : Frontier(0, 0);
-  if (cluster_ != nullptr) {
+  Frontier own_part = compute_nodes() > 1 ? NewFrontier() : Frontier(0, 0);
+  if (compute_nodes() > 1) {
     for (VertexId v : frontier.vertices()) {
       if (Owns(v)) own_part.Add(0, v);
     }
     own_part.Seal();
   }
-  const Frontier& pushed = cluster_ != nullptr ? own_part : frontier;
+  const Frontier& pushed = compute_nodes() > 1 ? own_part : frontier;
   std::span<const VertexId> vs = pushed.vertices();
   // The graph-aware source reads only the frontier's part of each block
   // and skips untouched ones, so units are sized by what will be read (the
@@ -936,7 +936,7 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
   UpdateMode mode = UpdateMode::kBatch;
   const char* by = "flag";
   coordinator::UpdateEstimate e;
-  if (cluster_ == nullptr) {
+  if (compute_nodes() == 1) {
     mode = UpdateMode::kBatch;  // nothing travels: updates apply locally
     by = "one node";
   } else if (options_.update_mode == UpdateMode::kBatch ||
@@ -960,7 +960,7 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
   }
   NoteDecision(mode == UpdateMode::kAtomic ? 3 : 4);
   if (s.update_mode.empty()) {
-    s.update_mode = cluster_ == nullptr           ? "local"
+    s.update_mode = compute_nodes() == 1          ? "local"
                     : mode == UpdateMode::kAtomic ? "atomic"
                                                   : "batch";
     s.update_chosen_by = by;
@@ -994,7 +994,7 @@ void Engine::TakeRemoteShare() {
   SuperstepStats& s = stats_.supersteps.back();
   s.push_arcs += arcs;
   s.remote_arcs += remote;
-  if (arcs > 0 && cluster_ != nullptr) {
+  if (arcs > 0 && compute_nodes() > 1) {
     remote_share_ = static_cast<double>(remote) / static_cast<double>(arcs);
   }
 }

@@ -113,7 +113,7 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
     }
   }
   R total{};
-  if (cluster_ == nullptr) {
+  if (compute_nodes() == 1) {  // the partials are all here
     for (const R& x : partial) total += x;
     return total;
   }
@@ -226,7 +226,7 @@ auto Engine::PushGather(Direction neighbours, Value& value, FinishFn& finish)
       },
       /*may_steal=*/false, &SuperstepStats::push_arcs));
   TakeRemoteArcs();
-  if (cluster_ != nullptr) {
+  if (compute_nodes() > 1) {
     using Updates = std::vector<RemoteUpdate<T>>;
     DMG_ASSIGN_OR_RETURN(Updates inbox, (ExchangeUpdates<Op, T>()));
     for (const RemoteUpdate<T>& u : inbox) {

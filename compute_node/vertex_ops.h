@@ -145,7 +145,7 @@ auto Engine::Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))> {
         return absl::OkStatus();
       }));
   R total = Op::template Identity<R>();
-  if (cluster_ == nullptr) {
+  if (compute_nodes() == 1) {  // the partials are all here
     for (const R& x : partial) total = Op::Combine(total, x);
     return total;
   }
@@ -166,7 +166,7 @@ auto Engine::Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))> {
 
 template <typename Op, typename T>
 absl::StatusOr<T> Engine::AllReduce(T mine) {
-  if (cluster_ == nullptr) return mine;
+  if (compute_nodes() == 1) return mine;
   MessageWriter out;
   out.Put(mine);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
@@ -185,8 +185,7 @@ template <typename T>
 absl::StatusOr<std::vector<T>> Engine::Result(State<T>& state) {
   if (open_) DMG_RETURN_IF_ERROR(EndSuperstep());
   StopRecording();  // the program is done with what it carried
-  if (cluster_ != nullptr && !options_.results_everywhere &&
-      compute_node() != 0) {
+  if (!options_.results_everywhere && compute_node() != 0) {
     return std::vector<T>();
   }
   return state.ReadResult(superstep_);
