@@ -408,6 +408,15 @@ class Engine {
   absl::StatusOr<bool> ScanPrefixes(Direction d, const CandidatesFn& candidates,
                                     const PrefixFn& visit,
                                     bool may_steal = false);
+  // Stage 2 across nodes, one work round: every node's items (counts[k]
+  // of node k) behind the shared cursors, run(worker, node, item) on this
+  // node's workers for its own and for those it takes (taking_ and
+  // work_range_ set for another node's). Returns this node's measured
+  // share: its workers' time on its own items, scaled to all of them (0
+  // when others took them all).
+  using WorkItemFn = std::function<absl::Status(int, int, uint64_t)>;
+  absl::StatusOr<uint64_t> RunWorkRound(std::span<const uint64_t> counts,
+                                        const WorkItemFn& run);
   // Stage 2 over chunks of every node's range: scan_chunk(w, begin, end)
   // for each, claimed through the shared cursors.
   absl::Status RunSharedChunks(

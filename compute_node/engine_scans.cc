@@ -241,53 +241,27 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
 absl::Status Engine::RunSharedChunks(
     uint64_t chunk,
     const std::function<absl::Status(int, VertexId, VertexId)>& scan_chunk) {
-  const int nodes = compute_nodes(), me = compute_node();
+  const int nodes = compute_nodes();
   const std::span<const uint64_t> bounds = cluster_->bounds();
   std::vector<uint64_t> counts(nodes);
   for (int n = 0; n < nodes; ++n) {
     counts[n] = (bounds[n + 1] - bounds[n] + chunk - 1) / chunk;
   }
-  std::atomic<uint64_t> own_ns{0};
   // Taken chunks' candidates and sources are anywhere: pending lines are
   // READ as touched, then in one batch (as for a shared push).
   ArmPendingReads(/*all_on_touch=*/true);
   ClearOutboxes();
-  DMG_ASSIGN_OR_RETURN(const int parity,
-                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
-  std::atomic<uint64_t> own{0}, stolen{0};
-  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
-    transport::Endpoint& ep = pool_->endpoint(w);
-    workload::ClaimTally tally;
-    auto claim = [&](int node, uint64_t count) {
-      return cluster_->Claim(ep, node, parity, count);
-    };
-    auto run = [&](int node, uint64_t item) {
-      const VertexId begin = bounds[node] + item * chunk;
-      const VertexId end = std::min<uint64_t>(bounds[node + 1], begin + chunk);
-      taking_[w] = node == me ? 0 : 1;
-      const auto start = std::chrono::steady_clock::now();
-      absl::Status s = scan_chunk(w, begin, end);
-      if (node == me) {
-        own_ns.fetch_add(ElapsedNs(start), std::memory_order_relaxed);
-      }
-      taking_[w] = 0;
-      return s;
-    };
-    DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
-        me, counts, uint64_t(threads()) * nodes, claim, run, tally));
-    own.fetch_add(tally.own, std::memory_order_relaxed);
-    stolen.fetch_add(tally.taken, std::memory_order_relaxed);
-    return absl::OkStatus();
-  });
-  own_items_ += own.load();
-  stolen_items_ += stolen.load();
-  stats_.supersteps.back().stolen_items += stolen.load();
+  DMG_ASSIGN_OR_RETURN(
+      const uint64_t own_ns,
+      RunWorkRound(counts, [&](int w, int node, uint64_t item) {
+        const VertexId begin = bounds[node] + item * chunk;
+        const VertexId end =
+            std::min<uint64_t>(bounds[node + 1], begin + chunk);
+        return scan_chunk(w, begin, end);
+      }));
   // (A node whose items were all taken keeps its last measure.)
-  if (own.load() > 0) {
-    own_scan_ns_[1] =
-        ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
-  }
-  return Fail(status);
+  if (own_ns > 0) own_scan_ns_[1] = own_ns;
+  return absl::OkStatus();
 }
 
 absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
@@ -405,63 +379,35 @@ absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
   const std::span<const uint64_t> bounds = cluster_->bounds();
   std::vector<uint64_t> counts(nodes);
   for (int n = 0; n < nodes; ++n) counts[n] = node_units_[k][n].size();
-  std::atomic<uint64_t> own_ns{0};
   // Taken units' sources and candidates are anywhere: pending lines are
   // READ as touched, then in one batch (as for a shared push).
   ArmPendingReads(/*all_on_touch=*/true);
   ClearOutboxes();
-  DMG_ASSIGN_OR_RETURN(const int parity,
-                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
-  std::atomic<uint64_t> own{0}, stolen{0};
-  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
-    transport::Endpoint& ep = pool_->endpoint(w);
-    workload::ClaimTally tally;
-    auto claim = [&](int node, uint64_t count) {
-      return cluster_->Claim(ep, node, parity, count);
-    };
-    auto run = [&](int node, uint64_t item) -> absl::Status {
-      const Unit& unit = node_units_[k][node][item];
-      // Each owner's range alone: a unit's first and last blocks may hold
-      // a neighbour's vertices, which that neighbour's item covers.
-      const VertexId begin = bounds[node], end = bounds[node + 1];
-      if (want != nullptr) {
-        const RangeFn theirs = [&](VertexId b, VertexId e) {
-          b = std::max(b, begin);
-          e = std::min(e, end);
-          return b < e && (*want)(b, e);
-        };
-        if (!UnitWanted(dir, unit, num_vertices(), theirs))
-          return absl::OkStatus();
-      }
-      const bool mine = node == me;
-      taking_[w] = mine ? 0 : 1;
-      work_range_[w] = {begin, end};
-      const auto start = std::chrono::steady_clock::now();
-      absl::Status s =
-          source_->Read(w, d, unit, /*headers_only=*/false,
-                        [&](uint32_t i, const std::byte* p, uint32_t len) {
-                          return block(w, i, p, len, mine);
-                        });
-      if (mine) own_ns.fetch_add(ElapsedNs(start), std::memory_order_relaxed);
-      taking_[w] = 0;
-      work_range_[w] = {own_begin_, own_end_};
-      return s;
-    };
-    DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
-        me, counts, uint64_t(threads()) * nodes, claim, run, tally));
-    own.fetch_add(tally.own, std::memory_order_relaxed);
-    stolen.fetch_add(tally.taken, std::memory_order_relaxed);
-    return absl::OkStatus();
-  });
-  own_items_ += own.load();
-  stolen_items_ += stolen.load();
-  stats_.supersteps.back().stolen_items += stolen.load();
+  DMG_ASSIGN_OR_RETURN(
+      const uint64_t own_ns,
+      RunWorkRound(counts, [&](int w, int node, uint64_t item) {
+        const Unit& unit = node_units_[k][node][item];
+        if (want != nullptr) {
+          // Each owner's range alone: a unit's first and last blocks may
+          // hold a neighbour's vertices, which that neighbour's item covers.
+          const VertexId begin = bounds[node], end = bounds[node + 1];
+          const RangeFn theirs = [&](VertexId b, VertexId e) {
+            b = std::max(b, begin);
+            e = std::min(e, end);
+            return b < e && (*want)(b, e);
+          };
+          if (!UnitWanted(dir, unit, num_vertices(), theirs)) {
+            return absl::OkStatus();
+          }
+        }
+        return source_->Read(w, d, unit, /*headers_only=*/false,
+                             [&](uint32_t i, const std::byte* p, uint32_t len) {
+                               return block(w, i, p, len, node == me);
+                             });
+      }));
   // (A node whose items were all taken keeps its last measure.)
-  if (own.load() > 0) {
-    own_scan_ns_[0] =
-        ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
-  }
-  return Fail(status);
+  if (own_ns > 0) own_scan_ns_[0] = own_ns;
+  return absl::OkStatus();
 }
 
 bool Engine::AllCached(Direction d) const {
@@ -473,7 +419,7 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
                                         const PieceFn& fn) {
   d = Stored(d);
   std::span<const DirectoryEntry> dir = graph_.directory(d);
-  const int nodes = compute_nodes(), me = compute_node();
+  const int nodes = compute_nodes();
   // Work items: the frontier's members grouped by 4096-vertex chunk, each
   // chunk its owner's (ranges start on chunk boundaries), in vertex order,
   // so that every node derives the same lists from the same frontier.
@@ -485,52 +431,71 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
       workload::FrontierItems(members, kItemGrain, kItemVertices, nodes,
                               [&](VertexId v) { return OwnerOf(v); });
   const HeaderCache* h = headers(d);
-  DMG_ASSIGN_OR_RETURN(const int parity,
-                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
   while (steal_scratch_.size() < static_cast<size_t>(threads())) {
     steal_scratch_.push_back(NewFrontier());
   }
-  std::atomic<uint64_t> own{0}, stolen{0};
-  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
-    transport::Endpoint& ep = pool_->endpoint(w);
+  std::vector<std::vector<uint32_t>> entries(threads());
+  auto process = [&](int w, const Item& it) -> absl::Status {
     Frontier& part = steal_scratch_[w];
-    std::vector<uint32_t> entries;
-    auto process = [&](const Item& it) -> absl::Status {
-      part.Clear();
-      entries.clear();
-      // Members ascend: their blocks are found by walking the directory
-      // from the first one's.
-      size_t e = store::FindBlocks(dir, members[it.begin]).first;
-      for (uint32_t i = it.begin; i < it.end; ++i) {
-        const VertexId v = members[i];
-        part.AddExclusive(w, v);
-        while (dir[e].first_vertex + dir[e].vertex_count <= v) ++e;
-        for (size_t b = e; b < dir.size() && dir[b].first_vertex <= v; ++b) {
-          if (entries.empty() || entries.back() < b) entries.push_back(b);
+    part.Clear();
+    entries[w].clear();
+    // Members ascend: their blocks are found by walking the directory
+    // from the first one's.
+    size_t e = store::FindBlocks(dir, members[it.begin]).first;
+    for (uint32_t i = it.begin; i < it.end; ++i) {
+      const VertexId v = members[i];
+      part.AddExclusive(w, v);
+      while (dir[e].first_vertex + dir[e].vertex_count <= v) ++e;
+      for (size_t b = e; b < dir.size() && dir[b].first_vertex <= v; ++b) {
+        if (entries[w].empty() || entries[w].back() < b) {
+          entries[w].push_back(b);
         }
       }
-      part.Seal();
-      for (const Unit& u : MakeUnits(dir, entries, buffers_.batch_bytes)) {
-        DMG_RETURN_IF_ERROR(source_->ReadFrontier(w, d, u, part, h, fn));
-      }
-      return absl::OkStatus();
-    };
-    // This node's own items first, in guided groups, then the others'
-    // that are left, one per claim (workload/work_items.h).
-    std::vector<uint64_t> counts(nodes);
-    for (int n = 0; n < nodes; ++n) counts[n] = items[n].size();
+    }
+    part.Seal();
+    for (const Unit& u : MakeUnits(dir, entries[w], buffers_.batch_bytes)) {
+      DMG_RETURN_IF_ERROR(source_->ReadFrontier(w, d, u, part, h, fn));
+    }
+    return absl::OkStatus();
+  };
+  std::vector<uint64_t> counts(nodes);
+  for (int n = 0; n < nodes; ++n) counts[n] = items[n].size();
+  return RunWorkRound(counts,
+                      [&](int w, int node, uint64_t i) {
+                        return process(w, items[node][i]);
+                      })
+      .status();
+}
+
+absl::StatusOr<uint64_t> Engine::RunWorkRound(std::span<const uint64_t> counts,
+                                              const WorkItemFn& run) {
+  const int nodes = compute_nodes(), me = compute_node();
+  const std::span<const uint64_t> bounds = cluster_->bounds();
+  DMG_ASSIGN_OR_RETURN(const int parity,
+                       Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
+  std::atomic<uint64_t> own{0}, stolen{0}, own_ns{0};
+  absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
+    transport::Endpoint& ep = pool_->endpoint(w);
     workload::ClaimTally tally;
     auto claim = [&](int node, uint64_t count) {
       return cluster_->Claim(ep, node, parity, count);
     };
-    auto run = [&](int node, uint64_t i) {
-      taking_[w] = node == me ? 0 : 1;
-      absl::Status done = process(items[node][i]);
+    auto one = [&](int node, uint64_t item) {
+      const bool mine = node == me;
+      taking_[w] = mine ? 0 : 1;
+      work_range_[w] = {static_cast<VertexId>(bounds[node]),
+                        static_cast<VertexId>(bounds[node + 1])};
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status done = run(w, node, item);
+      if (mine) own_ns.fetch_add(ElapsedNs(start), std::memory_order_relaxed);
       taking_[w] = 0;
+      work_range_[w] = {own_begin_, own_end_};
       return done;
     };
+    // This node's own items first, in guided groups, then the others'
+    // that are left, one per claim (workload/work_items.h).
     DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
-        me, counts, uint64_t(threads()) * nodes, claim, run, tally));
+        me, counts, uint64_t(threads()) * nodes, claim, one, tally));
     own.fetch_add(tally.own, std::memory_order_relaxed);
     stolen.fetch_add(tally.taken, std::memory_order_relaxed);
     return absl::OkStatus();
@@ -538,7 +503,8 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   own_items_ += own.load();
   stolen_items_ += stolen.load();
   stats_.supersteps.back().stolen_items += stolen.load();
-  return Fail(status);
+  DMG_RETURN_IF_ERROR(Fail(status));
+  return ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
 }
 
 bool Engine::StealPays(Direction d, const Frontier& frontier) {

@@ -309,6 +309,39 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
   return EmbeddedCluster::Start(*std::move(image), eo);
 }
 
+// The skew graph: the first `half` vertices a dense random graph (48
+// neighbours each, from `seed`), the second half short paths of 4 hanging
+// off it (little work); symmetric.
+absl::StatusOr<store::Graph> SkewedGraph(uint32_t half, uint64_t seed) {
+  store::EdgeList e;
+  e.num_vertices = 2 * half;
+  uint64_t x = seed;
+  for (uint32_t u = 0; u < half; ++u) {
+    for (int k = 0; k < 48; ++k) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      e.Add(u, static_cast<store::VertexId>((x >> 33) % half));
+    }
+  }
+  for (uint32_t u = half; u < 2 * half; u += 4) {
+    e.Add(u % half, u);
+    for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
+  }
+  return Symmetric(std::move(e));
+}
+
+// The two nodes' busy times and items (the experiments compare them).
+void PrintBusy(bool steal, const compute::RunStats& stats) {
+  std::printf(
+      "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
+      "stolen %lu / own %lu + stolen %lu\n",
+      steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
+      stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
+      (unsigned long)stats.nodes[0].own_items,
+      (unsigned long)stats.nodes[0].stolen_items,
+      (unsigned long)stats.nodes[1].own_items,
+      (unsigned long)stats.nodes[1].stolen_items);
+}
+
 // Skew: the first half of the vertices holds nearly all the edges (a dense
 // random graph), the second half short paths, and the split balances
 // vertices only (stage1_alpha huge), so node 0's range holds most of every
@@ -316,22 +349,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
 // without, it takes none; the answers are the reference's either way. (The
 // busy times go to the stats: the experiments compare them.)
 TEST(MultiNodeTest, SkewedWorkIsStolen) {
-  store::EdgeList e;
   const uint32_t half = 8192;
-  e.num_vertices = 2 * half;
-  uint64_t x = 12345;
-  for (uint32_t u = 0; u < half; ++u) {
-    for (int k = 0; k < 48; ++k) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      e.Add(u, static_cast<store::VertexId>((x >> 33) % half));
-    }
-  }
-  // The second half: short paths hanging off the dense part (little work).
-  for (uint32_t u = half; u < 2 * half; u += 4) {
-    e.Add(u % half, u);
-    for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
-  }
-  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
+  absl::StatusOr<store::Graph> g = SkewedGraph(half, 12345);
   ASSERT_TRUE(g.ok()) << g.status();
   const auto ref = reference::ConnectedComponents(*g);
   const auto ref_bfs = reference::Bfs(*g, 1);
@@ -362,15 +381,7 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
     } else {
       EXPECT_EQ(stats.nodes[1].stolen_items, 0u);
     }
-    std::printf(
-        "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
-        "stolen %lu / own %lu + stolen %lu\n",
-        steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
-        stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
-        (unsigned long)stats.nodes[0].own_items,
-        (unsigned long)stats.nodes[0].stolen_items,
-        (unsigned long)stats.nodes[1].own_items,
-        (unsigned long)stats.nodes[1].stolen_items);
+    PrintBusy(steal, stats);
   }
 }
 
@@ -380,21 +391,8 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
 // steps are skewed enough to steal in (node 0's units hold nearly every
 // arc); the answers are the reference's either way.
 TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
-  store::EdgeList e;
   const uint32_t half = 8192;
-  e.num_vertices = 2 * half;
-  uint64_t x = 54321;
-  for (uint32_t u = 0; u < half; ++u) {
-    for (int k = 0; k < 48; ++k) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      e.Add(u, static_cast<store::VertexId>((x >> 33) % half));
-    }
-  }
-  for (uint32_t u = half; u < 2 * half; u += 4) {
-    e.Add(u % half, u);
-    for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
-  }
-  absl::StatusOr<store::Graph> g = Symmetric(std::move(e));
+  absl::StatusOr<store::Graph> g = SkewedGraph(half, 54321);
   ASSERT_TRUE(g.ok()) << g.status();
   const auto ref = reference::ConnectedComponents(*g);
   const auto ref_bfs = reference::Bfs(*g, 1);
@@ -450,15 +448,7 @@ TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
     } else {
       EXPECT_EQ(taken, 0u);
     }
-    std::printf(
-        "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
-        "stolen %lu / own %lu + stolen %lu\n",
-        steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
-        stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
-        (unsigned long)stats.nodes[0].own_items,
-        (unsigned long)stats.nodes[0].stolen_items,
-        (unsigned long)stats.nodes[1].own_items,
-        (unsigned long)stats.nodes[1].stolen_items);
+    PrintBusy(steal, stats);
   }
   EXPECT_EQ(scores[0], scores[1]);
 }
