@@ -110,9 +110,10 @@ DEFINE_string(cost_constants, "",
               "subset; the rest: the built-in fit, "
               "docs/COST_MODEL.md)");
 DEFINE_bool(steal, true,
-            "stage 2 across compute nodes: in push steps where one node's "
-            "share is well above the mean, a node done with its own work "
-            "takes the others' left-over chunks (false: for ablations)");
+            "stage 2 across compute nodes: in push, pull and bottom-up "
+            "steps where the fitted model predicts a gain (one node's share "
+            "well above the mean), a node done with its own work takes the "
+            "others' left-over work items (false: for ablations)");
 DEFINE_double(stage1_alpha, 1.0,
               "stage 1 of the workload manager: a compute node's range costs "
               "its edges plus this times its vertices");
