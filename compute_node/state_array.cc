@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "compute_node/line_runs.h"
 #include "glog/logging.h"
 
 namespace dmg::compute {
@@ -274,64 +275,11 @@ void StateArrayBase::QueueWrite(int w, int buffer, uint64_t first_page,
   }
 }
 
-namespace {
-
-// Runs of lines, each run's set bits added in ascending order; runs closer
-// than kGapLines merge into one, handed to emit(begin, end) (in lines).
-template <typename Emit>
-class LineRuns {
- public:
-  explicit LineRuns(Emit emit) : emit_(emit) {}
-  // Adds the set bits of `bits`, the lines [base, base + 64). `bridge`
-  // false: no gap into, inside or out of these lines is bridged (a gap
-  // may hold a line that must not be written now).
-  void Add(uint64_t base, uint64_t bits, bool bridge = true) {
-    const uint64_t gap = bridge ? StateArrayBase::kGapLines : 0;
-    for (uint64_t m = bits; m != 0;) {
-      const int lo = std::countr_zero(m);
-      const int len = std::countr_one(m >> lo);
-      m = len + lo == 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << lo);
-      const uint64_t first = base + lo;
-      if (end_ != 0 && first <= end_ + gap) {
-        end_ = first + len;
-      } else {
-        if (end_ != 0) emit_(begin_, end_);
-        begin_ = first;
-        end_ = first + len;
-      }
-    }
-    if (!bridge) Finish();
-  }
-  void Finish() {
-    if (end_ != 0) emit_(begin_, end_);
-    end_ = 0;
-  }
-
- private:
-  Emit emit_;
-  uint64_t begin_ = 0, end_ = 0;  // the open run; end_ 0: none
-};
-
-// A page's 64 line flags (0/1 bytes) as a line bitmap: byte i lands on
-// bit 56 + i of the product, and no partial product carries into the top
-// byte.
-uint64_t PackLineFlags(const uint8_t* flags) {
-  uint64_t lines = 0;
-  for (int k = 0; k < 8; ++k) {
-    uint64_t x;
-    std::memcpy(&x, flags + 8 * k, sizeof(x));
-    if (x != 0) lines |= ((x * 0x0102040810204080ULL) >> 56) << (8 * k);
-  }
-  return lines;
-}
-
-}  // namespace
-
 template <typename PageAt>
 void StateArrayBase::QueueLines(int w, int buffer, uint64_t count,
                                 PageAt page_at, Lines which) {
   transport::Endpoint& ep = endpoint(w);
-  LineRuns runs([&](uint64_t first, uint64_t last) {
+  LineRuns runs(StateArrayBase::kGapLines, [&](uint64_t first, uint64_t last) {
     const uint64_t begin = first * kLineBytes;
     const uint64_t end = std::min(last * kLineBytes, bytes_);
     if (begin < end) {
@@ -464,7 +412,7 @@ void StateArrayBase::QueuePageLines(transport::Endpoint& ep, bool write,
                                     int buffer, uint64_t page, std::byte* data,
                                     uint64_t lines) {
   const uint64_t length = PageLength(page);
-  LineRuns runs([&](uint64_t first, uint64_t last) {
+  LineRuns runs(StateArrayBase::kGapLines, [&](uint64_t first, uint64_t last) {
     const uint64_t from = first * kLineBytes;
     const uint64_t to = std::min(last * kLineBytes, length);
     if (from < to) {
