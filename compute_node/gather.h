@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -59,7 +60,10 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
         const uint32_t count = b.vertex_count();
         // A unit taken from another node (stage 2): its vertices are that
         // node's; their combined values go to it, which finishes them.
-        const auto [lo, hi] = WorkIndices(w, b);
+        // (Plain variables: clang 14 lets no lambda capture a structured
+        // binding.)
+        const std::pair<uint32_t, uint32_t> range = WorkIndices(w, b);
+        const uint32_t lo = range.first, hi = range.second;
         // The vertex loop is compiled once for each case, so that a
         // node's own blocks (all of them but in a shared scan) pay no test
         // per vertex (road-NY: ~3 arcs a vertex).
