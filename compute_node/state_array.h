@@ -417,10 +417,6 @@ class StateArrayBase : public PageSource {
   static inline void (*touch_hook_for_test)() = nullptr;
 
  protected:
-  static uint64_t LoadWord(const std::vector<uint64_t>& bits, uint64_t i) {
-    return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[i]))
-        .load(std::memory_order_acquire);
-  }
   // Set between operations (and cleared by FetchAllPending, once it has
   // READ every pending line; a worker that sees it clear reads the copy).
   std::atomic<bool> any_pending_ = false;
