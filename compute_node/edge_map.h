@@ -26,10 +26,10 @@ namespace dmg::compute {
 // exchange (the batch update mode); owners apply them, and a second
 // exchange carries what that changed. `next` holds this node's changes.
 template <typename Op, typename T>
-std::vector<std::string> Engine::OwnerBatches(bool* any) {
+std::vector<std::string> Engine::OwnerBatches(uint64_t* sent) {
   std::span<const RemoteUpdate<T>> all =
       CombineOutboxes<Op, T>(std::span<UpdateOutbox>(outbox_), combine_);
-  *any = !all.empty();
+  *sent = all.size();
   return coordinator::BatchesByOwner<T>(all, cluster_->bounds());
 }
 
@@ -44,8 +44,8 @@ absl::Status Engine::TakeInbox(const std::vector<Cluster::Received>& got,
 
 template <typename Op, typename T>
 absl::StatusOr<std::vector<RemoteUpdate<T>>> Engine::ExchangeUpdates() {
-  bool any = false;
-  std::vector<std::string> to = OwnerBatches<Op, T>(&any);
+  uint64_t sent = 0;
+  std::vector<std::string> to = OwnerBatches<Op, T>(&sent);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> got, Collective("", to));
   std::vector<RemoteUpdate<T>> inbox;
   DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
@@ -55,8 +55,9 @@ absl::StatusOr<std::vector<RemoteUpdate<T>>> Engine::ExchangeUpdates() {
 template <typename Op, typename T>
 absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   using Update = RemoteUpdate<T>;
-  bool any = false;
-  std::vector<std::string> to = OwnerBatches<Op, T>(&any);
+  uint64_t updates = 0;
+  std::vector<std::string> to = OwnerBatches<Op, T>(&updates);
+  const bool any = updates > 0;
   MessageWriter out;
   out.Put<uint8_t>(any ? 1 : 0);
   PutFrontier(out, next);
@@ -86,10 +87,12 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   }
   DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
   if (!sent) {  // every update stayed on its node: one exchange was enough
+    NotePushFigures(updates, 0, 0);
     global.Seal();
     return global;
   }
   Frontier changed = NewFrontier();
+  const auto start = std::chrono::steady_clock::now();
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
       inbox.size(), internal::kVertexGrain,
       [&](int w, uint64_t begin, uint64_t end) {
@@ -101,6 +104,11 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
         return absl::OkStatus();
       }));
   changed.Seal();
+  NotePushFigures(updates, inbox.size(),
+                  static_cast<uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count()));
   MessageWriter second;
   PutFrontier(second, changed);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> more,

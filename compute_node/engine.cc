@@ -514,8 +514,13 @@ absl::Status Engine::PutCollectiveHeader(bool prewrite, MessageWriter& out) {
   out.Put<uint64_t>(placed_);
   out.Put<uint64_t>(decisions_);
   out.Put<uint8_t>((held ? 1 : 0) | (clean ? 2 : 0));
-  // This node's measured share of its last dense scans (stage 2's input).
+  // This node's measured share of its last dense scans, and its push
+  // figures (stage 2's inputs).
   for (uint64_t ns : own_scan_ns_) out.Put<uint64_t>(ns);
+  for (uint64_t x :
+       {own_push_.arcs, own_push_.remote, own_push_.sent, own_push_.apply_ps}) {
+    out.Put<uint64_t>(x);
+  }
   // Each array's changed lines (not pages: a page of 1,024 labels with one
   // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
   // varint gaps, whichever is smaller (a BFS level's few hundred scattered
@@ -532,24 +537,20 @@ absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
   MessageReader in(post);
   uint64_t where[4];
   uint8_t held_there = 0;
-  for (uint64_t& x : where) {
-    if (!in.Get(&x)) {
-      return Fail(absl::DataLossError(
-          absl::StrFormat("compute node %d posted a malformed header", k)));
-    }
-  }
-  if (!in.Get(&held_there)) {
+  uint64_t shares[2] = {0, 0};
+  push_figures_.resize(compute_nodes());
+  PushFigures& f = push_figures_[k];
+  const bool ok = in.Get(&where[0]) && in.Get(&where[1]) && in.Get(&where[2]) &&
+                  in.Get(&where[3]) && in.Get(&held_there) &&
+                  in.Get(&shares[0]) && in.Get(&shares[1]) && in.Get(&f.arcs) &&
+                  in.Get(&f.remote) && in.Get(&f.sent) && in.Get(&f.apply_ps);
+  if (!ok) {
     return Fail(absl::DataLossError(
         absl::StrFormat("compute node %d posted a malformed header", k)));
   }
-  for (std::vector<uint64_t>& shares : scan_ns_) {
-    uint64_t ns = 0;
-    if (!in.Get(&ns)) {
-      return Fail(absl::DataLossError(
-          absl::StrFormat("compute node %d posted a malformed header", k)));
-    }
-    shares.resize(compute_nodes(), 0);
-    shares[k] = ns;
+  for (int kind = 0; kind < 2; ++kind) {
+    scan_ns_[kind].resize(compute_nodes(), 0);
+    scan_ns_[kind][k] = shares[kind];
   }
   posts.any_held = posts.any_held || (held_there & 1) != 0;
   posts.all_clean = posts.all_clean && (held_there & 2) != 0;

@@ -501,11 +501,11 @@ class Engine {
   template <typename Op, typename T>
   absl::StatusOr<Frontier> FinishPush(State<T>& target, Frontier next);
   // The batch exchange's pieces: the workers' outboxes combined per target
-  // with Op and cut into one batch per owner (`any`: some update travels);
+  // with Op and cut into one batch per owner (`sent`: how many updates);
   // the batches a collective brought this node, checked to be its own;
   // both around a collective of their own (a push Gather's).
   template <typename Op, typename T>
-  std::vector<std::string> OwnerBatches(bool* any);
+  std::vector<std::string> OwnerBatches(uint64_t* sent);
   template <typename T>
   absl::Status TakeInbox(const std::vector<Cluster::Received>& got,
                          std::vector<RemoteUpdate<T>>& inbox);
@@ -685,6 +685,25 @@ class Engine {
   // node; 0 where a node has posted none yet).
   uint64_t own_scan_ns_[2] = {0, 0};
   std::vector<uint64_t> scan_ns_[2];
+  // This node's measured push figures, posted beside own_scan_ns_ (the
+  // steal model's owner residue, PushResidueNs): of its last push that
+  // took no other node's work, the arcs, those to other nodes' vertices,
+  // and the updates it sent (after the candidate test and combining); of
+  // its last inbox of at least kTimedInbox updates, the CPU time per update
+  // applied (ps). Zero: not measured yet.
+  struct PushFigures {
+    uint64_t arcs = 0, remote = 0, sent = 0, apply_ps = 0;
+  };
+  static constexpr uint64_t kTimedInbox = 4096;
+  PushFigures own_push_;
+  std::vector<PushFigures> push_figures_;  // every node's, as last posted
+  // Per owner: the ns per unit of push work taken from it that stays with
+  // it (its share of arcs to its own vertices comes back as updates to
+  // apply), from the posted figures (the same on every node).
+  std::vector<double> PushResidueNs() const;
+  // FinishPush's figures for own_push_: the updates sent, and the inbox
+  // applied in `apply_ns` (0: not timed).
+  void NotePushFigures(uint64_t sent, uint64_t applied, uint64_t apply_ns);
   // The measured shares of scan `kind` as work for DecideSteal, or empty
   // when some node has none yet.
   std::vector<double> MeasuredShares(int kind) const;
@@ -729,7 +748,8 @@ class Engine {
   // Of the arcs this node's last push scanned, the share whose targets
   // other nodes own; < 0 before the first.
   double remote_share_ = -1;
-  uint64_t own_items_ = 0, stolen_items_ = 0;  // push work items done
+  uint64_t last_push_arcs_ = 0, last_push_remote_ = 0;  // TakeRemoteShare
+  uint64_t own_items_ = 0, stolen_items_ = 0;           // push work items done
   uint64_t collectives_ = 0;
   // The last collective left every node's arrays clean (each node's pages
   // whole in the open buffer, nothing left to commit), and no operation

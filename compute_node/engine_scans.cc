@@ -530,7 +530,50 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   prices.owner_ns = c.push_ns_per_visit;
   prices.taker_ns = c.push_ns_per_visit + ArcReadNs();
   prices.fixed_ns = ClaimRoundsNs();
+  prices.residue_ns = PushResidueNs();
   return NoteSteal(workload::DecideSteal(work, prices));
+}
+
+std::vector<double> Engine::PushResidueNs() const {
+  // A taken arc to the owner's own vertex reaches it as an inbox update
+  // (after the taker's candidate test and combining: the updates sent per
+  // remote arc, over every node's last push) which it applies at its
+  // measured price. Before a node has measured, its arcs are taken as
+  // spread evenly and an apply as dear as a push's visit.
+  const int n = compute_nodes();
+  uint64_t sent = 0, remote = 0;
+  for (const PushFigures& f : push_figures_) {
+    sent += f.sent;
+    remote += f.remote;
+  }
+  const double per_arc = remote > 0
+                             ? std::min(1.0, static_cast<double>(sent) /
+                                                 static_cast<double>(remote))
+                             : 1.0;
+  std::vector<double> residue(n, 0.0);
+  for (int k = 0; k < n && k < static_cast<int>(push_figures_.size()); ++k) {
+    const PushFigures& f = push_figures_[k];
+    const double local = f.arcs > 0 ? static_cast<double>(f.arcs - f.remote) /
+                                          static_cast<double>(f.arcs)
+                                    : 1.0 / n;
+    const double apply_ns = f.apply_ps > 0
+                                ? static_cast<double>(f.apply_ps) / 1e3
+                                : options_.cost_constants.push_ns_per_visit;
+    residue[k] = local * per_arc * apply_ns;
+  }
+  return residue;
+}
+
+void Engine::NotePushFigures(uint64_t sent, uint64_t applied,
+                             uint64_t apply_ns) {
+  if (stats_.supersteps.back().stolen_items == 0 && last_push_arcs_ > 0) {
+    own_push_.arcs = last_push_arcs_;
+    own_push_.remote = last_push_remote_;
+    own_push_.sent = sent;
+  }
+  if (applied >= kTimedInbox && apply_ns > 0) {
+    own_push_.apply_ps = apply_ns * 1000 * threads() / applied;
+  }
 }
 
 bool Engine::PullStealPays(Direction d) {
@@ -641,6 +684,7 @@ bool Engine::NoteSteal(const workload::StealDecision& decision) {
     s.steal_mean_work = decision.mean_work;
     s.est_steal_gain_us = decision.gain_us;
     s.est_steal_cost_us = decision.cost_us;
+    s.est_steal_residue_ns = decision.residue_ns;
   }
   return decision.steal;
 }
@@ -960,6 +1004,8 @@ void Engine::TakeRemoteShare() {
   SuperstepStats& s = stats_.supersteps.back();
   s.push_arcs += arcs;
   s.remote_arcs += remote;
+  last_push_arcs_ = arcs;
+  last_push_remote_ = remote;
   if (arcs > 0 && compute_nodes() > 1) {
     remote_share_ = static_cast<double>(remote) / static_cast<double>(arcs);
   }

@@ -42,6 +42,9 @@ struct SuperstepStats {
   double steal_max_work = 0, steal_mean_work = 0;
   // The steal model's predicted gain and cost (workload::DecideSteal).
   double est_steal_gain_us = 0, est_steal_cost_us = 0;
+  // The steal model's ns per unit taken that stays with the heaviest owner
+  // (push steps: the updates to its own vertices it applies again).
+  double est_steal_residue_ns = 0;
   std::string update_mode;
   std::string update_chosen_by;
   uint64_t est_remote_updates = 0;

@@ -11,7 +11,7 @@
 
 namespace dmg::compute {
 namespace {
-constexpr uint64_t kMaxOp = 4 << 20;  // bytes per WRITE/READ
+constexpr uint64_t kMaxOp = StateSlices::kMaxOp;  // bytes per WRITE/READ
 // Pages per batch when commit copies pages unchanged in this superstep
 // from the previous buffer (a 64 KiB bounce buffer per worker).
 constexpr size_t kCopyBatch = 16;
@@ -32,6 +32,7 @@ StateArrayBase::StateArrayBase(StateContext context, std::string name,
       pages_((bytes_ + kPageBytes - 1) / kPageBytes),
       hint_(hint),
       initial_(elem_size),
+      slices_(name_, bytes_, elem_, ctx_.bounds, ctx_.node),
       dirty_((pages_ + 63) / 64, 0),
       prev_dirty_((pages_ + 63) / 64, 0),
       published_((pages_ + 63) / 64, 0),
@@ -53,30 +54,7 @@ StateArrayBase::~StateArrayBase() {
     ReleasePins();
     cache_->Drop(this);
   }
-  for (const Slice& slice : slices_) {
-    for (const transport::RegionInfo& r : slice.region) {
-      if (!slice.mine || r.length == 0 || !ctx_.healthy()) continue;
-      absl::Status s = ctx_.transport->FreeRegion(r.node, r.id);
-      VLOG_IF(1, !s.ok()) << "freeing state region " << r.name << ": " << s;
-    }
-  }
-}
-
-void StateArrayBase::Queue(transport::Endpoint& ep, bool write, int buffer,
-                           uint64_t at, std::byte* local, uint64_t length) {
-  while (length > 0) {
-    const Slice& s = SliceAt(at);
-    const uint64_t n = std::min({length, s.end - at, kMaxOp});
-    const transport::RegionInfo& r = s.region[buffer];
-    if (write) {
-      ep.Write(r.node, r.id, at - s.begin, local, static_cast<uint32_t>(n));
-    } else {
-      ep.Read(r.node, r.id, at - s.begin, local, static_cast<uint32_t>(n));
-    }
-    at += n;
-    local += n;
-    length -= n;
-  }
+  if (ctx_.healthy()) slices_.FreeOwn(*ctx_.transport);
 }
 
 void StateArrayBase::AttachStorage(PageCache* cache, uint64_t reserved) {
@@ -104,19 +82,7 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
                                             kLogBytesPerEntry),
                  initial);
   }
-  SetSlices();
-  const int nodes = static_cast<int>(slices_.size());
-  Slice& own = slices_[ctx_.node];
-  for (int b = 0; b < 2; ++b) {
-    absl::StatusOr<transport::RegionInfo> r = ctx_.transport->AllocateRegion(
-        ctx_.node % ctx_.transport->num_memory_nodes(),
-        // Whole 8-byte words: remote atomics work on them.
-        std::max<uint64_t>((own.end - own.begin + 7) / 8 * 8, 8),
-        nodes == 1 ? name_ + "." + std::to_string(b)
-                   : absl::StrFormat("%s.%d.%d", name_, b, ctx_.node));
-    if (!r.ok()) return r.status();
-    own.region[b] = *r;
-  }
+  DMG_RETURN_IF_ERROR(slices_.AllocateOwn(*ctx_.transport));
   const std::byte* initial = initial_.data();
   // Both versions start as the initial state: written from the local copy,
   // or (paged) from a short pattern of the initial value, written again and
@@ -138,8 +104,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
   }
   // This node's slice, in chunks of kMaxOp bytes (whole pages), taken by
   // whichever worker is free.
-  const uint64_t first_page = own_first_page_;
-  const uint64_t own_pages = own_end_page_ - own_first_page_;
+  const uint64_t first_page = slices_.own_first_page();
+  const uint64_t own_pages = slices_.own_end_page() - first_page;
   absl::Status status = ctx_.scheduler->ForRanges(
       own_pages, kMaxOp / kPageBytes,
       [&](int w, uint64_t first, uint64_t last) -> absl::Status {
@@ -160,78 +126,25 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
         }
         return endpoint(w).Flush();
       });
-  if (!status.ok() || nodes == 1) return status;
+  if (!status.ok() || slices_.count() == 1) return status;
   return ExchangeSlices();
-}
-
-void StateArrayBase::SetSlices() {
-  // One per compute node's range (pages never straddle two: ranges start
-  // on multiples of 4096 vertices).
-  std::vector<uint64_t> bounds = ctx_.bounds;
-  if (bounds.empty()) bounds = {0, n_};
-  const int nodes = static_cast<int>(bounds.size()) - 1;
-  slices_.assign(nodes, Slice());
-  for (int k = 0; k < nodes; ++k) {
-    slices_[k].begin = bounds[k] * elem_;
-    slices_[k].end = k + 1 == nodes ? bytes_ : bounds[k + 1] * elem_;
-  }
-  Slice& own = slices_[ctx_.node];
-  own.mine = true;
-  own_first_page_ = own.begin / kPageBytes;
-  own_end_page_ = (own.end + kPageBytes - 1) / kPageBytes;
 }
 
 absl::Status StateArrayBase::ExchangeSlices() {
   // Where every node's slice is, and whether it holds the array resident.
-  const int nodes = static_cast<int>(slices_.size());
-  const Slice& own = slices_[ctx_.node];
-  std::string mine;
-  for (const transport::RegionInfo& r : own.region) {
-    const uint32_t where[2] = {r.node, r.id};
-    mine.append(reinterpret_cast<const char*>(where), sizeof(where));
-  }
-  const uint32_t resident_here = cache_ == nullptr ? 1 : 0;
-  mine.append(reinterpret_cast<const char*>(&resident_here),
-              sizeof(resident_here));
-  absl::StatusOr<std::vector<std::string>> all = ctx_.exchange(mine);
+  const bool resident_here = cache_ == nullptr;
+  absl::StatusOr<std::vector<std::string>> all =
+      ctx_.exchange(slices_.Post(resident_here));
   if (!all.ok()) return all.status();
-  all_resident_ = resident_here != 0;
-  for (int k = 0; k < nodes; ++k) {
-    if (k == ctx_.node) continue;
-    if ((*all)[k].size() != 5 * sizeof(uint32_t)) {
-      return absl::DataLossError(absl::StrFormat(
-          "compute node %d posted a malformed slice of state '%s'", k, name_));
-    }
-    uint32_t where[5];
-    std::memcpy(where, (*all)[k].data(), sizeof(where));
-    all_resident_ = all_resident_ && where[4] != 0;
-    for (int b = 0; b < 2; ++b) {
-      slices_[k].region[b].node = where[2 * b];
-      slices_[k].region[b].id = where[2 * b + 1];
-      slices_[k].region[b].length = slices_[k].end - slices_[k].begin;
-    }
-  }
-  return absl::OkStatus();
+  return slices_.TakePosts(*all, resident_here);
 }
 
 absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
                                    const transport::RegionInfo (&regions)[2],
                                    int version) {
-  SetSlices();
-  Slice& own = slices_[ctx_.node];
-  const uint64_t need =
-      std::max<uint64_t>((own.end - own.begin + 7) / 8 * 8, 8);
-  for (const transport::RegionInfo& r : regions) {
-    if (r.length < need) {
-      return absl::DataLossError(absl::StrFormat(
-          "state '%s' left by the job's earlier attempt is %d bytes, not %d",
-          name_, r.length, need));
-    }
-  }
+  DMG_RETURN_IF_ERROR(slices_.AdoptOwn(regions));
   AttachStorage(cache, reserved);
-  own.region[0] = regions[0];
-  own.region[1] = regions[1];
-  if (slices_.size() > 1) {
+  if (slices_.count() > 1) {
     // Both buffers of this node's slice take the version (as a fresh
     // array's hold its initial value), so the open superstep's buffer is
     // whole without knowing what the earlier attempt changed last; the
@@ -251,7 +164,7 @@ absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
 }
 
 absl::Status StateArrayBase::CopyOwnSlice(int from, int to) {
-  const Slice& own = slices_[ctx_.node];
+  const StateSlices::Slice& own = slices_.own();
   return ctx_.scheduler->ForRanges(
       own.end - own.begin, kMaxOp,
       [&](int w, uint64_t first, uint64_t last) -> absl::Status {
@@ -461,12 +374,14 @@ absl::StatusOr<StateArrayBase::Prewritten> StateArrayBase::Prewrite() {
   FoldLineFlags();
   bool changed = false;
   for (uint64_t word : dirty_) changed = changed || word != 0;
-  if (cache_ != nullptr || !all_resident_) return Prewritten{changed, false};
+  if (cache_ != nullptr || !slices_.all_resident())
+    return Prewritten{changed, false};
   // The changed pages, and this node's pages whose buffer still lacks the
   // lines the previous superstep changed.
   std::vector<uint64_t> pages;
   for (uint64_t p = 0; p < pages_; ++p) {
-    const bool own = p >= own_first_page_ && p < own_end_page_;
+    const bool own =
+        p >= slices_.own_first_page() && p < slices_.own_end_page();
     const bool whole = Bit(published_, p) || Bit(current_, p);
     if (Bit(dirty_, p) || (own && !whole && prev_lines_[p] != 0)) {
       pages.push_back(p);
@@ -494,7 +409,7 @@ absl::StatusOr<StateArrayBase::Prewritten> StateArrayBase::Prewrite() {
 
 bool StateArrayBase::Clean() {
   FoldLineFlags();
-  if (cache_ != nullptr || !all_resident_) return false;
+  if (cache_ != nullptr || !slices_.all_resident()) return false;
   for (uint64_t word : dirty_) {
     if (word != 0) return false;
   }

@@ -59,6 +59,7 @@
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/pending_lines.h"
+#include "compute_node/state_slices.h"
 #include "compute_node/unit_scheduler.h"
 #include "compute_node/worker_pool.h"
 #include "store/graph.h"
@@ -279,17 +280,9 @@ class StateArrayBase : public PageSource {
   void MarkOwnLinesChangedRemotely(uint64_t first, uint64_t count);
   // Where element `index` lies in the open superstep's buffer: the 8-byte
   // aligned word holding it and the element's byte offset in that word.
-  struct Word {
-    uint32_t node, region;
-    uint64_t offset;
-    uint32_t shift;  // bytes
-  };
+  using Word = StateSlices::Word;
   Word CurrentWord(uint64_t index) const {
-    const uint64_t at = index * elem_;
-    const Slice& s = SliceAt(at);
-    const transport::RegionInfo& r = s.region[(superstep() + 1) % 2];
-    const uint64_t in = at - s.begin;
-    return {r.node, r.id, in & ~uint64_t{7}, static_cast<uint32_t>(in & 7)};
+    return slices_.WordAt(index * elem_, (superstep() + 1) % 2);
   }
   uint64_t elem_size() const { return elem_; }
   void Refresh(int w, uint64_t first, uint64_t count);
@@ -435,9 +428,6 @@ class StateArrayBase : public PageSource {
   // What Materialize and Adopt share: the local copy or the cache's pages,
   // and clean line flags.
   void AttachStorage(PageCache* cache, uint64_t reserved);
-  // The slices of ctx_.bounds (this node's marked mine) and this node's
-  // pages; no regions yet.
-  void SetSlices();
   // With several compute nodes: every node posts where its slice's buffers
   // are and whether it holds the array resident (a collective).
   absl::Status ExchangeSlices();
@@ -455,11 +445,6 @@ class StateArrayBase : public PageSource {
                   Lines which = Lines::kNeeded);
   // Per page: lines Prewrite wrote since the last publish or commit.
   std::vector<uint64_t> prewritten_;
-  // With several compute nodes: every node holds this array resident (the
-  // nodes say so when they exchange where their slices are).
-  bool all_resident_ = false;
-  // This node's pages: [own_first_page_, own_end_page_).
-  uint64_t own_first_page_ = 0, own_end_page_ = 0;
   bool old_from_open_ = false;  // set between operations only
   // The buffer a pending line is READ from: the open superstep's for one
   // announced in it (`now`), else the finished version's (or, see
@@ -504,25 +489,14 @@ class StateArrayBase : public PageSource {
   bool materialized_ = false;
   PageCache* cache_ = nullptr;  // nullptr: resident
   AlignedBuffer local_;         // resident mode only
-  // One slice per compute node's vertex range: array bytes [begin, end)
-  // in a region of each version.
-  struct Slice {
-    uint64_t begin = 0, end = 0;
-    transport::RegionInfo region[2];
-    bool mine = false;  // allocated by this node (and freed by it)
-  };
-  const Slice& SliceAt(uint64_t at) const {
-    for (const Slice& s : slices_) {
-      if (at >= s.begin && at < s.end) return s;
-    }
-    return slices_.back();
-  }
-  // Queues READs (or WRITEs) of array bytes [at, at + length) of version
-  // buffer `buffer`, cut at slice boundaries and into pieces the transports
-  // take, on endpoint `ep`.
+  // Where the array's bytes are on the memory nodes (this node's owned
+  // range and the others'), and how a READ or WRITE of a byte range is cut
+  // to reach them.
+  StateSlices slices_;
   void Queue(transport::Endpoint& ep, bool write, int buffer, uint64_t at,
-             std::byte* local, uint64_t length);
-  std::vector<Slice> slices_;
+             std::byte* local, uint64_t length) {
+    slices_.Queue(ep, write, buffer, at, local, length);
+  }
   // Pages this node changed since it last published (all of the open
   // superstep's changes with one compute node), in the previous superstep;
   // pages it published in this superstep; pages others published in it.

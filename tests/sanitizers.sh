@@ -25,7 +25,7 @@ mode="${1:-}"
 ASAN_TARGETS=(reader_test generator_test build_graph_test layout_test
   block_codec_test image_test block_validation_test reference_test
   wire_codec_test outbox_test coordinator_test page_cache_test state_array_test
-  claim_log_test pending_lines_test line_runs_test
+  claim_log_test pending_lines_test line_runs_test state_slices_test
   hot_block_cache_test
   header_cache_test cache_planner_test block_source_test frontier_test
   barrier_test unit_scheduler_test progress_test

@@ -422,17 +422,17 @@ TEST(WorkItemsTest, ClaimedItemsRunOnceAcrossNodesAndWorkers) {
 TEST(StealPolicyTest, TheModelWeighsTheGainAgainstTheTakersPrice) {
   const std::vector<double> work = {1000, 0};
   // Free taking: both end at half.
-  workload::StealPrices same{1, 1, 0};
+  workload::StealPrices same{1, 1, 0, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, same), 500, 1e-6);
   // A taker paying 3x: t = 1000 - s, s * 3 = t -> t = 750.
-  workload::StealPrices dear{1, 3, 0};
+  workload::StealPrices dear{1, 3, 0, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, dear), 750, 1e-6);
   // Already balanced: nothing moves.
   const std::vector<double> even = {700, 700, 700};
   EXPECT_NEAR(workload::BalancedFinishNs(even, dear), 700, 1e-6);
   // Gain 250 ns against a fixed cost: steals below it, not above.
   const std::vector<double> skewed = {800000, 16000};
-  workload::StealPrices p{1e-3, 3e-3, 0};  // us-scale work in ns
+  workload::StealPrices p{1e-3, 3e-3, 0, {}};  // us-scale work in ns
   workload::StealRule any;
   any.min_excess_work = 0;
   const workload::StealDecision cheap = workload::DecideSteal(skewed, p, any);
@@ -445,6 +445,35 @@ TEST(StealPolicyTest, TheModelWeighsTheGainAgainstTheTakersPrice) {
   // The rule's gate still holds: within its fraction, no steal at any price.
   const std::vector<double> close = {1100000, 1000000};
   EXPECT_FALSE(workload::DecideSteal(close, same, any).steal);
+}
+
+TEST(StealPolicyTest, WhatStaysWithTheOwnerShrinksTheGain) {
+  const std::vector<double> work = {1000, 0};
+  // Each unit taken saves the owner 1 - 0.5: t = 1000 - 0.5 s, s = t -> t
+  // = 1000 / 1.5.
+  workload::StealPrices half{1, 1, 0, {0.5, 0}};
+  EXPECT_NEAR(workload::BalancedFinishNs(work, half), 1000 / 1.5, 1e-6);
+  // The residue is the owner's: the same on the other node changes nothing.
+  workload::StealPrices other{1, 1, 0, {0, 0.5}};
+  EXPECT_NEAR(workload::BalancedFinishNs(work, other), 500, 1e-6);
+  // An owner that keeps all of a taken unit's cost gains nothing, and the
+  // step does not steal however uneven it is.
+  workload::StealPrices all{1, 1, 0, {1, 0}};
+  EXPECT_NEAR(workload::BalancedFinishNs(work, all), 1000, 1e-6);
+  workload::StealRule any;
+  any.min_excess_work = 0;
+  const workload::StealDecision d = workload::DecideSteal(work, all, any);
+  EXPECT_FALSE(d.steal);
+  EXPECT_NEAR(d.gain_us, 0, 1e-9);
+  // Two heavy owners with different residues and an idle third: at the
+  // balance point what the two shed (in units) is what the third takes in
+  // the time it has, and it lies above the free-taking one (2000 / 3).
+  workload::StealPrices mixed{1, 1, 0, {0.25, 0.5, 0}};
+  const std::vector<double> three = {1000, 1000, 0};
+  const double t = workload::BalancedFinishNs(three, mixed);
+  const double shed = (1000 - t) / 0.75 + (1000 - t) / 0.5;
+  EXPECT_NEAR(shed, t, 1e-3);
+  EXPECT_GT(t, 2000.0 / 3);
 }
 
 }  // namespace dmg

@@ -1,6 +1,7 @@
 #include "workload/steal_policy.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace dmg::workload {
@@ -12,15 +13,19 @@ double BalancedFinishNs(std::span<const double> work,
   if (prices.owner_ns <= 0 || prices.taker_ns <= 0) return hi;
   // At finish time t, the work the nodes past t shed must equal what the
   // others can take in the time they have left before t: the first falls
-  // and the second grows with t, so bisect.
+  // and the second grows with t, so bisect. An owner past t that saves
+  // nothing per unit taken cannot come down to t at all.
   auto surplus = [&](double t) {
     double shed = 0, room = 0;
-    for (double w : work) {
-      const double own_ns = w * prices.owner_ns;
-      if (own_ns > t)
-        shed += (own_ns - t) / prices.owner_ns;
-      else
+    for (size_t k = 0; k < work.size(); ++k) {
+      const double own_ns = work[k] * prices.owner_ns;
+      if (own_ns > t) {
+        const double saved = prices.owner_ns - prices.residue(k);
+        if (saved <= 0) return std::numeric_limits<double>::infinity();
+        shed += (own_ns - t) / saved;
+      } else {
         room += (t - own_ns) / prices.taker_ns;
+      }
     }
     return shed - room;
   };
@@ -36,7 +41,9 @@ StealDecision DecideSteal(std::span<const double> work,
                           const StealPrices& prices, const StealRule& rule) {
   StealDecision d;
   if (work.size() < 2) return d;
-  d.max_work = *std::max_element(work.begin(), work.end());
+  const auto heaviest = std::max_element(work.begin(), work.end());
+  d.max_work = *heaviest;
+  d.residue_ns = prices.residue(static_cast<size_t>(heaviest - work.begin()));
   d.mean_work = std::accumulate(work.begin(), work.end(), 0.0) /
                 static_cast<double>(work.size());
   const double excess = d.max_work - d.mean_work;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace dmg::workload {
 
@@ -37,10 +38,19 @@ struct StealRule {
 // instead of its own cached ones, and sends each update it makes through
 // the outbox for the owner to apply again); and the steal's own cost (the
 // claims' round trips, an exchange the step would not otherwise pay).
+// `residue_ns[k]`: what stays with owner k per unit taken from it (empty:
+// nothing). A push's taken updates to the owner's own vertices come back
+// to it through its inbox, so an owner whose arcs mostly stay in its range
+// sheds the scan of a taken unit but keeps most of the applying; an owner
+// whose residue reaches its own price cannot gain from being stolen from.
 struct StealPrices {
   double owner_ns = 1;
   double taker_ns = 1;
   double fixed_ns = 0;
+  std::vector<double> residue_ns;
+  double residue(size_t owner) const {
+    return owner < residue_ns.size() ? residue_ns[owner] : 0.0;
+  }
 };
 
 struct StealDecision {
@@ -53,6 +63,8 @@ struct StealDecision {
   // costs.
   double gain_us = 0;
   double cost_us = 0;
+  // What stays with the heaviest owner per unit taken from it (ns).
+  double residue_ns = 0;
 };
 
 // `work[k]`: owner k's share of the step. Steals when the rule's gate
@@ -69,7 +81,8 @@ inline StealDecision DecideSteal(std::span<const double> work,
 
 // The time at which every node ends when those that would finish first
 // take work from the others (at `taker_ns` a unit instead of `owner_ns`)
-// until all end together; in ns. The slowest node's time without stealing
+// until all end together, each unit taken from owner k saving it
+// owner_ns - residue(k); in ns. The slowest node's time without stealing
 // is max(work) * owner_ns.
 double BalancedFinishNs(std::span<const double> work,
                         const StealPrices& prices);
