@@ -514,12 +514,16 @@ absl::Status Engine::PutCollectiveHeader(bool prewrite, MessageWriter& out) {
   out.Put<uint64_t>(placed_);
   out.Put<uint64_t>(decisions_);
   out.Put<uint8_t>((held ? 1 : 0) | (clean ? 2 : 0));
-  // This node's measured share of its last dense scans, and its push
-  // figures (stage 2's inputs).
+  // This node's measured share of its last dense scans, its push figures
+  // and its steal prices (stage 2's inputs).
   for (uint64_t ns : own_scan_ns_) out.Put<uint64_t>(ns);
   for (uint64_t x :
        {own_push_.arcs, own_push_.remote, own_push_.sent, own_push_.apply_ps}) {
     out.Put<uint64_t>(x);
+  }
+  for (int kind = 0; kind < 3; ++kind) {
+    out.Put<uint64_t>(own_steal_.own_ps[kind]);
+    out.Put<uint64_t>(own_steal_.taken_ps[kind]);
   }
   // Each array's changed lines (not pages: a page of 1,024 labels with one
   // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
@@ -535,15 +539,20 @@ absl::Status Engine::PutCollectiveHeader(bool prewrite, MessageWriter& out) {
 absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
                                           CollectivePosts& posts) {
   MessageReader in(post);
-  uint64_t where[4];
+  uint64_t where[4] = {0, 0, 0, 0};
   uint8_t held_there = 0;
   uint64_t shares[2] = {0, 0};
   push_figures_.resize(compute_nodes());
   PushFigures& f = push_figures_[k];
-  const bool ok = in.Get(&where[0]) && in.Get(&where[1]) && in.Get(&where[2]) &&
-                  in.Get(&where[3]) && in.Get(&held_there) &&
-                  in.Get(&shares[0]) && in.Get(&shares[1]) && in.Get(&f.arcs) &&
-                  in.Get(&f.remote) && in.Get(&f.sent) && in.Get(&f.apply_ps);
+  steal_figures_.resize(compute_nodes());
+  StealFigures& g = steal_figures_[k];
+  bool ok = in.Get(&where[0]) && in.Get(&where[1]) && in.Get(&where[2]) &&
+            in.Get(&where[3]) && in.Get(&held_there) && in.Get(&shares[0]) &&
+            in.Get(&shares[1]) && in.Get(&f.arcs) && in.Get(&f.remote) &&
+            in.Get(&f.sent) && in.Get(&f.apply_ps);
+  for (int kind = 0; kind < 3; ++kind) {
+    ok = ok && in.Get(&g.own_ps[kind]) && in.Get(&g.taken_ps[kind]);
+  }
   if (!ok) {
     return Fail(absl::DataLossError(
         absl::StrFormat("compute node %d posted a malformed header", k)));

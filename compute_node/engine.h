@@ -414,8 +414,11 @@ class Engine {
   // work_range_ set for another node's). Returns this node's measured
   // share: its workers' time on its own items, scaled to all of them (0
   // when others took them all).
+  // `kind` (kPullScan, kPrefixScan, kPushScan): whose measured prices
+  // (own_steal_) the round's times update.
   using WorkItemFn = std::function<absl::Status(int, int, uint64_t)>;
-  absl::StatusOr<uint64_t> RunWorkRound(std::span<const uint64_t> counts,
+  absl::StatusOr<uint64_t> RunWorkRound(int kind,
+                                        std::span<const uint64_t> counts,
                                         const WorkItemFn& run);
   // Stage 2 over chunks of every node's range: scan_chunk(w, begin, end)
   // for each, claimed through the shared cursors.
@@ -623,8 +626,10 @@ class Engine {
   double ArcReadNs() const;
   double ClaimRoundsNs() const;
   // Records a steal decision in the superstep's stats (the first of the
-  // step); returns whether to steal.
+  // step) and keeps it for the work round it decided (steal_: each node's
+  // room bounds what its workers take); returns whether to steal.
   bool NoteSteal(const workload::StealDecision& decision);
+  workload::StealDecision steal_;
   // A dense scan's steal decision (kind as own_scan_ns_): on the measured
   // shares once every node has one, else on `estimate` (directory work
   // units at `prices`).
@@ -685,6 +690,24 @@ class Engine {
   // node; 0 where a node has posted none yet).
   uint64_t own_scan_ns_[2] = {0, 0};
   std::vector<uint64_t> scan_ns_[2];
+  // The kinds of work round (own_scan_ns_'s two, and a push's chunks).
+  static constexpr int kPullScan = 0, kPrefixScan = 1, kPushScan = 2;
+  // This node's measured steal prices per kind of round, posted beside
+  // own_scan_ns_: of its last round of that kind, its time per unit of
+  // work (the decision's shares' units) on its own items, and on items it
+  // took (ps; 0: none measured); every node's as last posted.
+  struct StealFigures {
+    uint64_t own_ps[3] = {0, 0, 0}, taken_ps[3] = {0, 0, 0};
+  };
+  StealFigures own_steal_;
+  std::vector<StealFigures> steal_figures_;
+  // Replaces the model's prices with the measured ones for a round of
+  // `kind` whose heaviest owner is `victim`, once both are measured: its
+  // own time per unit and the takers' mean (`absolute`: both, in ns; else
+  // the taker's as the ratio of the two times the owner's price, for
+  // rounds whose units change from one to the next).
+  void MeasuredPrices(int kind, int victim, bool absolute,
+                      workload::StealPrices& prices) const;
   // This node's measured push figures, posted beside own_scan_ns_ (the
   // steal model's owner residue, PushResidueNs): of its last push that
   // took no other node's work, the arcs, those to other nodes' vertices,
@@ -694,7 +717,7 @@ class Engine {
   struct PushFigures {
     uint64_t arcs = 0, remote = 0, sent = 0, apply_ps = 0;
   };
-  static constexpr uint64_t kTimedInbox = 4096;
+  static constexpr uint64_t kTimedInbox = 256;
   PushFigures own_push_;
   std::vector<PushFigures> push_figures_;  // every node's, as last posted
   // Per owner: the ns per unit of push work taken from it that stays with

@@ -253,7 +253,7 @@ absl::Status Engine::RunSharedChunks(
   ClearOutboxes();
   DMG_ASSIGN_OR_RETURN(
       const uint64_t own_ns,
-      RunWorkRound(counts, [&](int w, int node, uint64_t item) {
+      RunWorkRound(kPrefixScan, counts, [&](int w, int node, uint64_t item) {
         const VertexId begin = bounds[node] + item * chunk;
         const VertexId end =
             std::min<uint64_t>(bounds[node + 1], begin + chunk);
@@ -385,7 +385,7 @@ absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
   ClearOutboxes();
   DMG_ASSIGN_OR_RETURN(
       const uint64_t own_ns,
-      RunWorkRound(counts, [&](int w, int node, uint64_t item) {
+      RunWorkRound(kPullScan, counts, [&](int w, int node, uint64_t item) {
         const Unit& unit = node_units_[k][node][item];
         if (want != nullptr) {
           // Each owner's range alone: a unit's first and last blocks may
@@ -460,20 +460,32 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   };
   std::vector<uint64_t> counts(nodes);
   for (int n = 0; n < nodes; ++n) counts[n] = items[n].size();
-  return RunWorkRound(counts,
+  return RunWorkRound(kPushScan, counts,
                       [&](int w, int node, uint64_t i) {
                         return process(w, items[node][i]);
                       })
       .status();
 }
 
-absl::StatusOr<uint64_t> Engine::RunWorkRound(std::span<const uint64_t> counts,
+absl::StatusOr<uint64_t> Engine::RunWorkRound(int kind,
+                                              std::span<const uint64_t> counts,
                                               const WorkItemFn& run) {
   const int nodes = compute_nodes(), me = compute_node();
   const std::span<const uint64_t> bounds = cluster_->bounds();
   DMG_ASSIGN_OR_RETURN(const int parity,
                        Fail(cluster_->BeginWorkRound(pool_->endpoint(0))));
-  std::atomic<uint64_t> own{0}, stolen{0}, own_ns{0};
+  std::atomic<uint64_t> own{0}, stolen{0}, own_ns{0}, taken_ns{0};
+  // The steal decision's room for this node, in its shares' units: each
+  // node's items are worth its share over their number.
+  std::vector<double> item_units(nodes, 0.0);
+  std::unique_ptr<workload::TakeBudget> budget;
+  if (steal_.steal && steal_.work.size() == static_cast<size_t>(nodes)) {
+    for (int k = 0; k < nodes; ++k) {
+      if (counts[k] > 0) item_units[k] = steal_.work[k] / counts[k];
+    }
+    budget =
+        std::make_unique<workload::TakeBudget>(steal_.room[me], item_units);
+  }
   absl::Status status = scheduler_.Run(0, [&](int w, UnitScheduler::Cursor&) {
     transport::Endpoint& ep = pool_->endpoint(w);
     workload::ClaimTally tally;
@@ -487,15 +499,17 @@ absl::StatusOr<uint64_t> Engine::RunWorkRound(std::span<const uint64_t> counts,
                         static_cast<VertexId>(bounds[node + 1])};
       const auto start = std::chrono::steady_clock::now();
       absl::Status done = run(w, node, item);
-      if (mine) own_ns.fetch_add(ElapsedNs(start), std::memory_order_relaxed);
+      (mine ? own_ns : taken_ns)
+          .fetch_add(ElapsedNs(start), std::memory_order_relaxed);
       taking_[w] = 0;
       work_range_[w] = {own_begin_, own_end_};
       return done;
     };
     // This node's own items first, in guided groups, then the others'
     // that are left, one per claim (workload/work_items.h).
-    DMG_RETURN_IF_ERROR(workload::RunClaimedItems(
-        me, counts, uint64_t(threads()) * nodes, claim, one, tally));
+    DMG_RETURN_IF_ERROR(
+        workload::RunClaimedItems(me, counts, uint64_t(threads()) * nodes,
+                                  claim, one, tally, budget.get()));
     own.fetch_add(tally.own, std::memory_order_relaxed);
     stolen.fetch_add(tally.taken, std::memory_order_relaxed);
     return absl::OkStatus();
@@ -504,6 +518,17 @@ absl::StatusOr<uint64_t> Engine::RunWorkRound(std::span<const uint64_t> counts,
   stolen_items_ += stolen.load();
   stats_.supersteps.back().stolen_items += stolen.load();
   DMG_RETURN_IF_ERROR(Fail(status));
+  // The model's measured prices: time per unit on own items and on taken
+  // ones (a node keeps its last figure where it has none this round).
+  const double own_units = own.load() * item_units[me];
+  if (own_units > 0) {
+    own_steal_.own_ps[kind] =
+        static_cast<uint64_t>(own_ns.load() * 1e3 / own_units);
+  }
+  if (budget != nullptr && budget->taken() > 0 && taken_ns.load() > 0) {
+    own_steal_.taken_ps[kind] =
+        static_cast<uint64_t>(taken_ns.load() * 1e3 / budget->taken());
+  }
   return ScaledOwnShare(own_ns.load(), own.load(), counts[me], threads());
 }
 
@@ -531,7 +556,32 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   prices.taker_ns = c.push_ns_per_visit + ArcReadNs();
   prices.fixed_ns = ClaimRoundsNs();
   prices.residue_ns = PushResidueNs();
+  const int victim = static_cast<int>(
+      std::max_element(work.begin(), work.end()) - work.begin());
+  MeasuredPrices(kPushScan, victim, /*absolute=*/true, prices);
   return NoteSteal(workload::DecideSteal(work, prices));
+}
+
+void Engine::MeasuredPrices(int kind, int victim, bool absolute,
+                            workload::StealPrices& prices) const {
+  if (steal_figures_.size() != static_cast<size_t>(compute_nodes())) return;
+  const uint64_t own = steal_figures_[victim].own_ps[kind];
+  double taken = 0;
+  int takers = 0;
+  for (const StealFigures& f : steal_figures_) {
+    if (f.taken_ps[kind] > 0) {
+      taken += static_cast<double>(f.taken_ps[kind]);
+      ++takers;
+    }
+  }
+  if (own == 0 || takers == 0) return;
+  taken /= takers;
+  if (absolute) {
+    prices.owner_ns = static_cast<double>(own) / 1e3;
+    prices.taker_ns = taken / 1e3;
+  } else {
+    prices.taker_ns = prices.owner_ns * taken / static_cast<double>(own);
+  }
 }
 
 std::vector<double> Engine::PushResidueNs() const {
@@ -539,7 +589,8 @@ std::vector<double> Engine::PushResidueNs() const {
   // (after the taker's candidate test and combining: the updates sent per
   // remote arc, over every node's last push) which it applies at its
   // measured price. Before a node has measured, its arcs are taken as
-  // spread evenly and an apply as dear as a push's visit.
+  // spread evenly and an apply as half a push's visit (the visit without
+  // the arc's read).
   const int n = compute_nodes();
   uint64_t sent = 0, remote = 0;
   for (const PushFigures& f : push_figures_) {
@@ -558,7 +609,7 @@ std::vector<double> Engine::PushResidueNs() const {
                                     : 1.0 / n;
     const double apply_ns = f.apply_ps > 0
                                 ? static_cast<double>(f.apply_ps) / 1e3
-                                : options_.cost_constants.push_ns_per_visit;
+                                : options_.cost_constants.push_ns_per_visit / 2;
     residue[k] = local * per_arc * apply_ns;
   }
   return residue;
@@ -614,14 +665,20 @@ workload::StealDecision Engine::DecideDenseSteal(
   // shares are those times (a dense step's work changes slowly from one
   // step to the next, and a bottom-up step's with what is left unvisited,
   // which the directory cannot tell), priced at 1 ns a unit, the taker at
-  // the model's ratio; before that, the directory's estimate.
+  // the model's ratio; before that, the directory's estimate. Once a round
+  // of this kind has stolen, the taker's price is the measured ratio.
   const std::vector<double> measured = MeasuredShares(kind);
+  std::span<const double> work = measured.empty() ? estimate : measured;
+  const int victim = static_cast<int>(
+      std::max_element(work.begin(), work.end()) - work.begin());
+  workload::StealPrices priced = prices;
+  MeasuredPrices(kind, victim, /*absolute=*/false, priced);
   if (measured.empty() || prices.owner_ns <= 0) {
-    return workload::DecideSteal(estimate, prices);
+    return workload::DecideSteal(estimate, priced);
   }
-  workload::StealPrices per_ns = prices;
+  workload::StealPrices per_ns = priced;
   per_ns.owner_ns = 1;
-  per_ns.taker_ns = prices.taker_ns / prices.owner_ns;
+  per_ns.taker_ns = priced.taker_ns / prices.owner_ns;
   workload::StealRule rule;
   // The gate's amount, in the estimate's units priced at the owner's.
   rule.min_excess_work *= prices.owner_ns;
@@ -677,6 +734,7 @@ double Engine::ClaimRoundsNs() const {
 }
 
 bool Engine::NoteSteal(const workload::StealDecision& decision) {
+  steal_ = decision;
   SuperstepStats& s = stats_.supersteps.back();
   if (s.steal.empty()) {
     s.steal = decision.steal ? "on" : "off";

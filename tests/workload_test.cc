@@ -416,6 +416,41 @@ TEST(WorkItemsTest, ClaimedItemsRunOnceAcrossNodesAndWorkers) {
             absl::StatusCode::kUnavailable);
 }
 
+// A budget stops a node's takers at its room, in the items' units, and
+// the owners still run every item once.
+TEST(WorkItemsTest, TakersStopAtTheirRoomAndOwnersFinishTheRest) {
+  const std::vector<uint64_t> items = {100, 0};
+  std::atomic<uint64_t> cursor[2] = {0, 0};
+  std::vector<std::atomic<int>> runs(items[0]);
+  auto claim = [&](int k, uint64_t n) -> absl::StatusOr<uint64_t> {
+    return cursor[k].fetch_add(n);
+  };
+  auto run = [&](int, uint64_t i) {
+    ++runs[i];
+    return absl::OkStatus();
+  };
+  workload::ClaimTally owner, taker;
+  // Node 0's items are worth 4 units each; node 1 may take 10 units: two
+  // items, and a third (which would cross by half an item or more) not.
+  workload::TakeBudget budget(10, {4, 0});
+  EXPECT_TRUE(
+      workload::RunClaimedItems(1, items, 2, claim, run, taker, &budget).ok());
+  EXPECT_EQ(taker.taken, 2u);
+  EXPECT_DOUBLE_EQ(budget.taken(), 8);
+  EXPECT_TRUE(workload::RunClaimedItems(0, items, 2, claim, run, owner).ok());
+  EXPECT_EQ(owner.own, 98u);
+  for (uint64_t i = 0; i < items[0]; ++i) EXPECT_EQ(runs[i].load(), 1) << i;
+  // A room smaller than half an item still lets the first item go.
+  workload::TakeBudget tiny(1, {4, 0});
+  EXPECT_TRUE(tiny.Allows(0));
+  tiny.Took(0);
+  EXPECT_FALSE(tiny.Allows(0));
+  // No budget: no limit.
+  workload::TakeBudget none;
+  none.Took(0);
+  EXPECT_TRUE(none.Allows(0));
+}
+
 // The steal model: the nodes that would finish first take work at the
 // taker's price until all end together; stealing pays when that gain
 // exceeds the steal's own cost.
@@ -438,6 +473,12 @@ TEST(StealPolicyTest, TheModelWeighsTheGainAgainstTheTakersPrice) {
   const workload::StealDecision cheap = workload::DecideSteal(skewed, p, any);
   EXPECT_TRUE(cheap.steal);
   EXPECT_NEAR(cheap.gain_us, (800 - (800 * 3 + 16) / 4.0) / 1e3, 1e-9);
+  // The light node may take what fills its time up to the balanced finish
+  // at the taker's price; the heavy one takes nothing.
+  const double finish = (800 * 3 + 16) / 4.0;
+  ASSERT_EQ(cheap.room.size(), 2u);
+  EXPECT_NEAR(cheap.room[1], (finish - 16) / 3e-3, 1e-3);
+  EXPECT_EQ(cheap.room[0], 0.0);
   p.fixed_ns = cheap.gain_us * 1e3 * 1.01;
   const workload::StealDecision dearer = workload::DecideSteal(skewed, p, any);
   EXPECT_FALSE(dearer.steal);

@@ -47,12 +47,20 @@ StealDecision DecideSteal(std::span<const double> work,
   d.mean_work = std::accumulate(work.begin(), work.end(), 0.0) /
                 static_cast<double>(work.size());
   const double excess = d.max_work - d.mean_work;
-  d.gain_us =
-      (d.max_work * prices.owner_ns - BalancedFinishNs(work, prices)) / 1e3;
+  const double finish = BalancedFinishNs(work, prices);
+  d.gain_us = (d.max_work * prices.owner_ns - finish) / 1e3;
   d.cost_us = prices.fixed_ns / 1e3;
   d.steal = excess >= rule.min_excess_work &&
             excess >= rule.min_excess_fraction * d.mean_work &&
             d.gain_us > d.cost_us;
+  if (d.steal) {
+    d.work.assign(work.begin(), work.end());
+    d.room.assign(work.size(), 0.0);
+    for (size_t k = 0; k < work.size(); ++k) {
+      d.room[k] =
+          std::max(0.0, (finish - work[k] * prices.owner_ns) / prices.taker_ns);
+    }
+  }
   return d;
 }
 

@@ -65,6 +65,12 @@ struct StealDecision {
   double cost_us = 0;
   // What stays with the heaviest owner per unit taken from it (ns).
   double residue_ns = 0;
+  // Per node, when stealing: the units of others' work it may take before
+  // the balanced finish (0 for the nodes that shed). A node that took more
+  // would end after the owners it helps: at the taker's price, a taken unit
+  // costs it more than it saves them.
+  std::vector<double> room;
+  std::vector<double> work;  // the shares it was decided on (room's units)
 };
 
 // `work[k]`: owner k's share of the step. Steals when the rule's gate

@@ -16,8 +16,10 @@
 #ifndef DMG_WORKLOAD_WORK_ITEMS_H_
 #define DMG_WORKLOAD_WORK_ITEMS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -46,6 +48,41 @@ inline uint64_t GuidedGroup(uint64_t left, uint64_t claimers) {
   return left / parts > 0 ? left / parts : 1;
 }
 
+// How much of the others' work a node's workers may take in one round
+// (the steal model's room for it: past it, a taken unit at the taker's
+// price would end this node after the owners it helps). Shared by the
+// node's workers. Default: no limit.
+class TakeBudget {
+ public:
+  TakeBudget() = default;
+  // `room`: units this node may take; `item_units[k]`: what one of node
+  // k's items is worth (its share over its items).
+  TakeBudget(double room, std::vector<double> item_units)
+      : room_(room), item_units_(std::move(item_units)) {}
+  // Whether one more of node k's items fits: taken so far plus half an
+  // item within the room (an item that crosses it by less than half is
+  // taken; the first one always is).
+  bool Allows(int k) const {
+    const double taken = taken_.load(std::memory_order_relaxed);
+    return taken == 0 || taken + Units(k) / 2 < room_;
+  }
+  void Took(int k) {
+    double taken = taken_.load(std::memory_order_relaxed);
+    while (!taken_.compare_exchange_weak(taken, taken + Units(k),
+                                         std::memory_order_relaxed)) {
+    }
+  }
+  double taken() const { return taken_.load(std::memory_order_relaxed); }
+
+ private:
+  double Units(int k) const {
+    return k < static_cast<int>(item_units_.size()) ? item_units_[k] : 0.0;
+  }
+  double room_ = std::numeric_limits<double>::infinity();
+  std::vector<double> item_units_;
+  std::atomic<double> taken_{0.0};
+};
+
 // How many items a worker's claim loop ran: its node's own, and taken
 // from other nodes.
 struct ClaimTally {
@@ -57,13 +94,14 @@ struct ClaimTally {
 // k's cursor by n and returns where it was (Cluster::Claim); `run(k, i)`
 // does node k's item i. Node `me`'s items come first, in guided groups
 // (GuidedGroup over `claimers`, every worker of every node), then the
-// others' that are left, one per claim, from node me + 1 on. Every item of
-// every node is run exactly once across all the claimers of the round,
-// however their claims interleave.
+// others' that are left, one per claim, from node me + 1 on, while
+// `budget` allows. Every item of every node is run exactly once across all
+// the claimers of the round, however their claims interleave (an owner
+// claims its own to the end whatever the takers do).
 template <typename Claim, typename Run>
 absl::Status RunClaimedItems(int me, std::span<const uint64_t> items,
                              uint64_t claimers, Claim&& claim, Run&& run,
-                             ClaimTally& tally) {
+                             ClaimTally& tally, TakeBudget* budget = nullptr) {
   const int nodes = static_cast<int>(items.size());
   const uint64_t mine = items[me];
   uint64_t group = GuidedGroup(mine, claimers);
@@ -81,10 +119,12 @@ absl::Status RunClaimedItems(int me, std::span<const uint64_t> items,
   for (int step = 1; step < nodes; ++step) {
     const int victim = (me + step) % nodes;
     for (;;) {
+      if (budget != nullptr && !budget->Allows(victim)) break;
       absl::StatusOr<uint64_t> at = claim(victim, 1);
       if (!at.ok()) return at.status();
       if (*at >= items[victim]) break;
       if (absl::Status s = run(victim, *at); !s.ok()) return s;
+      if (budget != nullptr) budget->Took(victim);
       ++tally.taken;
     }
   }

@@ -19,8 +19,13 @@ Figures (from --stats_json)
                 for the others);
   slowest_busy  the largest busy time of the nodes: what stealing shortens;
   stolen        work items (frontier chunks) each node took from the other.
-  The last column divides slowest_busy with stealing by slowest_busy without
-  (below 1: stealing shortened the slowest node).
+  ratio         slowest_busy with stealing over slowest_busy without
+                (below 1: stealing shortened the slowest node);
+  time_ratio    time_s with stealing over time_s without: the critical
+                path, step by step. The two differ where the light node has
+                heavy steps of its own (BFS's paths, whose levels only node
+                1 works on): work it takes in node 0's heavy steps shortens
+                those steps but adds to its own total.
 
 Example: deploy/experiments/skew.py --reps=3   (prints one table; writes
 skew.csv into --out, default build/skew)
@@ -110,22 +115,26 @@ def main():
           f"{a.degree}; 2 compute nodes x 1 thread, best of {a.reps}")
     print(f"{'algorithm':<22} {'dir':<4} {'steal':<5} {'time_s':>7} "
           f"{'busy_0':>7} {'busy_1':>7} {'slowest':>7} {'stolen':>9} "
-          f"{'ratio':>6}")
+          f"{'ratio':>6} {'time_ratio':>10}")
     for algo, d in cells:
         off = max(best[(algo, d, False)]["busy"])
+        off_time = best[(algo, d, False)]["time_s"]
         for steal in (True, False):
             b = best[(algo, d, steal)]
             slowest = max(b["busy"])
             ratio = slowest / off if off > 0 else float("nan")
+            time_ratio = (b["time_s"] / off_time if off_time > 0
+                          else float("nan"))
             print(f"{algo:<22} {d:<4} {'on' if steal else 'off':<5} "
                   f"{b['time_s']:7.3f} {b['busy'][0]:7.3f} {b['busy'][1]:7.3f} "
                   f"{slowest:7.3f} {'/'.join(map(str, b['stolen'])):>9} "
-                  f"{ratio:6.2f}")
+                  f"{ratio:6.2f} {time_ratio:10.2f}")
             rows.append({"algorithm": algo, "steal": steal,
                          "time_s": b["time_s"], "busy_0": b["busy"][0],
                          "busy_1": b["busy"][1], "slowest_busy": slowest,
                          "stolen_0": b["stolen"][0], "stolen_1": b["stolen"][1],
-                         "slowest_vs_off": ratio, "direction": d})
+                         "slowest_vs_off": ratio, "direction": d,
+                         "time_vs_off": time_ratio})
     with open(os.path.join(a.out, "skew.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
