@@ -646,6 +646,9 @@ class Engine {
   // the choice and its inputs in the superstep's statistics.
   bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks,
                   bool stops_early);
+  // The frontier of the last auto-chosen pull of an update that stops
+  // early, while pulling (0: the last such choice was a push).
+  uint64_t early_pull_frontier_ = 0;
   // The frontier's edges in direction d, from the cached headers (summed
   // until past stop_at) or at the average degree.
   uint64_t FrontierEdges(const Frontier& frontier, Direction d,

@@ -984,13 +984,23 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
     by = "auto";
     // A pull that stops at the first frontier neighbour (Claim) reads
     // prefixes of the candidates' adjacency: it pays once the frontier's
-    // edges pass a twentieth of the arcs (Ligra's rule).
+    // edges pass a twentieth of the arcs (Ligra's rule). Once pulling, it
+    // stays so while the frontier grows or holds more than a 18th of the
+    // vertices (GAPBS's beta): a shrinking but still wide frontier's edges
+    // may fall under the twentieth while most of them lead to vertices
+    // already visited, which a push pays for and a pull never reads.
     threshold = num_arcs() / 20;
-    work = frontier.size() + FrontierEdges(frontier, push_blocks,
-                                           threshold > frontier.size()
-                                               ? threshold - frontier.size()
-                                               : 0);
-    mode = work > threshold ? Mode::kPull : Mode::kPush;
+    const uint64_t n = frontier.size();
+    if (early_pull_frontier_ > 0 &&
+        (n >= early_pull_frontier_ || n > num_vertices() / 18)) {
+      work = n;
+      mode = Mode::kPull;
+    } else {
+      work = n + FrontierEdges(frontier, push_blocks,
+                               threshold > n ? threshold - n : 0);
+      mode = work > threshold ? Mode::kPull : Mode::kPush;
+    }
+    early_pull_frontier_ = mode == Mode::kPull ? std::max<uint64_t>(n, 1) : 0;
   }
   const bool pull = mode == Mode::kPull;
   NoteDecision(pull ? 1 : 2);

@@ -4,6 +4,7 @@
 // compute side counts are the bytes the memory node served.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <tuple>
 
@@ -724,6 +725,70 @@ TEST(VertexProgramTest, PullClaimTakesTheFirstFrontierNeighbour) {
       EXPECT_LT(bytes[1] * 4, bytes[0] * 3);
     }
   }
+}
+
+// kAuto's direction for a Claim: pull once the frontier's edges and
+// vertices pass m/20 (Ligra's rule), and then keep pulling while the
+// frontier holds more than n/18 vertices (GAPBS's beta), even when its
+// edges fall under m/20; push again once it is narrow and shrinking.
+TEST(VertexProgramTest, AutoClaimKeepsPullingWhileTheFrontierIsWide) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 11);
+  const uint64_t n = t.graph.num_vertices();
+  const uint64_t m = t.graph.out.num_arcs();
+  // The lowest-degree vertices: a frontier of them stays under m/20.
+  std::vector<store::VertexId> by_degree(n);
+  std::iota(by_degree.begin(), by_degree.end(), 0);
+  std::stable_sort(by_degree.begin(), by_degree.end(), [&](auto a, auto b) {
+    return t.graph.out.neighbors(a).size() < t.graph.out.neighbors(b).size();
+  });
+  auto frontier_of = [&](compute::Engine& e, uint64_t count, uint64_t every) {
+    compute::Frontier f = e.NewFrontier();
+    for (uint64_t i = 0; i < count; ++i) f.Add(0, by_degree[i * every % n]);
+    f.Seal();
+    return f;
+  };
+  const uint64_t wide = n / 10, narrow = n / 40;
+  uint64_t wide_edges = 0;
+  for (uint64_t i = 0; i < wide; ++i) {
+    wide_edges += t.graph.out.neighbors(by_degree[i]).size();
+  }
+  ASSERT_LT(wide + wide_edges, m / 20) << "the wide frontier must stay under "
+                                          "Ligra's threshold by its edges";
+  // One Claim EdgeMap a superstep, into a fresh array each (every vertex a
+  // candidate); returns the direction chosen, and the work and threshold
+  // it weighed.
+  auto step = [&](compute::Engine& e, const compute::Frontier& f,
+                  const std::string& name) {
+    auto& parent = e.NewState<int64_t>(name, -1);
+    auto r = e.EdgeMap<compute::Claim>(
+        f, store::Direction::kOut, compute::Mode::kAuto, parent,
+        [](store::VertexId u, store::VertexId, store::Weight) {
+          return int64_t{u};
+        },
+        compute::AllVertices());
+    EXPECT_TRUE(r.ok()) << r.status();
+    const compute::SuperstepStats s = e.stats().supersteps.back();
+    EXPECT_TRUE(e.EndSuperstep().ok());
+    return s.direction + " " + std::to_string(s.auto_work) + "/" +
+           std::to_string(s.auto_threshold);
+  };
+  auto c = Start(t.graph, 2, 256);
+  compute::Engine& e = c->engine();
+  // A first push caches the degrees (the choice then weighs the frontier's
+  // real edges, not the average degree's).
+  std::string d = step(e, frontier_of(e, 1, 1), "first");
+  EXPECT_EQ(d.substr(0, 5), "push ") << d;
+  // Every vertex: far past m/20.
+  d = step(e, frontier_of(e, n, 1), "a");
+  EXPECT_EQ(d.substr(0, 5), "pull ") << d;
+  d = step(e, frontier_of(e, wide, 1), "b");
+  EXPECT_EQ(d.substr(0, 5), "pull ") << d;
+  d = step(e, frontier_of(e, narrow, 1), "c");
+  EXPECT_EQ(d.substr(0, 5), "push ") << d;
+  // After a push, the wide frontier is a push again (Ligra's rule: its
+  // degrees, cached since the first pull, keep it under m/20).
+  d = step(e, frontier_of(e, wide, 1), "d");
+  EXPECT_EQ(d.substr(0, 5), "push ") << d;
 }
 
 // Reductions are combined in a fixed order: bit-identical doubles for any
