@@ -666,7 +666,12 @@ class StateArray : public StateArrayBase {
   class Reader {
    public:
     T operator[](store::VertexId v) const {
-      return local_ != nullptr ? local_[v] : array_->Get(v);
+      // Relaxed atomic loads (a plain load on x86): a worker whose copy
+      // still checks may be writing a line the batch already brought, the
+      // same bytes, into the local copy.
+      return local_ != nullptr
+                 ? std::atomic_ref<T>(const_cast<T&>(local_[v])).load(kRelaxed)
+                 : array_->Get(v);
     }
     Reader(const Reader& o) : Reader(o.array_) {}
     Reader& operator=(const Reader& o) {
