@@ -705,11 +705,11 @@ class Engine {
   StealFigures own_steal_;
   std::vector<StealFigures> steal_figures_;
   // Replaces the model's prices with the measured ones for a round of
-  // `kind` whose heaviest owner is `victim`, once both are measured: its
-  // own time per unit and the takers' mean (`absolute`: both, in ns; else
-  // the taker's as the ratio of the two times the owner's price, for
-  // rounds whose units change from one to the next).
-  void MeasuredPrices(int kind, int victim, bool absolute,
+  // `kind` with shares `work`, once both are measured: the heaviest
+  // owner's own time per unit and the takers' mean (`absolute`: both, in
+  // ns; else the taker's as the ratio of the two times the owner's price,
+  // for rounds whose units change from one to the next).
+  void MeasuredPrices(int kind, std::span<const double> work, bool absolute,
                       workload::StealPrices& prices) const;
   // This node's measured push figures, posted beside own_scan_ns_ (the
   // steal model's owner residue, PushResidueNs): of its last push that

@@ -556,15 +556,20 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   prices.taker_ns = c.push_ns_per_visit + ArcReadNs();
   prices.fixed_ns = ClaimRoundsNs();
   prices.residue_ns = PushResidueNs();
-  const int victim = static_cast<int>(
-      std::max_element(work.begin(), work.end()) - work.begin());
-  MeasuredPrices(kPushScan, victim, /*absolute=*/true, prices);
+  MeasuredPrices(kPushScan, work, /*absolute=*/true, prices);
   return NoteSteal(workload::DecideSteal(work, prices));
 }
 
-void Engine::MeasuredPrices(int kind, int victim, bool absolute,
+void Engine::MeasuredPrices(int kind, std::span<const double> work,
+                            bool absolute,
                             workload::StealPrices& prices) const {
-  if (steal_figures_.size() != static_cast<size_t>(compute_nodes())) return;
+  if (steal_figures_.size() != static_cast<size_t>(compute_nodes()) ||
+      work.size() != steal_figures_.size()) {
+    return;
+  }
+  // The heaviest owner is the one others would take from.
+  const size_t victim =
+      std::max_element(work.begin(), work.end()) - work.begin();
   const uint64_t own = steal_figures_[victim].own_ps[kind];
   double taken = 0;
   int takers = 0;
@@ -668,11 +673,9 @@ workload::StealDecision Engine::DecideDenseSteal(
   // the model's ratio; before that, the directory's estimate. Once a round
   // of this kind has stolen, the taker's price is the measured ratio.
   const std::vector<double> measured = MeasuredShares(kind);
-  std::span<const double> work = measured.empty() ? estimate : measured;
-  const int victim = static_cast<int>(
-      std::max_element(work.begin(), work.end()) - work.begin());
   workload::StealPrices priced = prices;
-  MeasuredPrices(kind, victim, /*absolute=*/false, priced);
+  MeasuredPrices(kind, measured.empty() ? estimate : measured,
+                 /*absolute=*/false, priced);
   if (measured.empty() || prices.owner_ns <= 0) {
     return workload::DecideSteal(estimate, priced);
   }

@@ -169,6 +169,7 @@ class StateArrayBase : public PageSource {
   static constexpr uint64_t kLineBytes = 64;
   // Lines a page holds: one 64-bit word of a line bitmap per page.
   static_assert(PageCache::kPageBytes / kLineBytes == 64);
+  static_assert(StateSlices::kPageBytes == PageCache::kPageBytes);
   // Resident writes merge runs of changed lines separated by at most this
   // many unchanged ones: a WRITE costs more than 192 bytes moved.
   static constexpr uint64_t kGapLines = 3;
