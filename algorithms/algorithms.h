@@ -37,10 +37,22 @@ struct PageRankResult {
   double last_l1 = 0;
 };
 
-absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
-                                        double tolerance);
+// The type PageRank keeps scores and contributions in (and sums them in).
+// kFloat is GAPBS's ScoreT: half the state bytes and half the loads per
+// edge of the gather; kDouble is bit-for-bit the double reference's
+// arithmetic. `dmg run` defaults to float (--precision); the library to
+// double, which its exact tests compare at 1e-9.
+enum class Precision { kFloat, kDouble };
+
+absl::StatusOr<PageRankResult> PageRank(
+    Engine& engine, int max_iters, double tolerance,
+    Precision precision = Precision::kDouble);
 absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source);
+// Weakly connected components, each vertex labelled with the smallest id in
+// its component: Afforest (cc.cc) on one compute node, label propagation
+// (cc_lp.cc) on several; ConnectedComponentsLp is label propagation always.
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine);
+absl::StatusOr<std::vector<VertexId>> ConnectedComponentsLp(Engine& engine);
 absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
                                           bool unit_weights);
 // Scores normalised by the largest (all zero if no source reaches any

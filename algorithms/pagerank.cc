@@ -9,20 +9,32 @@
 // chains: bit-identical for any thread count, cache or transport, and
 // within rounding of a CSR loop's sum), and takes its new score.
 // Contributions are read once per edge: the array to keep local.
+//
+// ScoreT is the precision (Precision): with float, scores, contributions
+// and the gather's sums are floats, as GAPBS's ScoreT; the L1 change is
+// summed in double either way.
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 
 namespace dmg::algorithms {
 
-absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
-                                        double tolerance) {
+namespace {
+
+template <typename ScoreT>
+absl::StatusOr<PageRankResult> Run(Engine& engine, int max_iters,
+                                   double tolerance) {
   const uint64_t n = engine.num_vertices();
-  const double base = (1.0 - kDamping) / n;
-  auto& contrib = engine.NewState<double>("pagerank.contrib", 0.0,
+  const ScoreT base = static_cast<ScoreT>((1.0 - kDamping) / n);
+  const ScoreT damping = static_cast<ScoreT>(kDamping);
+  auto& contrib = engine.NewState<ScoreT>("pagerank.contrib", 0,
                                           compute::CacheHint::kPerEdge);
-  auto& score = engine.NewState<double>("pagerank.score", 1.0 / n);
+  auto& score =
+      engine.NewState<ScoreT>("pagerank.score", static_cast<ScoreT>(1.0 / n));
   auto& outdeg = engine.NewState<uint32_t>("pagerank.outdeg", 0);
   PageRankResult result;
   // The L1 change of the last iteration (none yet: go on).
@@ -35,24 +47,39 @@ absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
   while (result.iterations < max_iters && !(result.last_l1 < tolerance)) {
     DMG_RETURN_IF_ERROR(engine.VertexMap([&](VertexId v) {
       const uint32_t d = outdeg.Get(v);
-      contrib.Set(v, d == 0 ? 0.0 : score.Get(v) / d);
+      contrib.Set(v,
+                  d == 0 ? ScoreT{0} : score.Get(v) / static_cast<ScoreT>(d));
     }));
     const auto c = contrib.reader();
     DMG_ASSIGN_OR_RETURN(
         result.last_l1,
         engine.Gather<compute::Add>(
             Direction::kIn, [c](VertexId u, VertexId, auto) { return c[u]; },
-            [&](VertexId v, double sum) {  // returns the L1 change
-              const double next = base + kDamping * sum;
-              const double change = std::fabs(next - score.Get(v));
+            [&](VertexId v, ScoreT sum) {  // returns the L1 change
+              const ScoreT next = base + damping * sum;
+              const double change = std::fabs(double{next} - score.Get(v));
               score.Set(v, next);
               return change;
             }));
     ++result.iterations;
     DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
-  DMG_ASSIGN_OR_RETURN(result.scores, engine.Result(score));
+  DMG_ASSIGN_OR_RETURN(std::vector<ScoreT> scores, engine.Result(score));
+  if constexpr (std::is_same_v<ScoreT, double>) {
+    result.scores = std::move(scores);
+  } else {
+    result.scores.assign(scores.begin(), scores.end());
+  }
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<PageRankResult> PageRank(Engine& engine, int max_iters,
+                                        double tolerance, Precision precision) {
+  return precision == Precision::kFloat
+             ? Run<float>(engine, max_iters, tolerance)
+             : Run<double>(engine, max_iters, tolerance);
 }
 
 }  // namespace dmg::algorithms

@@ -20,9 +20,20 @@ int64_t CountIf(const Values& values, bool (*keep)(T)) {
 
 // Exact comparison of per-vertex values of type T.
 template <typename T>
-reference::Mismatch Exact(const Values& expected, const Values& actual) {
+reference::Mismatch Exact(const Values& expected, const Values& actual,
+                          const Params&) {
   return reference::CompareExact(std::get<std::vector<T>>(expected),
                                  std::get<std::vector<T>>(actual));
+}
+
+// How far (L1) a PageRank run may be from the double reference.
+// - double: the same arithmetic, summed in another order: far below 1e-9.
+// - float: rounding to 24 bits at every step; and a run with a tolerance
+//   may stop one iteration before or after the reference, whose last
+//   step moved the scores by about that tolerance (L1).
+double PageRankL1Tolerance(const Params& p) {
+  if (p.precision == Precision::kDouble) return 1e-9;
+  return kFloatPageRankL1 + 2 * p.tolerance;
 }
 
 template <typename T>
@@ -37,11 +48,12 @@ std::vector<Algorithm> MakeRegistry() {
       .name = "pagerank",
       .help = "PageRank scores (damping 0.85) until the L1 change < "
               "--tolerance or --max_iters",
-      .flags = {"max_iters", "tolerance"},
+      .flags = {"max_iters", "tolerance", "precision"},
       .run = [](compute::Engine& e,
                 const Params& p) -> absl::StatusOr<Outcome> {
-        DMG_ASSIGN_OR_RETURN(PageRankResult pr,
-                             PageRank(e, p.max_iters, p.tolerance));
+        DMG_ASSIGN_OR_RETURN(
+            PageRankResult pr,
+            PageRank(e, p.max_iters, p.tolerance, p.precision));
         const bool converged = pr.last_l1 < p.tolerance;
         Outcome o{std::move(pr.scores),
                   absl::StrFormat("%d iterations, last L1 change %.3g%s",
@@ -62,11 +74,11 @@ std::vector<Algorithm> MakeRegistry() {
                              reference::PageRank(g, p.max_iters, p.tolerance));
         return Values(std::move(pr.scores));
       },
-      // Same arithmetic in the same order: far below 1e-9.
       .compare =
-          [](const Values& a, const Values& b) {
+          [](const Values& a, const Values& b, const Params& p) {
             return reference::CompareL1(std::get<std::vector<double>>(a),
-                                        std::get<std::vector<double>>(b), 1e-9);
+                                        std::get<std::vector<double>>(b),
+                                        PageRankL1Tolerance(p));
           },
   });
   r.push_back({
@@ -90,27 +102,35 @@ std::vector<Algorithm> MakeRegistry() {
           },
       .compare = Exact<int32_t>,
   });
-  r.push_back({
-      .name = "cc",
-      .help = "weakly connected components: smallest vertex id of each "
-              "vertex's component",
-      .flags = {},
-      .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
-        DMG_ASSIGN_OR_RETURN(std::vector<VertexId> label,
-                             ConnectedComponents(e));
-        uint64_t components = 0;
-        for (size_t v = 0; v < label.size(); ++v) components += label[v] == v;
-        Outcome o{std::move(label),
-                  absl::StrFormat("%d components", components)};
-        o.counts = {{"components", static_cast<int64_t>(components)}};
-        return o;
-      },
-      .reference = [](const store::Graph& g,
-                      const Params&) -> absl::StatusOr<Values> {
-        return Values(reference::ConnectedComponents(g));
-      },
-      .compare = Exact<uint32_t>,
-  });
+  for (const bool afforest : {true, false}) {
+    r.push_back({
+        .name = afforest ? "cc" : "cc_lp",
+        .help = afforest ? "weakly connected components: smallest vertex id "
+                           "of each vertex's component (Afforest)"
+                         : "the same by label propagation (as cc on several "
+                           "compute nodes), for comparison",
+        .flags = {},
+        .run = [afforest](compute::Engine& e,
+                          const Params&) -> absl::StatusOr<Outcome> {
+          DMG_ASSIGN_OR_RETURN(
+              std::vector<VertexId> label,
+              afforest ? ConnectedComponents(e) : ConnectedComponentsLp(e));
+          uint64_t components = 0;
+          for (size_t v = 0; v < label.size(); ++v) {
+            components += label[v] == v;
+          }
+          Outcome o{std::move(label),
+                    absl::StrFormat("%d components", components)};
+          o.counts = {{"components", static_cast<int64_t>(components)}};
+          return o;
+        },
+        .reference = [](const store::Graph& g,
+                        const Params&) -> absl::StatusOr<Values> {
+          return Values(reference::ConnectedComponents(g));
+        },
+        .compare = Exact<uint32_t>,
+    });
+  }
   r.push_back({
       .name = "sssp",
       .help = "shortest-path distance from --source over integer weights "
@@ -154,7 +174,7 @@ std::vector<Algorithm> MakeRegistry() {
           },
       // Dependencies are summed in another order when pushed.
       .compare =
-          [](const Values& a, const Values& b) {
+          [](const Values& a, const Values& b, const Params&) {
             return reference::CompareRelative(std::get<std::vector<double>>(a),
                                               std::get<std::vector<double>>(b),
                                               1e-9);
@@ -176,7 +196,7 @@ std::vector<Algorithm> MakeRegistry() {
             return Wrap(reference::TriangleCount(g));
           },
       .compare =
-          [](const Values& a, const Values& b) {
+          [](const Values& a, const Values& b, const Params&) {
             return reference::CompareCount(std::get<uint64_t>(a),
                                            std::get<uint64_t>(b));
           },

@@ -15,19 +15,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "algorithms/algorithms.h"
 #include "compute_node/engine.h"
 #include "reference/compare.h"
 #include "store/graph.h"
 
 namespace dmg::algorithms {
 
+// The L1 distance a float PageRank may have from the double reference on
+// top of its tolerance (docs/ARCHITECTURE.md, "Precision").
+inline constexpr double kFloatPageRankL1 = 1e-5;
+
 // What a run takes from the command line (each algorithm reads its own).
 struct Params {
-  store::VertexId source = 0;            // bfs, sssp (and bc by default)
-  std::vector<store::VertexId> sources;  // bc
-  int max_iters = 20;                    // pagerank
-  double tolerance = 1e-4;               // pagerank
-  bool unit_weights = false;             // sssp
+  store::VertexId source = 0;               // bfs, sssp (and bc by default)
+  std::vector<store::VertexId> sources;     // bc
+  int max_iters = 20;                       // pagerank
+  double tolerance = 1e-4;                  // pagerank
+  bool unit_weights = false;                // sssp
+  Precision precision = Precision::kFloat;  // pagerank
 };
 
 // A result: one value per vertex (written as `vertex value` lines), or a
@@ -64,9 +70,10 @@ struct Algorithm {
   // The independent in-memory reference on the same graph.
   std::function<absl::StatusOr<Values>(const store::Graph&, const Params&)>
       reference;
-  // Compares a run's values with the reference's.
+  // Compares a run's values with the reference's (the parameters say how
+  // close they must be: PageRank's tolerance depends on its precision).
   std::function<reference::Mismatch(const Values& expected,
-                                    const Values& actual)>
+                                    const Values& actual, const Params&)>
       compare;
 };
 

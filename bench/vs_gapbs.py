@@ -18,7 +18,7 @@ Method
   iterations at tolerance 0 (`pr -i 20 -t 0`, `--max_iters=20
   --tolerance=0`), BFS and SSSP from the same --sources sources (seeded
   picks of vertices with edges; `-r S`, `--source=S`), CC (GAPBS's
-  Afforest, DMG's label propagation: the same components).
+  Afforest, and DMG's `--algo=cc`, Afforest too: the same components).
   Each repetition runs, per workload and source, one GAPBS process
   (`-n --trials`, its best trial: how GAPBS users read it) and then one
   `dmg run` per --transports entry: `local` (the embedded cluster) and

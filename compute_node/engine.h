@@ -224,6 +224,17 @@ class Engine {
   absl::Status ForEachNeighbourhood(Direction d, const PickFn& pick,
                                     const VisitFn& visit);
 
+  // Every own vertex's whole neighbour list in direction d, in a dense scan
+  // of its blocks (kernels that work on adjacency itself: Afforest's
+  // links): fn(worker, v, N(v)), workers in parallel. With `want`, only
+  // the units holding a vertex it accepts (want(begin, end) for the unit's
+  // vertex range) are READ; fn still sees each of their vertices.
+  using AdjacencyFn =
+      std::function<void(int, VertexId, std::span<const VertexId>)>;
+  absl::Status ForEachAdjacency(
+      Direction d, const std::function<bool(VertexId, VertexId)>* want,
+      const AdjacencyFn& fn);
+
   // Combines a value each compute node computed on its own (a count its
   // callbacks accumulated, say) over all of them with Op, in node order;
   // every node gets the result. With one node, returns `mine`.

@@ -1152,6 +1152,23 @@ absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
   return degree;
 }
 
+absl::Status Engine::ForEachAdjacency(
+    Direction d, const std::function<bool(VertexId, VertexId)>* want,
+    const AdjacencyFn& fn) {
+  DMG_RETURN_IF_ERROR(Prepare());
+  NoteEdgeOp("pull", num_vertices());
+  std::vector<Assembler> assemblers(threads());
+  return Fail(ScanBlocks(
+      d, want,
+      [&](int w, uint32_t, const BlockView& b, bool continues) {
+        ForEachWholeVertex(assemblers[w], b, continues,
+                           [&](VertexId v, std::span<const VertexId> nbrs) {
+                             if (Owns(v)) fn(w, v, nbrs);
+                           });
+      },
+      /*may_steal=*/false, &SuperstepStats::pull_visits));
+}
+
 absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
                                           const VisitFn& visit) {
   d = Stored(d);

@@ -655,6 +655,15 @@ class StateArray : public StateArrayBase {
                   [&](std::atomic_ref<T> a) { return Op::Apply(a, x, unset); });
   }
 
+  // Sets v to `desired` if it holds `expected`, atomically (a union-find's
+  // hook: Afforest's links): true if it did. Like Set, on one compute
+  // node or on the node's own range only.
+  bool CompareExchange(store::VertexId v, T expected, T desired) {
+    return Update(WorkerPool::current(), v, [&](std::atomic_ref<T> a) {
+      return a.compare_exchange_strong(expected, desired, kRelaxed);
+    });
+  }
+
   // A read-only view for hot loops: plain loads from the local copy when
   // resident (the compiler keeps the pointer in a register), accessor reads
   // when paged. Valid while no worker writes the array.

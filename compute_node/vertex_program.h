@@ -41,6 +41,10 @@
 //   Degrees(d, state)        adds every vertex's degree into state (READs
 //                            block headers only)
 //   ForEachNeighbourhood(d, pick, visit)   adjacency of other vertices
+//   ForEachAdjacency(d, want, fn(w, v, N(v)))   every own vertex's whole
+//       adjacency (only the units holding a vertex want(begin, end)
+//       accepts, when given): for kernels that work on lists themselves
+//       (Afforest); with State::CompareExchange, a union-find's hook
 //   EndSuperstep()           commits every state array and passes the
 //                            barrier; the next operation opens the next one
 //   Result(state)            the final version, read back from memory

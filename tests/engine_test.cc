@@ -114,6 +114,11 @@ Results RunAllAndCheck(const store::Graph& g, int threads,
     auto m = reference::CompareExact(reference::ConnectedComponents(g), *cc);
     EXPECT_FALSE(m.any) << "cc: " << m.message;
     out.cc = *cc;
+    // Label propagation (cc_lp, and cc on several nodes): the same labels.
+    auto l = Start(g, threads, block_size, guard, cache);
+    auto lp = algorithms::ConnectedComponentsLp(l->engine());
+    EXPECT_TRUE(lp.ok()) << lp.status();
+    EXPECT_EQ(*lp, *cc);
   }
   {
     auto c = Start(g, threads, block_size, guard, cache);
@@ -202,6 +207,70 @@ TEST(EngineTest, DirectedGraphWithDanglingVertices) {
   auto g = store::BuildGraph(std::move(e), {});
   ASSERT_TRUE(g.ok());
   RunAllAndCheck(*g, 2, 256);
+}
+
+// Afforest's sampling links only each vertex's first two out-neighbours
+// and its final phase skips the largest sampled component: the arcs it
+// must still link are those past the second out-neighbour, and, on a
+// directed graph, arcs that reach a vertex only as an in-neighbour.
+TEST(EngineTest, AfforestLinksWhatSamplingMissed) {
+  store::EdgeList e;
+  e.num_vertices = 400;
+  // A giant component: a chain 0 -> 1 -> ... -> 199 (sampled).
+  for (store::VertexId v = 0; v + 1 < 200; ++v) e.Add(v, v + 1);
+  // 250 links three chains in through its third to fifth out-neighbours:
+  // 260..269, 270..279 and 280..289 (each reached nowhere else).
+  for (store::VertexId h : {250, 251, 252, 260, 270, 280}) e.Add(250, h);
+  for (store::VertexId v = 260; v < 290; ++v) {
+    if (v % 10 != 9) e.Add(v, v + 1);
+  }
+  // 300..309 reach the chain only as its in-neighbours (a directed graph
+  // keeps arcs one way): 150 -> 300 -> 301 ..., 199 -> 305.
+  e.Add(150, 300);
+  e.Add(199, 305);
+  // A second large part, 320..379, joined to the giant one by the last arc
+  // of a hub's list: sampling sees two big components.
+  for (store::VertexId v = 320; v + 1 < 380; ++v) e.Add(v, v + 1);
+  for (store::VertexId h : {321, 322, 323, 324, 390, 5}) e.Add(320, h);
+  // {246, 247, 248} and {241, 242, 249} joined only by 246 -> 249, the
+  // third neighbour of both ends in either direction: no sampling sees it.
+  for (store::VertexId h : {247, 248, 249}) e.Add(246, h);
+  for (store::VertexId h : {241, 242}) e.Add(249, h);
+  // 395..399 isolated; 390 only an in-neighbour.
+  // Directed, and symmetrized (where only out-lists are scanned).
+  for (bool symmetric : {false, true}) {
+    store::CleanOptions clean;
+    clean.symmetrize = symmetric;
+    auto g = store::BuildGraph(e, clean);
+    ASSERT_TRUE(g.ok());
+    const auto want = reference::ConnectedComponents(*g);
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(::testing::Message()
+                   << threads << " threads, symmetric " << symmetric);
+      auto c = Start(*g, threads, 256);
+      auto cc = algorithms::ConnectedComponents(c->engine());
+      ASSERT_TRUE(cc.ok()) << cc.status();
+      auto m = reference::CompareExact(want, *cc);
+      EXPECT_FALSE(m.any) << m.message;
+    }
+  }
+}
+
+// Parents paged through a cache a quarter of their size: links and
+// compresses climb pages that come and go.
+TEST(EngineTest, AfforestWithPagedParents) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kUrand, 17);
+  // 2 workers x (3 block buffers + 16 pages), a page of slack (the
+  // smallest cache a job accepts), against 512 KiB of parents.
+  const uint64_t minimum = 2 * 3 * 4096 + 2 * 16 * 4096 + 4096;
+  auto c = Start(t.graph, 2, 4096, false, {minimum});
+  auto cc = algorithms::ConnectedComponents(c->engine());
+  ASSERT_TRUE(cc.ok()) << cc.status();
+  auto m =
+      reference::CompareExact(reference::ConnectedComponents(t.graph), *cc);
+  EXPECT_FALSE(m.any) << m.message;
+  c->engine().Finish();
+  EXPECT_GT(c->engine().stats().total_cache.misses, 0u);
 }
 
 // The compute side reaches memory-node memory only through the transport:

@@ -38,7 +38,9 @@ void CompareWithEmbedded(const std::string& graph, const std::string& wgraph) {
     if (g == graph) algos = {"pagerank", "bfs", "cc", "bc", "tc"};
     for (const std::string& algo : algos) {
       std::string args = "run --algo=" + algo + " --threads=2 ";
-      if (algo == "pagerank") args += "--tolerance=1e-10 --max_iters=1000 ";
+      if (algo == "pagerank") {
+        args += "--precision=double --tolerance=1e-10 --max_iters=1000 ";
+      }
       if (algo == "bc") args += "--sources=3 ";
       if (algo == "sssp" && g == graph) args += "--unit_weights ";
       std::string remote = dir.file(algo + ".tcp"), local = dir.file(algo);

@@ -95,6 +95,32 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"bfs", "urand:18:2", "--algo=bfs --source=random --cache_mb=0.5"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Stopped at a chosen superstep (the DMG_TEST_EXIT_AFTER_SUPERSTEP hook:
+// exit 9, nothing cleaned up, as a kill), where a random kill rarely lands:
+// between Afforest's two phases, whose first takes most of the time.
+TEST(ResumeAtASuperstepTest, AfforestResumesBetweenItsPhases) {
+  testing::TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
+  const std::string run = std::string(DMG_BINARY) +
+                          " run --algo=cc --threads=2 --cache_mb=0.5 "
+                          "--progress=false" +
+                          nodes;
+  const testing::Reference ref = testing::RunReference(run, dir);
+  ASSERT_FALSE(ref.output.empty());
+  testing::CommandResult killed =
+      RunCommand("DMG_TEST_EXIT_AFTER_SUPERSTEP=1 " + run +
+                 " --job=cc --output=" + dir.file("cc.out"));
+  EXPECT_EQ(killed.exit_code, 9) << killed.err;
+  testing::CommandResult again =
+      RunCommand(run + " --resume --job=cc --output=" + dir.file("cc.out"));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("resumed after superstep 1"), std::string::npos)
+      << again.out;
+  EXPECT_EQ(Slurp(dir.file("cc.out")), ref.output);
+}
+
 // Shell: waits until the memory node holds some job's state.
 std::string WaitForJobState(const std::string& nodes) {
   return std::string("for i in $(seq 200); do ") + DMG_BINARY + " status" +

@@ -2,6 +2,7 @@
 // outputs and statistics files, thread independence of the output, bad
 // input (one line, exit code 2) and a caught verification mismatch.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -106,7 +107,7 @@ TEST(RunCliTest, BcSourcesAreSeededAndOutputIsScores) {
 // same, and the statistics say who chose.
 TEST(RunCliTest, DirectionFlagKeepsAnswers) {
   TempDir dir;
-  for (std::string algo : {"bfs", "cc", "sssp", "bc", "kcore"}) {
+  for (std::string algo : {"bfs", "cc_lp", "sssp", "bc", "kcore"}) {
     std::string first;
     for (std::string direction : {"auto", "push", "pull"}) {
       std::string out = dir.file(algo + direction);
@@ -254,6 +255,51 @@ TEST(RunCliTest, VerifyReportsTheFirstDifferingVertex) {
   EXPECT_NE(p.err.find("17"), std::string::npos) << p.err;
 }
 
+// PageRank in float (the default, as GAPBS) and double: both verify, the
+// summary says which, and the two are within the float tolerance.
+TEST(RunCliTest, PageRankPrecisions) {
+  TempDir dir;
+  std::vector<double> scores[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string precision = k == 0 ? "" : " --precision=double";
+    const std::string out = dir.file("pr" + std::to_string(k));
+    const std::string summary = out + ".json";
+    testing::CommandResult r =
+        RunDmg("run --algo=pagerank --graph=kron:12 --tolerance=0 --verify" +
+               precision + " --output=" + out + " --summary_json=" + summary);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("verify: OK"), std::string::npos) << r.out;
+    EXPECT_NE(Slurp(summary).find(k == 0 ? R"("precision": "float")"
+                                         : R"("precision": "double")"),
+              std::string::npos)
+        << Slurp(summary);
+    std::istringstream in(Slurp(out));
+    uint64_t v;
+    double x;
+    while (in >> v >> x) scores[k].push_back(x);
+  }
+  ASSERT_EQ(scores[0].size(), 4096u);
+  ASSERT_EQ(scores[1].size(), 4096u);
+  double l1 = 0;
+  for (size_t v = 0; v < scores[0].size(); ++v) {
+    l1 += std::abs(scores[0][v] - scores[1][v]);
+  }
+  EXPECT_GT(l1, 0);     // float really rounds
+  EXPECT_LT(l1, 1e-5);  // algorithms::kFloatPageRankL1
+  // A tolerance float cannot resolve is run, with a warning.
+  testing::CommandResult fine = RunDmg(
+      "run --algo=pagerank --graph=kron:8 --tolerance=1e-9 --max_iters=30");
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  EXPECT_NE(fine.err.find("--precision=double reaches it"), std::string::npos)
+      << fine.err;
+  // Other algorithms' summaries name no precision.
+  const std::string bfs = dir.file("bfs.json");
+  ASSERT_EQ(
+      RunDmg("run --algo=bfs --graph=kron:8 --summary_json=" + bfs).exit_code,
+      0);
+  EXPECT_EQ(Slurp(bfs).find("precision"), std::string::npos);
+}
+
 TEST(RunCliTest, BadInputIsOneLineAndExitTwo) {
   TempDir dir;
   std::string neg = dir.Write("neg.wel", "0 1 4\n1 2 -3\n");
@@ -272,6 +318,7 @@ TEST(RunCliTest, BadInputIsOneLineAndExitTwo) {
       "run --algo=bfs --graph=kron:8 --source=somewhere",
       "run --algo=bc --graph=kron:8 --sources=-1",
       "run --algo=bfs --graph=kron:8 --direction=sideways",
+      "run --algo=pagerank --graph=kron:8 --precision=half",
   };
   for (const std::string& c : cases) {
     testing::CommandResult r = RunDmg(c + " --output=" + out);
@@ -295,7 +342,10 @@ TEST(RunCliTest, RealGraphsVerify) {
     std::string el =
         std::filesystem::exists(base + ".el") ? base + ".el" : base + ".wel";
     for (std::string args :
-         {"--algo=pagerank --tolerance=1e-10 --max_iters=1000 --graph=" + el,
+         {"--algo=pagerank --precision=double --tolerance=1e-10 "
+          "--max_iters=1000 "
+          "--graph=" +
+              el,
           "--algo=bfs --graph=" + el, "--algo=cc --graph=" + el,
           "--algo=sssp --graph=" + base + ".wel",
           "--algo=bc --sources=4 --graph=" + el,

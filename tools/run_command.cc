@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +52,9 @@ DEFINE_uint64(source_seed, 27491095,
               "seed for --source=random and --sources (GAPBS's default)");
 DEFINE_int32(max_iters, 20, "pagerank: most iterations");
 DEFINE_double(tolerance, 1e-4, "pagerank: stop when the L1 change is below");
+DEFINE_string(precision, "float",
+              "pagerank: float (as GAPBS: half the bytes and loads per edge) "
+              "or double (the reference's arithmetic)");
 DEFINE_bool(unit_weights, false, "sssp: treat every arc as weight 1");
 DEFINE_string(output, "",
               "write 'vertex value' lines, in vertex order (a count: alone "
@@ -144,6 +148,10 @@ namespace {
 
 using algorithms::Values;
 
+// Float PageRank's L1 change levels off at the rounding of its scores:
+// ~1e-7 on road-NY, ~1e-10 on kron:15 (docs/ARCHITECTURE.md, "Precision").
+constexpr double kFloatToleranceFloor = 1e-6;
+
 double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
       .count();
@@ -159,6 +167,8 @@ absl::StatusOr<algorithms::Params> ParamsFromFlags(
   p.max_iters = FLAGS_max_iters;
   p.tolerance = FLAGS_tolerance;
   p.unit_weights = FLAGS_unit_weights;
+  p.precision = FLAGS_precision == "double" ? algorithms::Precision::kDouble
+                                            : algorithms::Precision::kFloat;
   if (algo.sources == algorithms::Sources::kNone) return p;
   if (FLAGS_sources > 0 && algo.sources == algorithms::Sources::kMany) {
     DMG_ASSIGN_OR_RETURN(
@@ -197,6 +207,11 @@ absl::StatusOr<algorithms::Params> ParamsFromFlags(
 uint64_t RunSignature(const std::string& algo, const algorithms::Params& p) {
   std::string key = absl::StrFormat("%s|%d|%d|%.17g|%d|", algo, p.source,
                                     p.max_iters, p.tolerance, p.unit_weights);
+  // (Double, the only precision before there was a choice, adds nothing:
+  // a double job left by an older build still resumes.)
+  if (p.precision == algorithms::Precision::kFloat) {
+    absl::StrAppend(&key, "float|");
+  }
   for (store::VertexId s : p.sources) absl::StrAppend(&key, s, ",");
   uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
@@ -219,7 +234,7 @@ absl::StatusOr<reference::Mismatch> Verify(const algorithms::Algorithm& algo,
                                            const store::Graph& g,
                                            const Values& actual) {
   DMG_ASSIGN_OR_RETURN(Values expected, algo.reference(g, params));
-  return algo.compare(expected, actual);
+  return algo.compare(expected, actual, params);
 }
 
 // Where the human-readable report goes: stdout, unless stdout carries
@@ -509,7 +524,7 @@ std::vector<FlagGroup> RunFlagGroups() {
   std::vector<FlagGroup> groups = {
       {"the algorithm",
        {"algo", "source", "sources", "source_seed", "max_iters", "tolerance",
-        "unit_weights", "trials"}},
+        "precision", "unit_weights", "trials"}},
       {"results",
        {"output", "summary_json", "stats_json", "top", "verify", "progress"}},
       {"the graph (the embedded cluster, when no --memory_nodes are given)",
@@ -565,6 +580,20 @@ int RunCommand() {
   if (FLAGS_max_iters < 1 || !(FLAGS_tolerance >= 0)) {
     return ReportError(absl::InvalidArgumentError(
         "--max_iters must be >= 1 and --tolerance >= 0"));
+  }
+  if (FLAGS_precision != "float" && FLAGS_precision != "double") {
+    return ReportError(absl::InvalidArgumentError(
+        "--precision='" + FLAGS_precision + "' is not float or double"));
+  }
+  if (absl::c_linear_search(algo->flags, "precision") &&
+      FLAGS_precision == "float" && FLAGS_tolerance > 0 &&
+      FLAGS_tolerance < kFloatToleranceFloor) {
+    // Not an error: --max_iters still ends the run.
+    absl::FPrintF(stderr,
+                  "dmg: --tolerance=%g is below what float scores resolve "
+                  "(their L1 change stops falling near %g on large graphs); "
+                  "--precision=double reaches it\n",
+                  FLAGS_tolerance, kFloatToleranceFloor);
   }
   if (remote && FLAGS_graph.empty() && FLAGS_verify) {
     return ReportError(absl::InvalidArgumentError(
@@ -715,6 +744,19 @@ int RunCommand() {
         };
   }
 
+  // Test hook: DMG_TEST_EXIT_AFTER_SUPERSTEP=N ends the process (exit 9,
+  // no clean-up, as a kill) once superstep N has ended, so that resume
+  // tests can stop a job at a chosen point whatever this machine's speed.
+  if (const char* env = std::getenv("DMG_TEST_EXIT_AFTER_SUPERSTEP")) {
+    const int stop = std::atoi(env);
+    auto shown = std::move(engine_options.on_superstep);
+    engine_options.on_superstep = [stop,
+                                   shown](const compute::SuperstepStats& s) {
+      if (shown) shown(s);
+      if (s.index == stop) std::_Exit(9);
+    };
+  }
+
   auto t0 = std::chrono::steady_clock::now();
   uint64_t rss_start = 0;
   std::unique_ptr<EmbeddedCluster> cluster;
@@ -756,6 +798,9 @@ int RunCommand() {
   summary.version = VersionString();
   summary.graph = FLAGS_graph;
   summary.algorithm = a;
+  if (absl::c_linear_search(algo->flags, "precision")) {
+    summary.precision = FLAGS_precision;
+  }
   summary.transport = transport;
   if (remote) {
     summary.memory_node_addresses = absl::StrSplit(FLAGS_memory_nodes, ',');

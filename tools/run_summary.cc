@@ -95,6 +95,9 @@ std::string ToJson(const RunSummary& r) {
   absl::StrAppend(&out, R"(  "version": )", Quote(r.version), ",\n");
   absl::StrAppend(&out, R"(  "graph": )", Quote(r.graph), ",\n");
   absl::StrAppend(&out, R"(  "algorithm": )", Quote(r.algorithm), ",\n");
+  if (!r.precision.empty()) {
+    absl::StrAppend(&out, R"(  "precision": )", Quote(r.precision), ",\n");
+  }
   absl::StrAppend(&out, R"(  "transport": )", Quote(r.transport), ",\n");
   absl::StrAppendFormat(&out,
                         R"(  "memory_nodes": %d,)"

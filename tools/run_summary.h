@@ -18,7 +18,7 @@
 namespace dmg::cli {
 
 struct TrialSummary {
-  int trial = 1;  // 1-based
+  int trial = 1;                         // 1-based
   std::vector<store::VertexId> sources;  // empty: the algorithm takes none
   double seconds = 0;                    // the compute node's whole run
   int supersteps = 0;
@@ -32,6 +32,7 @@ struct RunSummary {
   std::string version;
   std::string graph;  // --graph, or "" for a run on loaded memory nodes
   std::string algorithm;
+  std::string precision;  // pagerank's float | double ("" for the others)
   std::string transport;  // local | tcp | rdma
   int memory_nodes = 0;
   std::vector<std::string> memory_node_addresses;  // none for local
