@@ -84,6 +84,11 @@ class ClaimLog {
   // Logs element `index`'s new value (its elem bytes at `value`); false
   // when the log holds its `cap` entries already.
   bool Log(uint64_t index, const void* value);
+  // Half its entries used: a commit soon keeps claims off pages (the
+  // engine checkpoints early for it).
+  bool HalfFull() const {
+    return entries_.load(std::memory_order_relaxed) * 2 >= cap_;
+  }
   // Whether page p has logged claims not merged yet.
   bool Logged(uint64_t page) const {
     return (std::atomic_ref<const uint64_t>(logged_[page >> 6])

@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       new Engine(transport, std::move(graph),
                  std::make_unique<WorkerPool>(std::move(endpoints)), resolved));
   engine->start_ = start;
+  engine->version_time_ = start;
   engine->own_end_ = static_cast<VertexId>(engine->num_vertices());
   if (options.cluster.nodes > 1) {
     // Stage 1 of the workload manager: node 0 splits the vertices by edges
@@ -312,15 +313,17 @@ absl::StatusOr<bool> Engine::Resume() {
     DMG_RETURN_IF_ERROR(Fail(progress_->Start(ep, signature, carried_)));
     return false;
   }
-  superstep_ = done;
-  resumed_from_ = done;
+  version_ = done;
+  superstep_ = progress_->resumed_superstep();
+  version_superstep_ = superstep_;
+  resumed_from_ = superstep_;
   std::vector<StateArrayBase*> arrays;
   for (const auto& a : states_) arrays.push_back(a.get());
   placed_ = states_.size();
   DMG_RETURN_IF_ERROR(Fail(PlaceStates(arrays, /*adopt=*/true)));
   FreeLeftovers();  // what the resumed superstep does not need
-  LOG(INFO) << "job '" << options_.job << "' resumes after superstep " << done
-            << " (attempt " << progress_->epoch() << ")";
+  LOG(INFO) << "job '" << options_.job << "' resumes after superstep "
+            << superstep_ << " (attempt " << progress_->epoch() << ")";
   return true;
 }
 
@@ -397,7 +400,9 @@ StateContext Engine::state_context() {
       .scheduler = &scheduler_,
       .transport = &transport_,
       .budget = &budget_,
-      .superstep = &superstep_,
+      // Versions, not supersteps: between checkpoints an array sees one
+      // long superstep.
+      .superstep = &version_,
       .healthy = [this] { return healthy(); },
       .bounds = compute_nodes() > 1
                     ? std::vector<uint64_t>(cluster_->bounds().begin(),
@@ -793,7 +798,7 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
       leftovers_.erase(it);
     }
     DMG_RETURN_IF_ERROR(
-        Fail(arrays[i]->Adopt(cache, reserved, buffers, superstep_)));
+        Fail(arrays[i]->Adopt(cache, reserved, buffers, version_)));
   }
   return absl::OkStatus();
 }
@@ -944,15 +949,14 @@ absl::Status Engine::EndSuperstep() {
           states_[i]->name())));
     }
   }
-  for (const auto& a : states_) {
-    // Each node commits the pages of its own range (all, with one node).
-    const auto [first, last] = OwnPages(*a);
-    DMG_RETURN_IF_ERROR(Fail(a->Commit(superstep_ + 1, first, last)));
-  }
+  const bool checkpoint = CheckpointDue();
+  if (checkpoint) DMG_RETURN_IF_ERROR(CommitVersion());
   ++superstep_;
   open_ = false;
   atomic_in_step_ = false;
-  if (fused) {
+  if (!checkpoint) {
+    // One compute node between checkpoints: nothing leaves the node.
+  } else if (fused) {
     // Every node wrote its whole version before that collective's post:
     // nothing to wait for.
   } else if (compute_nodes() > 1) {
@@ -961,7 +965,7 @@ absl::Status Engine::EndSuperstep() {
     // says this one is whole in its slices.
     if (recording) {
       DMG_RETURN_IF_ERROR(
-          Fail(progress_->Record(pool_->endpoint(0), superstep_)));
+          Fail(progress_->Record(pool_->endpoint(0), version_, superstep_)));
     }
     DMG_RETURN_IF_ERROR(
         Fail(cluster_->Exchange(pool_->endpoint(0), "superstep").status()));
@@ -969,11 +973,12 @@ absl::Status Engine::EndSuperstep() {
     // One compute node: recording the superstep is its end (the barrier
     // would be a second round trip that orders nothing more).
     DMG_RETURN_IF_ERROR(
-        Fail(progress_->Record(pool_->endpoint(0), superstep_)));
+        Fail(progress_->Record(pool_->endpoint(0), version_, superstep_)));
   } else {
-    DMG_RETURN_IF_ERROR(Fail(barrier_->Arrive(pool_->endpoint(0), superstep_)));
+    DMG_RETURN_IF_ERROR(Fail(barrier_->Arrive(pool_->endpoint(0), version_)));
   }
   SuperstepStats& s = stats_.supersteps.back();
+  s.checkpoint = checkpoint;
   if (s.direction.empty()) s.direction = "none";
   step_end_ = std::chrono::steady_clock::now();
   s.seconds = std::chrono::duration<double>(step_end_ - step_start_).count();
@@ -983,6 +988,33 @@ absl::Status Engine::EndSuperstep() {
   s.cache = CacheTotals() - step_cache_base_;
   s.max_outstanding = source_->TakeMaxOutstanding();
   if (options_.on_superstep) options_.on_superstep(s);
+  return absl::OkStatus();
+}
+
+bool Engine::CheckpointDue() const {
+  if (compute_nodes() > 1 || options_.checkpoint_supersteps <= 1) return true;
+  if (superstep_ + 1 - version_superstep_ >= options_.checkpoint_supersteps) {
+    return true;
+  }
+  for (const auto& a : states_) {
+    if (a->WantsCommit()) return true;
+  }
+  return options_.checkpoint_seconds > 0 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       version_time_)
+                 .count() >= options_.checkpoint_seconds;
+}
+
+absl::Status Engine::CommitVersion() {
+  for (const auto& a : states_) {
+    // Each node commits the pages of its own range (all, with one node).
+    const auto [first, last] = OwnPages(*a);
+    DMG_RETURN_IF_ERROR(Fail(a->Commit(version_ + 1, first, last)));
+  }
+  ++version_;
+  // In EndSuperstep, before the superstep count moves on.
+  version_superstep_ = open_ ? superstep_ + 1 : superstep_;
+  version_time_ = std::chrono::steady_clock::now();
   return absl::OkStatus();
 }
 

@@ -123,6 +123,20 @@ struct EngineOptions {
   // name, for messages.
   uint32_t keep_state_s = 0;
   bool resume = false;
+  // One compute node: which superstep ends are checkpoints, where the state
+  // arrays' changes go to their buffers on the memory node (a version) and
+  // the progress record follows (`dmg run --checkpoint_interval`). Between
+  // two, a superstep ends without a round trip: changes stay in the local
+  // copy and the cache (pages evicted meanwhile go to the open version's
+  // buffer), and a resume goes on from the last checkpoint. Every
+  // `checkpoint_supersteps` supersteps (0 or 1: every one), or the first
+  // superstep end `checkpoint_seconds` after the last checkpoint (0: no
+  // time bound), whichever comes first; and early when a paged array's
+  // claim log is half full (a commit empties it; past full, claims would
+  // page their pages in). Several compute nodes checkpoint
+  // every superstep: versions are how they see each other's changes.
+  int checkpoint_supersteps = 1;
+  double checkpoint_seconds = 0;
   uint64_t signature = 0;
   std::string job;
   // With several compute nodes: whether Result() READs the whole array on
@@ -316,6 +330,11 @@ class Engine {
   // Resume: asks the memory nodes to keep the job's regions, and lists
   // what an earlier attempt of the job left (leftovers_).
   absl::Status KeepState();
+  // Whether the superstep now ending is a checkpoint (options_).
+  bool CheckpointDue() const;
+  // Commits every state array's changes since the last version as the
+  // next one (each node its own pages).
+  absl::Status CommitVersion();
   // The job's connections older than this attempt's, still open (`kept`:
   // this node's answer from the memory nodes). With several compute nodes
   // (a collective), on each memory node the node whose control connection
@@ -825,6 +844,11 @@ class Engine {
   size_t placed_ = 0;
   // Superstep bookkeeping.
   int superstep_ = 0;
+  // The state arrays' committed versions (checkpoints; the arrays' buffer
+  // parity follows it), and the superstep count and time of the last.
+  int version_ = 0;
+  int version_superstep_ = 0;
+  std::chrono::steady_clock::time_point version_time_;
   bool open_ = false;
   std::chrono::steady_clock::time_point start_, step_start_, step_end_;
   transport::OpStats step_base_;

@@ -125,9 +125,11 @@ absl::Status Progress::Start(transport::Endpoint& ep, uint64_t signature,
   return absl::OkStatus();
 }
 
-absl::Status Progress::Record(transport::Endpoint& ep, int superstep) {
+absl::Status Progress::Record(transport::Endpoint& ep, int checkpoint,
+                              int superstep) {
   if (!started_) return absl::OkStatus();
-  const int b = superstep % 2;
+  if (superstep < 0) superstep = checkpoint;
+  const int b = checkpoint % 2;
   // The scalars, into slot b.
   std::vector<std::byte> slot(kSlotHeader);
   for (const Carried& c : carried_) {
@@ -137,10 +139,11 @@ absl::Status Progress::Record(transport::Endpoint& ep, int superstep) {
   }
   const uint32_t length = static_cast<uint32_t>(slot.size() - kSlotHeader);
   const uint32_t crc = Crc(slot.data() + kSlotHeader, length);
-  const uint64_t step = static_cast<uint64_t>(superstep);
+  const uint64_t step = static_cast<uint64_t>(checkpoint);
+  const uint64_t where = (static_cast<uint64_t>(superstep) << 32) | step;
   std::memcpy(slot.data(), &length, 4);
   std::memcpy(slot.data() + 4, &crc, 4);
-  std::memcpy(slot.data() + 8, &step, 8);
+  std::memcpy(slot.data() + 8, &where, 8);
   ep.Write(record_.node, record_.id, kSlotAt + b * kSlotBytes, slot.data(),
            static_cast<uint32_t>(slot.size()));
   // Each frontier into its region b: members, or a bitmap when smaller.
@@ -169,7 +172,7 @@ absl::Status Progress::Record(transport::Endpoint& ep, int superstep) {
           out.size());
   }
   DMG_RETURN_IF_ERROR(ep.Flush());
-  // Then the word: superstep - 1 -> superstep, in this node's epoch.
+  // Then the word: checkpoint - 1 -> checkpoint, in this node's epoch.
   const uint64_t next = (uint64_t{epoch_} << 32) | step;
   uint64_t old = 0;
   ep.CompareAndSwap(record_.node, record_.id, kWordAt, word_, next, &old);
@@ -279,10 +282,13 @@ absl::StatusOr<int> Progress::TakeOver(transport::Endpoint& ep,
   // The scalars of superstep `done`.
   const std::byte* slot = record.data() + kSlotAt + (done % 2) * kSlotBytes;
   uint32_t length, crc;
-  uint64_t step;
+  uint64_t where;
   std::memcpy(&length, slot, 4);
   std::memcpy(&crc, slot + 4, 4);
-  std::memcpy(&step, slot + 8, 8);
+  std::memcpy(&where, slot + 8, 8);
+  const uint64_t step = where & 0xffffffff;
+  resumed_superstep_ =
+      where >> 32 != 0 ? static_cast<int>(where >> 32) : static_cast<int>(step);
   uint64_t want = 0;
   for (const Carried& c : carried_) want += c.frontier ? 0 : c.bytes;
   if (step != static_cast<uint64_t>(done) || length != want ||

@@ -5,10 +5,13 @@
 // State arrays need nothing more: the version after superstep s is whole
 // in their buffer s % 2, which superstep s + 1 never writes.
 //
-// Superstep s ends (Record) after the state arrays' commit: the carried
-// scalars go into slot s % 2 of the record and each carried frontier into
-// its region s % 2; once those WRITEs have completed, one compare-and-swap
-// moves the record's word from (epoch, s - 1) to (epoch, s). A crash
+// Checkpoint c (the state arrays' version c: every superstep's end, or
+// every --checkpoint_interval's with one compute node) ends (Record) after
+// the state arrays' commit: the carried scalars go into slot c % 2 of the
+// record and each carried frontier into its region c % 2; once those
+// WRITEs have completed, one compare-and-swap moves the record's word from
+// (epoch, c - 1) to (epoch, c). The slot also names the superstep that
+// checkpoint ended. A crash
 // before the CAS leaves s - 1 whole: its slot, frontier regions and state
 // buffers are the ones superstep s does not write. A resuming node bumps
 // the epoch (TakeOver), so a compute node still running the old attempt
@@ -16,10 +19,12 @@
 //
 // Record layout (kRecordBytes, region "progress"): u64 magic, u64
 // signature (what the job computes), u64 word = epoch << 32 | supersteps,
-// then two slots of kSlotBytes: {u32 length, u32 crc32, u64 superstep,
-// bytes}. A frontier region ("progress.frontier.K.B", kFrontierHeader +
-// n / 8 bytes): {u64 superstep, u64 members | kBitmap, u32 crc32, u32 0},
-// then the members as u32 ids, or as a bitmap when that is smaller.
+// then two slots of kSlotBytes: {u32 length, u32 crc32, u64 superstep << 32
+// | checkpoint, bytes} (a record of an older build has 0 << 32: the
+// superstep is the checkpoint). A frontier region ("progress.frontier.K.B",
+// kFrontierHeader + n / 8 bytes): {u64 superstep, u64 members | kBitmap, u32
+// crc32, u32 0}, then the members as u32 ids, or as a bitmap when that is
+// smaller.
 #ifndef DMG_COMPUTE_NODE_PROGRESS_H_
 #define DMG_COMPUTE_NODE_PROGRESS_H_
 
@@ -89,9 +94,15 @@ class Progress {
   absl::StatusOr<int> TakeOver(transport::Endpoint& ep, uint64_t signature,
                                std::vector<Carried> carried,
                                int superstep = -1);
-  // Superstep `superstep` (1-based) is complete: records the carried values
-  // and moves the word. Aborted when another node took the job over.
-  absl::Status Record(transport::Endpoint& ep, int superstep);
+  // Superstep `superstep` (1-based) is complete and is checkpoint
+  // `checkpoint` (1-based: the state arrays' version; the same number when
+  // every superstep is one, and when `superstep` is left out): records the
+  // carried values and moves the word. Aborted when another node took the
+  // job over.
+  absl::Status Record(transport::Endpoint& ep, int checkpoint,
+                      int superstep = -1);
+  // After TakeOver: the superstep its checkpoint ended.
+  int resumed_superstep() const { return resumed_superstep_; }
 
   bool started() const { return started_; }
   // No more Records (the program's carried values are gone).
@@ -135,6 +146,7 @@ class Progress {
   bool started_ = false, abandoned_ = false;
   uint32_t epoch_ = 0;
   uint64_t word_ = 0;  // the record's word as this node last set it
+  int resumed_superstep_ = 0;
 };
 
 }  // namespace dmg::compute

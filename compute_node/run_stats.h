@@ -13,6 +13,9 @@ namespace dmg::compute {
 
 struct SuperstepStats {
   int index = 0;
+  // Whether its end was a checkpoint (a version of the state arrays on the
+  // memory nodes, and the progress record): EngineOptions.
+  bool checkpoint = true;
   std::string direction;  // "pull" or "push"
   uint64_t frontier = 0;  // active vertices at the start of the superstep
   // Who chose the first EdgeMap's direction: "auto" (the engine, from

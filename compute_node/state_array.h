@@ -136,6 +136,9 @@ class StateArrayBase : public PageSource {
   static constexpr uint64_t kLogBytesPerEntry = ClaimLog::kBytesPerEntry;
   uint64_t ClaimBitBytes() const { return (n_ + 63) / 64 * 8; }
   bool filtered() const { return claims_.enabled(); }
+  // Whether a commit soon would save page traffic: the claim log is half
+  // full (past full, claims page their pages in).
+  bool WantsCommit() const { return filtered() && claims_.HalfFull(); }
   // Materializes from the regions an earlier attempt of the job left
   // (`dmg run --resume`): `regions` are its two buffers (of this node's
   // slice, with several compute nodes), and the version after superstep

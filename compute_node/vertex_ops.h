@@ -184,11 +184,14 @@ absl::StatusOr<T> Engine::AllReduce(T mine) {
 template <typename T>
 absl::StatusOr<std::vector<T>> Engine::Result(State<T>& state) {
   if (open_) DMG_RETURN_IF_ERROR(EndSuperstep());
+  // Supersteps since the last checkpoint: their changes become a version
+  // (not recorded: the job is done).
+  if (version_superstep_ != superstep_) DMG_RETURN_IF_ERROR(CommitVersion());
   StopRecording();  // the program is done with what it carried
   if (!options_.results_everywhere && compute_node() != 0) {
     return std::vector<T>();
   }
-  return state.ReadResult(superstep_);
+  return state.ReadResult(version_);
 }
 
 }  // namespace dmg::compute

@@ -53,9 +53,12 @@ TEST_P(ResumeProcessTest, AKilledComputeNodeResumesWithIdenticalOutput) {
   Daemon node("--transport=tcp", dir.file("node.log"));
   const std::string nodes = " --memory_nodes=" + node.address();
   ASSERT_EQ(RunDmg("load --graph=" + c.graph + nodes).exit_code, 0);
-  // One thread and a small cache: slow enough to be killed in the middle.
+  // One thread and a small cache: slow enough to be killed in the middle;
+  // every superstep a checkpoint, so that most kills resume.
   const std::string run = std::string(DMG_BINARY) + " run " + c.args +
-                          " --threads=1 --progress=false" + nodes;
+                          " --threads=1 --checkpoint_interval=0 "
+                          "--progress=false" +
+                          nodes;
   const testing::Reference ref = testing::RunReference(run, dir);
   ASSERT_FALSE(ref.output.empty());
   const double uninterrupted = ref.seconds;
@@ -105,7 +108,7 @@ TEST(ResumeAtASuperstepTest, AfforestResumesBetweenItsPhases) {
   ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
   const std::string run = std::string(DMG_BINARY) +
                           " run --algo=cc --threads=2 --cache_mb=0.5 "
-                          "--progress=false" +
+                          "--checkpoint_interval=0 --progress=false" +
                           nodes;
   const testing::Reference ref = testing::RunReference(run, dir);
   ASSERT_FALSE(ref.output.empty());
@@ -119,6 +122,58 @@ TEST(ResumeAtASuperstepTest, AfforestResumesBetweenItsPhases) {
   EXPECT_NE(again.out.find("resumed after superstep 1"), std::string::npos)
       << again.out;
   EXPECT_EQ(Slurp(dir.file("cc.out")), ref.output);
+}
+
+// With --checkpoint_interval=N a superstep's end is a checkpoint every N
+// supersteps: a job stopped between two goes on from the last one, with
+// the output of a job that checkpoints every superstep.
+TEST(ResumeAtASuperstepTest, ACheckpointIntervalResumesFromTheLastCheckpoint) {
+  testing::TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  ASSERT_EQ(RunDmg("load --graph=kron:14" + nodes).exit_code, 0);
+  struct Job {
+    std::string args;
+    int interval, stop, resumed;
+  };
+  for (const Job& j :
+       {Job{"--algo=pagerank --tolerance=0 --max_iters=12", 4, 6, 4},
+        Job{"--algo=bfs --source=1 --cache_mb=0.5", 2, 3, 2},
+        Job{"--algo=cc_lp --cache_mb=0.5", 3, 2, 0}}) {
+    SCOPED_TRACE(j.args);
+    const std::string run = std::string(DMG_BINARY) + " run " + j.args +
+                            " --threads=2 --progress=false" + nodes;
+    const testing::Reference every =
+        testing::RunReference(run + " --checkpoint_interval=0", dir);
+    ASSERT_FALSE(every.output.empty());
+    const std::string interval =
+        " --checkpoint_interval=" + std::to_string(j.interval);
+    const std::string out = " --output=" + dir.file("job.out");
+    testing::CommandResult killed =
+        RunCommand("DMG_TEST_EXIT_AFTER_SUPERSTEP=" + std::to_string(j.stop) +
+                   " " + run + interval + " --job=ci" + out);
+    EXPECT_EQ(killed.exit_code, 9) << killed.err;
+    testing::CommandResult again =
+        RunCommand(run + interval + " --resume --job=ci" + out);
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    if (j.resumed > 0) {
+      EXPECT_NE(again.out.find("resumed after superstep " +
+                               std::to_string(j.resumed)),
+                std::string::npos)
+          << again.out;
+    } else {
+      // Stopped before its first checkpoint: it starts again.
+      EXPECT_EQ(again.out.find("resumed after"), std::string::npos)
+          << again.out;
+    }
+    EXPECT_EQ(Slurp(dir.file("job.out")), every.output);
+  }
+  // A malformed interval is one line and exit 2.
+  testing::CommandResult bad =
+      RunDmg("run --algo=bfs --graph=kron:8 --checkpoint_interval=often");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--checkpoint_interval"), std::string::npos)
+      << bad.err;
 }
 
 // Shell: waits until the memory node holds some job's state.
@@ -263,7 +318,7 @@ TEST(ResumeRetryTest, MaxRetriesResumesAJobWhoseConnectionsDropped) {
       0);
   const std::string args =
       " run --algo=pagerank --tolerance=0 --max_iters=100 --threads=1 "
-      "--cache_mb=1 --progress=false";
+      "--cache_mb=1 --checkpoint_interval=0 --progress=false";
   const auto t0 = std::chrono::steady_clock::now();
   testing::CommandResult ref =
       RunDmg(args + " --memory_nodes=" + node.address() +

@@ -527,7 +527,8 @@ TEST(SnapshotProcessTest, AJobResumesAfterItsMemoryNodeRestartedFromASnapshot) {
   ASSERT_EQ(RunDmg("load --graph=kron:15" + nodes).exit_code, 0);
   const std::string run = std::string(DMG_BINARY) +
                           " run --algo=pagerank --tolerance=0 --max_iters=100 "
-                          "--cache_mb=1 --threads=1 --progress=false";
+                          "--cache_mb=1 --threads=1 --checkpoint_interval=0 "
+                          "--progress=false";
   const auto t0 = std::chrono::steady_clock::now();
   testing::CommandResult ref = RunCommand(
       run + nodes + " --job=reference --output=" + tmp.file("reference.out"));

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -134,6 +135,13 @@ DEFINE_int32(keep_state_s, 600,
              "--resume). With several compute nodes only when given (or with "
              "--resume or --max_retries): recording costs each superstep a "
              "barrier round of its own there");
+DEFINE_string(checkpoint_interval, "auto",
+              "one compute node: how often a superstep's end is a "
+              "checkpoint (its state changes written to the memory nodes, "
+              "the progress record that --resume goes on from): N "
+              "supersteps, Xs seconds (e.g. 2s), 0 (every superstep), or "
+              "auto (every 64 supersteps or 1 s, whichever comes first); "
+              "between checkpoints a superstep ends without a round trip");
 DEFINE_int32(max_retries, 0,
              "on a runtime failure (a memory node or the network lost, a "
              "compute node died), reconnect and resume the job from its "
@@ -410,6 +418,29 @@ absl::StatusOr<JobPlace> ResolveJob() {
   return p;
 }
 
+// --checkpoint_interval into the engine's options (false: malformed).
+bool ParseCheckpointInterval(const std::string& flag,
+                             compute::EngineOptions& options) {
+  double seconds = 0;
+  int supersteps = 0;
+  if (flag == "auto") {
+    options.checkpoint_supersteps = 64;
+    options.checkpoint_seconds = 1.0;
+  } else if (flag.size() > 1 && flag.back() == 's' &&
+             absl::SimpleAtod(flag.substr(0, flag.size() - 1), &seconds) &&
+             seconds > 0 && seconds < 1e6) {
+    // Only by time (the count bound out of reach).
+    options.checkpoint_supersteps = std::numeric_limits<int>::max();
+    options.checkpoint_seconds = seconds;
+  } else if (absl::SimpleAtoi(flag, &supersteps) && supersteps >= 0) {
+    options.checkpoint_supersteps = std::max(1, supersteps);
+    options.checkpoint_seconds = 0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // With several compute nodes a recorded superstep ends with a barrier of
 // its own (its last collective cannot be it), so their state is kept only
 // when asked for.
@@ -535,7 +566,8 @@ std::vector<FlagGroup> RunFlagGroups() {
       {"compute nodes, the update coordinator and the workload manager",
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
         "cost_constants", "steal", "stage1_alpha"}},
-      {"resume after a failure", {"resume", "keep_state_s", "max_retries"}},
+      {"resume after a failure",
+       {"resume", "keep_state_s", "checkpoint_interval", "max_retries"}},
   };
   for (const std::string& n : RdmaFlagNames()) groups[3].flags.push_back(n);
   return groups;
@@ -712,6 +744,11 @@ int RunCommand() {
   engine_options.cluster.job = place->job;
   engine_options.job = place->job;
   engine_options.resume = FLAGS_resume;
+  if (!ParseCheckpointInterval(FLAGS_checkpoint_interval, engine_options)) {
+    return ReportError(absl::InvalidArgumentError(
+        "--checkpoint_interval='" + FLAGS_checkpoint_interval +
+        "' is not a number of supersteps, seconds (e.g. 2s), 0 or auto"));
+  }
   if (remote) {
     if (place->nodes == 1 || KeepStateAsked()) {
       engine_options.keep_state_s = static_cast<uint32_t>(FLAGS_keep_state_s);
