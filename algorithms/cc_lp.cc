@@ -11,7 +11,7 @@
 // fall, so the fixpoint is the same; but a label travels its own chain
 // instead of waiting for the wave. Road-NY: 610 -> 538 supersteps, remote
 // bytes written 143 -> 58 MB on one node, 2 x 2 nodes 343 -> 197 MB in all
-// (docs/PERFORMANCE.md).
+// (docs/performance-history.md).
 #include "algorithms/algorithms.h"
 
 namespace dmg::algorithms {

@@ -12,7 +12,22 @@
 #include <new>
 #include <span>
 
+#include "common/warm_pool.h"
+
 namespace dmg {
+
+// AlignedBuffer's deleter: buffers of WarmPool::kMinBytes and more came
+// from the warm pool and go back to it.
+struct AlignedFree {
+  size_t bytes = 0, align = 0;
+  void operator()(std::byte* p) const {
+    if (bytes >= WarmPool::kMinBytes) {
+      WarmPool::Process().Free(p, bytes, align);
+    } else {
+      std::free(p);
+    }
+  }
+};
 
 class AlignedBuffer {
  public:
@@ -31,14 +46,24 @@ class AlignedBuffer {
     // Large buffers (store images, state arrays) are 2 MiB aligned and
     // advised to use transparent hugepages: fewer TLB misses for the memory
     // node's copies and fewer pages for an RDMA NIC to translate.
+    // From WarmPool::kMinBytes up, buffers come from the process's warm
+    // pool (an embedded memory node's regions, freed by one trial's job
+    // and allocated by the next's: zeroed again, but not faulted in).
     const size_t align = size >= kHugeThreshold ? kHugePage : kAlignment;
     size_t rounded = (size + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
+    void* p = nullptr;
+    Free free{0, align};
+    if (rounded >= WarmPool::kMinBytes) {
+      p = WarmPool::Process().Allocate(rounded, align).first;
+      free.bytes = rounded;
+    } else {
+      p = std::aligned_alloc(align, rounded);
+      if (p == nullptr) throw std::bad_alloc();
+      if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
+    }
     // Caches are filled before they are read: skip touching every page.
     if (init == Init::kZero) std::memset(p, 0, rounded);
-    data_.reset(static_cast<std::byte*>(p));
+    data_ = std::unique_ptr<std::byte, Free>(static_cast<std::byte*>(p), free);
   }
 
   std::byte* data() { return data_.get(); }
@@ -48,9 +73,7 @@ class AlignedBuffer {
   std::span<const std::byte> span() const { return {data(), size_}; }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
+  using Free = AlignedFree;
   std::unique_ptr<std::byte, Free> data_;
   size_t size_ = 0;
 };

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/warm_pool.h"
+
 namespace dmg {
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
@@ -40,7 +42,9 @@ inline void AdviseHugePages(void* p, size_t bytes) {
 
 // An allocator for vectors that may grow large: buffers of 4 MiB and more
 // start on a 2 MiB boundary and are advised for hugepages, so every page of
-// them can be a huge one.
+// them can be a huge one; buffers of WarmPool::kMinBytes and more come
+// from (and go back to) the process's warm pool, so that the next job or
+// trial does not fault their pages in again.
 template <typename T>
 struct HugePageAllocator {
   using value_type = T;
@@ -49,21 +53,22 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) {}  // NOLINT: rebinding
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes < kHugeAdviceThreshold) {
+    if (bytes < WarmPool::kMinBytes) {
       return static_cast<T*>(::operator new(bytes));
     }
-    const size_t rounded = (bytes + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-    void* p = std::aligned_alloc(kHugePageBytes, rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    AdviseHugePages(p, rounded);
-    return static_cast<T*>(p);
+    return static_cast<T*>(
+        WarmPool::Process().Allocate(bytes, Alignment(bytes)).first);
   }
   void deallocate(T* p, size_t n) {
-    if (n * sizeof(T) < kHugeAdviceThreshold) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < WarmPool::kMinBytes) {
       ::operator delete(p);
     } else {
-      std::free(p);
+      WarmPool::Process().Free(p, bytes, Alignment(bytes));
     }
+  }
+  static size_t Alignment(size_t bytes) {
+    return bytes < kHugeAdviceThreshold ? 4096 : kHugePageBytes;
   }
   template <typename U>
   bool operator==(const HugePageAllocator<U>&) const {

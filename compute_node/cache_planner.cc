@@ -15,7 +15,7 @@ uint64_t CachePlanner::Spare() const {
 absl::StatusOr<BufferPlan> CachePlanner::PlanBuffers() {
   const uint64_t threads = request_.threads;
   BufferPlan plan;
-  if (request_.policy == CachePolicy::kGraphAware) {
+  if (request_.policy != CachePolicy::kPageLru) {
     plan.prefetch_window = std::max(1, request_.prefetch_window);
     const uint64_t slots = plan.prefetch_window + 1;
     // An eighth of what the page minimum leaves, split over the workers and
@@ -54,9 +54,28 @@ absl::StatusOr<BufferPlan> CachePlanner::PlanBuffers() {
   return plan;
 }
 
+const char* CachePolicyName(CachePolicy policy) {
+  switch (policy) {
+    case CachePolicy::kGraphAware:
+      return "graph_aware";
+    case CachePolicy::kPageLru:
+      return "page_lru";
+    case CachePolicy::kFam:
+      return "fam";
+  }
+  return "?";
+}
+
 std::vector<bool> CachePlanner::PlaceStates(
     std::span<const StateRequest> states) {
   std::vector<bool> resident(states.size(), false);
+  if (request_.policy == CachePolicy::kFam) {
+    // All local or the job cannot run (the engine says so): no pages.
+    for (size_t i = 0; i < states.size(); ++i) {
+      resident[i] = budget_.TryReserve(states[i].bytes);
+    }
+    return resident;
+  }
   if (request_.policy != CachePolicy::kGraphAware) return resident;
   std::vector<size_t> order(states.size());
   std::iota(order.begin(), order.end(), 0);

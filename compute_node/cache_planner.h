@@ -43,7 +43,16 @@ enum class CachePolicy {
   // 4 KiB pages, no bypass, no prefetch beyond the page — how OS paging of
   // far memory (Fastswap-style) and naive DM caches behave. For comparison.
   kPageLru,
+  // Baseline: FAM-Graph's design (IPDPS'22): every state array local
+  // (a job whose state does not fit the bound cannot run), edges remote
+  // with no edge cache: no hot blocks and no block headers kept, so a
+  // sparse push READs its members' offsets, then their edges; scans READ
+  // their vertex batches through the worker buffers, as graph-aware ones.
+  kFam,
 };
+
+// The policy's name for flags and statistics: graph_aware | page_lru | fam.
+const char* CachePolicyName(CachePolicy policy);
 
 // How a vertex program reads a state array: decides who stays resident
 // first when not all of them fit.

@@ -385,9 +385,7 @@ absl::Status Engine::Init() {
   stats_.vertices = num_vertices();
   stats_.arcs = num_arcs();
   stats_.directory_bytes = graph_.directory_bytes();
-  stats_.cache_policy = options_.cache_policy == CachePolicy::kGraphAware
-                            ? "graph_aware"
-                            : "page_lru";
+  stats_.cache_policy = CachePolicyName(options_.cache_policy);
   stats_.cache_capacity_bytes = budget_.unlimited() ? 0 : budget_.capacity();
   stats_.compute_nodes = compute_nodes();
   stats_.job = cluster_->job();
@@ -758,6 +756,13 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
   }
   for (size_t i = 0; i < arrays.size(); ++i) {
     PageCache* cache = nullptr;
+    if (!resident[i] && options_.cache_policy == CachePolicy::kFam) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--cache_policy=fam keeps all vertex state local: state '%s' (%d "
+          "bytes) does not fit in the %d bytes the cache bound leaves; raise "
+          "the bound",
+          arrays[i]->name(), arrays[i]->bytes(), budget_.available())));
+    }
     if (!resident[i]) {
       if (page_cache_ == nullptr) {
         // Unbounded graph-aware jobs never page; the figure is a fallback.

@@ -27,7 +27,7 @@ class FrontierSpares {
  public:
   struct Storage {
     std::vector<uint64_t> bits;  // all zero
-    std::vector<std::vector<store::VertexId>> pending;
+    std::vector<HugePageVector<store::VertexId>> pending;
   };
   // Spare storage sized for n vertices and `workers` workers, or empty.
   Storage Take(uint64_t words, int workers) {
@@ -190,7 +190,7 @@ class Frontier {
  private:
   std::vector<uint64_t> bits_;
   HugePageVector<VertexId> list_;
-  std::vector<std::vector<VertexId>> pending_;
+  std::vector<HugePageVector<VertexId>> pending_;
   std::shared_ptr<FrontierSpares> spares_;
 };
 

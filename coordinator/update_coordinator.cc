@@ -105,7 +105,7 @@ UpdateEstimate ChooseUpdates(const PushStep& step, const TransportCost& cost,
       distinct(edges * nodes, static_cast<double>(step.state_pages) * 64);
   // Plus the barrier that keeps atomics off pages not yet current (an
   // exchange, as batch's second one): left out at first, the sweep in
-  // docs/PERFORMANCE.md showed atomic chosen where batch was 3x faster.
+  // docs/performance-history.md showed atomic chosen where batch was 3x faster.
   e.atomic_us = atomics * k.atomic_ns / 1000 / threads + atomics * 16 / bw +
                 batches * rtt + lines * 64 / bw + (lines >= 1 ? rtt : 0) +
                 exchange;

@@ -256,6 +256,45 @@ TEST(EngineTest, AfforestLinksWhatSamplingMissed) {
   }
 }
 
+// FAM-Graph's design as a baseline (--cache_policy=fam): the same answers,
+// no edge kept between scans, and a job whose state does not fit the bound
+// is refused with one clear error.
+TEST(EngineTest, FamKeepsStateLocalAndCachesNoEdges) {
+  TestGraph t = Generated(store::GeneratorParams::Kind::kKron, 12);
+  Results graph_aware = RunAllAndCheck(t.graph, 2);
+  Results fam = RunAllAndCheck(
+      t.graph, 2, 4096, false,
+      {compute::MemoryBudget::kUnlimited, compute::CachePolicy::kFam});
+  ExpectSameResults(graph_aware, fam);
+  for (auto policy :
+       {compute::CachePolicy::kGraphAware, compute::CachePolicy::kFam}) {
+    auto c = Start(t.graph, 1, 4096, false,
+                   {compute::MemoryBudget::kUnlimited, policy});
+    ASSERT_TRUE(algorithms::PageRank(c->engine(), 3, 0).ok());
+    c->engine().Finish();
+    const compute::RunStats& s = c->engine().stats();
+    EXPECT_EQ(s.cache_policy,
+              policy == compute::CachePolicy::kFam ? "fam" : "graph_aware");
+    if (policy == compute::CachePolicy::kFam) {
+      EXPECT_EQ(s.total_cache.hits, 0u);  // every scan READs its edges
+    } else {
+      EXPECT_GT(s.total_cache.hits, 0u);  // hot blocks
+    }
+  }
+  // The smallest bound a job accepts (2 workers' buffers and page
+  // minimum, a page of slack): no room for kron:16's 256 KiB of depths.
+  const uint64_t minimum = 2 * 3 * 4096 + 2 * 16 * 4096 + 4096;
+  TestGraph big = Generated(store::GeneratorParams::Kind::kKron, 16);
+  auto c =
+      Start(big.graph, 2, 4096, false, {minimum, compute::CachePolicy::kFam});
+  auto bfs = algorithms::Bfs(c->engine(), 0);
+  ASSERT_FALSE(bfs.ok());
+  EXPECT_EQ(bfs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bfs.status().message().find("fam keeps all vertex state local"),
+            std::string::npos)
+      << bfs.status();
+}
+
 // Parents paged through a cache a quarter of their size: links and
 // compresses climb pages that come and go.
 TEST(EngineTest, AfforestWithPagedParents) {

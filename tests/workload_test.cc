@@ -243,7 +243,8 @@ TEST(UpdateCoordinatorTest, ManyUpdatesGoInBatches) {
   const coordinator::TransportCost tcp{50, 1000};
   // Atomic pays a barrier and a line read back per touched line: with the
   // engine's constants it loses even for a handful of updates (the sweep
-  // in docs/PERFORMANCE.md agrees), and more updates only widen the gap.
+  // in docs/performance-history.md agrees), and more updates only widen the
+  // gap.
   const coordinator::UpdateEstimate few =
       coordinator::ChooseUpdates(Step(10), tcp);
   EXPECT_GT(few.atomic_us, few.batch_us);

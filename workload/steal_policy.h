@@ -13,7 +13,7 @@
 // would otherwise keep the others waiting long. On road-NY (600 supersteps
 // of a few thousand frontier vertices each) stealing in every step added
 // 13% (CC) and 28% (SSSP) remote bytes and saved no time; see
-// docs/PERFORMANCE.md. So a step steals only when the heaviest owner's
+// docs/performance-history.md. So a step steals only when the heaviest owner's
 // share exceeds the mean by both a fraction and an absolute amount.
 #ifndef DMG_WORKLOAD_STEAL_POLICY_H_
 #define DMG_WORKLOAD_STEAL_POLICY_H_
