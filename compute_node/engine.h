@@ -131,9 +131,9 @@ struct EngineOptions {
   // buffer), and a resume goes on from the last checkpoint. Every
   // `checkpoint_supersteps` supersteps (0 or 1: every one), or the first
   // superstep end `checkpoint_seconds` after the last checkpoint (0: no
-  // time bound), whichever comes first; and early when a paged array's
-  // claim log is half full (a commit empties it; past full, claims would
-  // page their pages in). Several compute nodes checkpoint
+  // time bound), whichever comes first; and, over a network, early when a
+  // paged array's claim log is half full (a commit empties it; past full,
+  // claims would page their pages in). Several compute nodes checkpoint
   // every superstep: versions are how they see each other's changes.
   int checkpoint_supersteps = 1;
   double checkpoint_seconds = 0;
@@ -766,8 +766,11 @@ class Engine {
   // The job's compute nodes (Cluster::Solo for one).
   std::unique_ptr<Cluster> cluster_;
   coordinator::TransportCost transport_cost_;  // measured at job start
-  std::vector<Frontier> steal_scratch_;        // per worker
-  std::vector<UpdateOutbox> outbox_;           // per worker (ToOutbox)
+  // A round trip at least this long is dear (a network, not memcpy): fewer
+  // and larger batches pay.
+  static constexpr double kDearRoundTripUs = 10;
+  std::vector<Frontier> steal_scratch_;  // per worker
+  std::vector<UpdateOutbox> outbox_;     // per worker (ToOutbox)
   // FinishPush's dense combining: values (any T of up to 8 bytes) and
   // whether each target has one (all 0 between uses).
   CombineScratch combine_;

@@ -125,13 +125,13 @@ absl::Status Progress::Start(transport::Endpoint& ep, uint64_t signature,
   return absl::OkStatus();
 }
 
-absl::Status Progress::Record(transport::Endpoint& ep, int checkpoint,
-                              int superstep) {
-  if (!started_) return absl::OkStatus();
+void Progress::Stage(transport::Endpoint& ep, int checkpoint, int superstep) {
+  if (!started_) return;
   if (superstep < 0) superstep = checkpoint;
   const int b = checkpoint % 2;
   // The scalars, into slot b.
-  std::vector<std::byte> slot(kSlotHeader);
+  std::vector<std::byte>& slot = staged_slot_;
+  slot.assign(kSlotHeader, std::byte{0});
   for (const Carried& c : carried_) {
     if (c.frontier != nullptr) continue;
     const auto* p = static_cast<const std::byte*>(c.data);
@@ -147,7 +147,8 @@ absl::Status Progress::Record(transport::Endpoint& ep, int checkpoint,
   ep.Write(record_.node, record_.id, kSlotAt + b * kSlotBytes, slot.data(),
            static_cast<uint32_t>(slot.size()));
   // Each frontier into its region b: members, or a bitmap when smaller.
-  std::vector<std::vector<std::byte>> frontiers;
+  std::vector<std::vector<std::byte>>& frontiers = staged_frontiers_;
+  frontiers.clear();
   size_t k = 0;
   for (const Carried& c : carried_) {
     if (c.frontier == nullptr) continue;
@@ -168,12 +169,21 @@ absl::Status Progress::Record(transport::Endpoint& ep, int checkpoint,
     std::memcpy(out.data(), &step, 8);
     std::memcpy(out.data() + 8, &members, 8);
     std::memcpy(out.data() + 16, &fcrc, 4);
+  }
+  // (Queued once every buffer is in place: emplace_back may move them.)
+  for (std::vector<std::byte>& out : frontiers) {
     Queue(ep, /*write=*/true, frontier_regions_[k++][b], 0, out.data(),
           out.size());
   }
+  staged_word_ = (uint64_t{epoch_} << 32) | step;
+}
+
+absl::Status Progress::Seal(transport::Endpoint& ep) {
+  if (!started_ || staged_word_ == 0) return absl::OkStatus();
+  const uint64_t next = staged_word_;
+  staged_word_ = 0;
   DMG_RETURN_IF_ERROR(ep.Flush());
   // Then the word: checkpoint - 1 -> checkpoint, in this node's epoch.
-  const uint64_t next = (uint64_t{epoch_} << 32) | step;
   uint64_t old = 0;
   ep.CompareAndSwap(record_.node, record_.id, kWordAt, word_, next, &old);
   DMG_RETURN_IF_ERROR(ep.Flush());

@@ -100,7 +100,17 @@ class Progress {
   // carried values and moves the word. Aborted when another node took the
   // job over.
   absl::Status Record(transport::Endpoint& ep, int checkpoint,
-                      int superstep = -1);
+                      int superstep = -1) {
+    Stage(ep, checkpoint, superstep);
+    return Seal(ep);
+  }
+  // Record in two halves, so that the carried values' WRITEs can go out
+  // with the state arrays' commit on the same endpoint: Stage queues them
+  // on `ep` (nothing waits); Seal flushes `ep` (whatever of them is still
+  // queued) and, once every WRITE of the checkpoint has completed (the
+  // caller's too), moves the word.
+  void Stage(transport::Endpoint& ep, int checkpoint, int superstep = -1);
+  absl::Status Seal(transport::Endpoint& ep);
   // After TakeOver: the superstep its checkpoint ended.
   int resumed_superstep() const { return resumed_superstep_; }
 
@@ -147,6 +157,11 @@ class Progress {
   uint32_t epoch_ = 0;
   uint64_t word_ = 0;  // the record's word as this node last set it
   int resumed_superstep_ = 0;
+  // What Stage queued (the WRITEs read these until Seal's flush), and the
+  // word Seal moves to (0: nothing staged).
+  std::vector<std::byte> staged_slot_;
+  std::vector<std::vector<std::byte>> staged_frontiers_;
+  uint64_t staged_word_ = 0;
 };
 
 }  // namespace dmg::compute
