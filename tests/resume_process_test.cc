@@ -168,6 +168,32 @@ TEST(ResumeAtASuperstepTest, ACheckpointIntervalResumesFromTheLastCheckpoint) {
     }
     EXPECT_EQ(Slurp(dir.file("job.out")), every.output);
   }
+  // The default (auto: every 64 supersteps or 1 s, whichever comes
+  // first): stopped after superstep 70, a job goes on from its last
+  // checkpoint, wherever this machine's speed put it, with the same output.
+  {
+    const std::string run = std::string(DMG_BINARY) +
+                            " run --algo=pagerank --tolerance=0 "
+                            "--max_iters=80 --threads=2 --progress=false" +
+                            nodes;
+    const testing::Reference every =
+        testing::RunReference(run + " --checkpoint_interval=0", dir);
+    const std::string out = " --output=" + dir.file("auto.out");
+    testing::CommandResult killed = RunCommand(
+        "DMG_TEST_EXIT_AFTER_SUPERSTEP=70 " + run + " --job=auto" + out);
+    EXPECT_EQ(killed.exit_code, 9) << killed.err;
+    testing::CommandResult again =
+        RunCommand(run + " --resume --job=auto" + out);
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(again.out, m,
+                                  std::regex("resumed after superstep (\\d+)")))
+        << again.out;
+    // At least one checkpoint in any 64 supersteps.
+    EXPECT_GE(std::stoi(m[1].str()), 7);
+    EXPECT_LE(std::stoi(m[1].str()), 70);
+    EXPECT_EQ(Slurp(dir.file("auto.out")), every.output);
+  }
   // A malformed interval is one line and exit 2.
   testing::CommandResult bad =
       RunDmg("run --algo=bfs --graph=kron:8 --checkpoint_interval=often");
