@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,15 +42,20 @@ class ClaimLog {
   // between are unset (192 bytes, the resident commit's gap, wrote 6.2 MB
   // in a road-NY BFS at 5% against 4.7 MB, in the same time).
   static constexpr uint64_t kGapBytes = 16;
-  // The most bytes one log entry can hold across a commit: its entry in
-  // log_ and in the commit's sorted copy (16 each), and at worst a run of
-  // its own (24) with 24 bytes of values, this commit's and the previous
-  // one's.
-  static constexpr uint64_t kBytesPerEntry = 16 + 16 + 2 * (24 + 24);
+  // Bytes of run values (a WRITE of several entries and the unset gaps
+  // between needs its bytes in one place) per entry of the cap, for this
+  // commit's runs and the previous one's together; runs past them are
+  // written entry by entry, from the entries.
+  static constexpr uint64_t kValueBytesPerEntry = 8;
+  // The bytes one entry of the cap takes: its slot in the log (8) and its
+  // page chain link (4), its place in this commit's sorted copy and in the
+  // previous commit's (8 each), and run values.
+  static constexpr uint64_t kBytesPerEntry =
+      8 + 4 + 8 + 8 + kValueBytesPerEntry;
 
-  // `elements` of `elem` bytes (1, 2, 4 or 8) on pages of `page_bytes`;
-  // the log holds at most `cap` entries; `initial`'s low `elem` bytes are
-  // the initial value. Every element starts unset.
+  // `elements` of `elem` bytes (1, 2 or 4) on pages of `page_bytes`; the
+  // log holds at most `cap` entries; `initial`'s low `elem` bytes are the
+  // initial value. Every element starts unset.
   void Init(uint64_t elements, uint32_t elem, uint64_t page_bytes, uint64_t cap,
             uint64_t initial);
   bool enabled() const { return !unset_.empty(); }
@@ -82,13 +86,13 @@ class ClaimLog {
   }
 
   // Logs element `index`'s new value (its elem bytes at `value`); false
-  // when the log holds its `cap` entries already.
+  // when the log holds its `cap` entries already (entries merged into
+  // fetched pages keep their slots until the commit).
   bool Log(uint64_t index, const void* value);
-  // Half its entries used: a commit soon keeps claims off pages (the
-  // engine checkpoints early for it).
-  bool HalfFull() const {
-    return entries_.load(std::memory_order_relaxed) * 2 >= cap_;
-  }
+  // A superstep ends: whether the next one may fill the log, judged by the
+  // most entries one superstep added since the last commit (past full,
+  // claims page their pages in; the engine checkpoints early for it).
+  bool EndSuperstep();
   // Whether page p has logged claims not merged yet.
   bool Logged(uint64_t page) const {
     return (std::atomic_ref<const uint64_t>(logged_[page >> 6])
@@ -101,21 +105,21 @@ class ClaimLog {
   template <typename Dirty>
   bool Merge(uint64_t page, std::byte* data, Dirty dirty) {
     MutexLock lock(&Lock(page));
-    std::vector<Entry>& entries = log_[page];
-    for (const Entry& e : entries) {
-      Store(data + (e.index * elem_ - page * page_bytes_), e.value);
-      dirty(e.index);
+    bool any = false;
+    for (uint32_t k = head_[page]; k != kNone; k = next_[k]) {
+      Store(data + (uint64_t{log_[k].index} * elem_ - page * page_bytes_),
+            log_[k].value);
+      dirty(log_[k].index);
+      any = true;
     }
-    const bool any = !entries.empty();
-    entries_.fetch_sub(entries.size(), std::memory_order_relaxed);
-    entries.clear();
+    head_[page] = kNone;
     std::atomic_ref<uint64_t>(logged_[page >> 6])
         .fetch_and(~(uint64_t{1} << (page & 63)), std::memory_order_relaxed);
     return any;
   }
-  // The 64-byte lines of page p that the previous superstep's log changed
-  // (a bit per line): a write-back of the page in this superstep sends
-  // them, since the commit then skips the page.
+  // The 64-byte lines of page p that the previous commit's log changed (a
+  // bit per line): a write-back of the page before the next commit sends
+  // them, since that commit then skips the page.
   uint64_t PrevLines(uint64_t page) const;
 
   // One WRITE of a commit: `length` bytes at `bytes` to byte `offset` of
@@ -125,36 +129,34 @@ class ClaimLog {
     const std::byte* bytes;
     uint64_t length;
   };
-  // The commit's WRITEs into `writes`: the previous commit's again (page by
-  // page, but for pages `written_back(page)` says this superstep sent
-  // whole), then this superstep's logged claims as runs. The bytes stay
-  // valid until Committed.
-  template <typename WrittenBack>
-  void PlanCommit(WrittenBack written_back, std::vector<Write>& writes);
-  // After the commit's WRITEs completed: they are what the next commit
-  // sends again; cached frames take the logged values (frame(page): the
-  // page's cached bytes, or nullptr).
+  // The commit's WRITEs, each to emit(const Write&): the previous commit's
+  // claims again (but on pages `written_back(page)` says were sent whole
+  // since), then this commit's logged claims, as runs. The bytes stay
+  // valid until the next PlanCommit.
+  template <typename WrittenBack, typename Emit>
+  void PlanCommit(WrittenBack written_back, Emit emit);
+  // After PlanCommit: cached frames take the logged values (frame(page):
+  // the page's cached bytes, or nullptr).
   template <typename Frame>
   void Committed(Frame frame);
-  // The superstep ends: its log becomes the previous one's.
+  // The commit ends: its log becomes the previous one's.
   void Rotate();
 
-  uint64_t entries() const { return entries_.load(std::memory_order_relaxed); }
+  // Slots used since the last commit.
+  uint64_t entries() const { return used_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry {
-    uint64_t index;
-    uint64_t value;
+    uint32_t index;
+    uint32_t value;  // the element's bytes, low elem_ of them
   };
-  struct Run {
-    uint64_t first, last, at;  // elements [first, last], bytes at `at`
-  };
-  static_assert(sizeof(Entry) == 16 && sizeof(Run) == 24);
+  static_assert(sizeof(Entry) == 8);
+  static constexpr uint32_t kNone = ~uint32_t{0};
   static constexpr int kStripes = 64;
   Mutex& Lock(uint64_t page) { return mu_[page % kStripes]; }
   // An element's bytes (the low elem_ bytes of `bits`) to `to`, with a
   // fixed-size copy.
-  void Store(std::byte* to, uint64_t bits) const {
+  void Store(std::byte* to, uint32_t bits) const {
     switch (elem_) {
       case 1:
         std::memcpy(to, &bits, 1);
@@ -162,81 +164,102 @@ class ClaimLog {
       case 2:
         std::memcpy(to, &bits, 2);
         break;
-      case 4:
-        std::memcpy(to, &bits, 4);
-        break;
       default:
-        std::memcpy(to, &bits, 8);
+        std::memcpy(to, &bits, 4);
     }
   }
   // Whether elements [begin, end) are all unset, a word at a time.
   bool AllUnset(uint64_t begin, uint64_t end) const;
-  // This superstep's entries, sorted by index (into sorted_).
+  // This commit's live entries, sorted by index, into sorted_.
   void SortEntries();
-  // The previous commit's runs with this superstep's claims that fall in
-  // their gaps written in (so the two commits' WRITEs may go in any order).
-  void PatchPreviousRuns();
-  // sorted_ as runs with their bytes (runs_, values_).
-  void BuildRuns();
+  // `entries` (sorted) as WRITEs to emit, runs across unset gaps while
+  // values_ has room, skipping pages written_back says.
+  template <typename WrittenBack, typename Emit>
+  void EmitRuns(const std::vector<Entry>& entries, WrittenBack written_back,
+                Emit emit);
 
   uint32_t elem_ = 0;
   uint64_t page_bytes_ = 0;
-  uint64_t initial_ = 0;
+  uint32_t initial_ = 0;
   uint64_t cap_ = 0;
   std::vector<uint64_t> unset_;
-  // log_[p]: claims on page p not merged yet, this superstep's; prev_log_:
-  // the previous superstep's. logged_ / prev_logged_: a bit per page with
-  // entries (read lock-free).
-  std::vector<std::vector<Entry>> log_, prev_log_;
-  std::vector<uint64_t> logged_, prev_logged_;
-  std::atomic<uint64_t> entries_{0};
+  // This commit's log: slots [0, used_) of log_; each page's entries not
+  // merged yet chained from head_[page] through next_. logged_: a bit per
+  // page with entries (read lock-free).
+  std::vector<Entry> log_;
+  std::vector<uint32_t> next_, head_;
+  std::vector<uint64_t> logged_;
+  std::atomic<uint64_t> used_{0};
+  // Entries at the last EndSuperstep, and the most one superstep added.
+  uint64_t mark_ = 0, most_per_superstep_ = 0;
   std::unique_ptr<Mutex[]> mu_;
-  // Commit scratch, reused (no page faults): the sorted entries; this
-  // commit's runs and bytes, and the previous commit's.
-  std::vector<Entry> sorted_;
-  std::vector<Run> runs_, prev_runs_;
-  std::vector<std::byte> values_, prev_values_;
+  // This commit's entries sorted, and the previous commit's; run values
+  // (reserved once: WRITEs point into them until the next PlanCommit).
+  std::vector<Entry> sorted_, prev_;
+  std::vector<std::byte> values_;
 };
 
-template <typename WrittenBack>
-void ClaimLog::PlanCommit(WrittenBack written_back,
-                          std::vector<Write>& writes) {
-  SortEntries();
-  PatchPreviousRuns();
-  for (const Run& run : prev_runs_) {
-    // Page by page (a run may cross into a page written back).
-    uint64_t from = run.first * elem_;
-    const uint64_t end = (run.last + 1) * elem_;
-    while (from < end) {
-      const uint64_t to = std::min(end, (from / page_bytes_ + 1) * page_bytes_);
-      if (!written_back(from / page_bytes_)) {
-        writes.push_back(
-            {from, prev_values_.data() + run.at + (from - run.first * elem_),
-             to - from});
-      }
-      from = to;
+template <typename WrittenBack, typename Emit>
+void ClaimLog::EmitRuns(const std::vector<Entry>& entries,
+                        WrittenBack written_back, Emit emit) {
+  for (size_t k = 0; k < entries.size();) {
+    const uint64_t page = uint64_t{entries[k].index} * elem_ / page_bytes_;
+    size_t j = k + 1;
+    // A run: entries on one page, at most kGapBytes apart, unset between.
+    while (j < entries.size() &&
+           uint64_t{entries[j].index} * elem_ / page_bytes_ == page &&
+           (entries[j].index - entries[j - 1].index - 1) * elem_ <= kGapBytes &&
+           AllUnset(entries[j - 1].index + 1, entries[j].index)) {
+      ++j;
     }
+    const uint64_t first = entries[k].index, last = entries[j - 1].index;
+    const uint64_t length = (last - first + 1) * elem_;
+    if (written_back(page)) {
+      // Sent whole since: nothing to add.
+    } else if (j == k + 1) {
+      emit(Write{first * elem_,
+                 reinterpret_cast<const std::byte*>(&entries[k].value), elem_});
+    } else if (values_.size() + length <= values_.capacity()) {
+      const size_t at = values_.size();
+      values_.resize(at + length);  // within capacity: nothing moves
+      std::byte* out = values_.data() + at;
+      for (uint64_t v = first; v <= last; ++v) {
+        Store(out + (v - first) * elem_, initial_);
+      }
+      for (size_t e = k; e < j; ++e) {
+        Store(out + (entries[e].index - first) * elem_, entries[e].value);
+      }
+      emit(Write{first * elem_, out, length});
+    } else {
+      for (size_t e = k; e < j; ++e) {
+        emit(Write{uint64_t{entries[e].index} * elem_,
+                   reinterpret_cast<const std::byte*>(&entries[e].value),
+                   elem_});
+      }
+    }
+    k = j;
   }
-  BuildRuns();
-  for (const Run& run : runs_) {
-    writes.push_back({run.first * elem_, values_.data() + run.at,
-                      (run.last - run.first + 1) * elem_});
-  }
+}
+
+template <typename WrittenBack, typename Emit>
+void ClaimLog::PlanCommit(WrittenBack written_back, Emit emit) {
+  SortEntries();
+  values_.clear();
+  // The previous commit's claims: they still hold their values (a page
+  // changed since was written back, and is skipped); their runs are cut
+  // again where an element between was set since.
+  EmitRuns(prev_, written_back, emit);
+  EmitRuns(
+      sorted_, [](uint64_t) { return false; }, emit);
 }
 
 template <typename Frame>
 void ClaimLog::Committed(Frame frame) {
-  prev_runs_.swap(runs_);
-  prev_values_.swap(values_);
-  for (size_t word = 0; word < logged_.size(); ++word) {
-    for (uint64_t bits = logged_[word]; bits != 0; bits &= bits - 1) {
-      const uint64_t p =
-          word * 64 + static_cast<uint64_t>(std::countr_zero(bits));
-      std::byte* bytes = frame(p);
-      if (bytes == nullptr) continue;
-      for (const Entry& e : log_[p]) {
-        Store(bytes + (e.index * elem_ - p * page_bytes_), e.value);
-      }
+  for (const Entry& e : sorted_) {
+    const uint64_t p = uint64_t{e.index} * elem_ / page_bytes_;
+    std::byte* bytes = frame(p);
+    if (bytes != nullptr) {
+      Store(bytes + (uint64_t{e.index} * elem_ - p * page_bytes_), e.value);
     }
   }
 }

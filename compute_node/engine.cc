@@ -866,6 +866,10 @@ absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
     }
     open_ = true;
     step_base_ = pool_->TotalStats();
+    step_path_base_.resize(pool_->size());
+    for (int w = 0; w < pool_->size(); ++w) {
+      step_path_base_[w] = pool_->endpoint(w).stats().round_trips;
+    }
     step_rounds_base_ = cluster_->rounds();
     step_wait_base_us_ = cluster_->wait_us();
     step_cache_base_ = CacheTotals();
@@ -961,7 +965,8 @@ absl::Status Engine::EndSuperstep() {
   if (staged) {
     progress_->Stage(pool_->endpoint(0), version_ + 1, superstep_ + 1);
   }
-  if (checkpoint) DMG_RETURN_IF_ERROR(CommitVersion());
+  // Its last WRITEs stay queued for Seal's swap to follow in one batch.
+  if (checkpoint) DMG_RETURN_IF_ERROR(CommitVersion(/*leave_queued=*/staged));
   ++superstep_;
   open_ = false;
   atomic_in_step_ = false;
@@ -993,6 +998,12 @@ absl::Status Engine::EndSuperstep() {
   step_end_ = std::chrono::steady_clock::now();
   s.seconds = std::chrono::duration<double>(step_end_ - step_start_).count();
   s.ops = pool_->TotalStats() - step_base_;
+  s.path_round_trips = 0;
+  for (int w = 0; w < pool_->size(); ++w) {
+    s.path_round_trips =
+        std::max(s.path_round_trips,
+                 pool_->endpoint(w).stats().round_trips - step_path_base_[w]);
+  }
   s.rounds = cluster_->rounds() - step_rounds_base_;
   s.wait_seconds = (cluster_->wait_us() - step_wait_base_us_) / 1e6;
   s.cache = CacheTotals() - step_cache_base_;
@@ -1001,20 +1012,21 @@ absl::Status Engine::EndSuperstep() {
   return absl::OkStatus();
 }
 
-bool Engine::CheckpointDue() const {
+bool Engine::CheckpointDue() {
+  // Every array hears that the superstep ends.
+  bool claims_full = false;
+  for (const auto& a : states_) claims_full |= a->WantsCommit();
   if (compute_nodes() > 1 || options_.checkpoint_supersteps <= 1) return true;
   if (superstep_ + 1 - version_superstep_ >= options_.checkpoint_supersteps) {
     return true;
   }
-  // A half-full claim log asks for one where round trips are dear: past
-  // full, claims page their pages in, a round trip each on a network
-  // (road-NY BFS over tcp at 5%: 22 -> 9 a level). Locally a page is a
-  // memcpy and the commits cost more than they save (0.058 against
-  // 0.080 s).
-  if (transport_cost_.round_trip_us >= kDearRoundTripUs) {
-    for (const auto& a : states_) {
-      if (a->WantsCommit()) return true;
-    }
+  // A claim log the next superstep may fill asks for one where round trips
+  // are dear: past full, claims page their pages in, a round trip each on
+  // a network (road-NY BFS over tcp at 5%: 22 -> 9 a level). Locally a
+  // page is a memcpy and the commits cost more than they save (0.058
+  // against 0.080 s).
+  if (claims_full && transport_cost_.round_trip_us >= kDearRoundTripUs) {
+    return true;
   }
   return options_.checkpoint_seconds > 0 &&
          std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -1022,12 +1034,14 @@ bool Engine::CheckpointDue() const {
                  .count() >= options_.checkpoint_seconds;
 }
 
-absl::Status Engine::CommitVersion() {
+absl::Status Engine::CommitVersion(bool leave_queued) {
   for (const auto& a : states_) {
     // Each node commits the pages of its own range (all, with one node).
     const auto [first, last] = OwnPages(*a);
-    DMG_RETURN_IF_ERROR(Fail(a->Commit(version_ + 1, first, last)));
+    DMG_RETURN_IF_ERROR(
+        Fail(a->Commit(version_ + 1, first, last, leave_queued)));
   }
+  if (!leave_queued) DMG_RETURN_IF_ERROR(Fail(pool_->endpoint(0).Flush()));
   ++version_;
   // In EndSuperstep, before the superstep count moves on.
   version_superstep_ = open_ ? superstep_ + 1 : superstep_;

@@ -331,10 +331,12 @@ class Engine {
   // what an earlier attempt of the job left (leftovers_).
   absl::Status KeepState();
   // Whether the superstep now ending is a checkpoint (options_).
-  bool CheckpointDue() const;
+  bool CheckpointDue();
   // Commits every state array's changes since the last version as the
   // next one (each node its own pages).
-  absl::Status CommitVersion();
+  // `leave_queued`: the last WRITEs stay queued on endpoint 0 (see
+  // StateArrayBase::Commit); the caller flushes them.
+  absl::Status CommitVersion(bool leave_queued = false);
   // The job's connections older than this attempt's, still open (`kept`:
   // this node's answer from the memory nodes). With several compute nodes
   // (a collective), on each memory node the node whose control connection
@@ -855,6 +857,8 @@ class Engine {
   bool open_ = false;
   std::chrono::steady_clock::time_point start_, step_start_, step_end_;
   transport::OpStats step_base_;
+  // Each endpoint's round trips when the superstep began.
+  std::vector<uint64_t> step_path_base_;
   uint64_t step_rounds_base_ = 0, step_wait_base_us_ = 0;  // cluster's
   CacheCounters step_cache_base_;
   RunStats stats_;

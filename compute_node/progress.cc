@@ -182,7 +182,10 @@ absl::Status Progress::Seal(transport::Endpoint& ep) {
   if (!started_ || staged_word_ == 0) return absl::OkStatus();
   const uint64_t next = staged_word_;
   staged_word_ = 0;
-  DMG_RETURN_IF_ERROR(ep.Flush());
+  // The checkpoint's WRITEs queued here may share the swap's batch when
+  // they go to the record's node (it applies them in order); others must
+  // have completed first.
+  if (!ep.QueuedOnlyTo(record_.node)) DMG_RETURN_IF_ERROR(ep.Flush());
   // Then the word: checkpoint - 1 -> checkpoint, in this node's epoch.
   uint64_t old = 0;
   ep.CompareAndSwap(record_.node, record_.id, kWordAt, word_, next, &old);

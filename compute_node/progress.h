@@ -9,9 +9,11 @@
 // every --checkpoint_interval's with one compute node) ends (Record) after
 // the state arrays' commit: the carried scalars go into slot c % 2 of the
 // record and each carried frontier into its region c % 2; once those
-// WRITEs have completed, one compare-and-swap moves the record's word from
-// (epoch, c - 1) to (epoch, c). The slot also names the superstep that
-// checkpoint ended. A crash
+// WRITEs (and the state's) have taken effect, one compare-and-swap moves
+// the record's word from (epoch, c - 1) to (epoch, c): after them in the
+// same batch when they all go to the record's memory node, which applies
+// a connection's operations in order. The slot also names the superstep
+// that checkpoint ended. A crash
 // before the CAS leaves s - 1 whole: its slot, frontier regions and state
 // buffers are the ones superstep s does not write. A resuming node bumps
 // the epoch (TakeOver), so a compute node still running the old attempt
@@ -106,9 +108,10 @@ class Progress {
   }
   // Record in two halves, so that the carried values' WRITEs can go out
   // with the state arrays' commit on the same endpoint: Stage queues them
-  // on `ep` (nothing waits); Seal flushes `ep` (whatever of them is still
-  // queued) and, once every WRITE of the checkpoint has completed (the
-  // caller's too), moves the word.
+  // on `ep` (nothing waits); Seal moves the word once every WRITE of the
+  // checkpoint has completed (the caller's too) or, when those still queued
+  // on `ep` go to the record's memory node, in one batch after them (the
+  // node applies them in order: a checkpoint then costs one round trip).
   void Stage(transport::Endpoint& ep, int checkpoint, int superstep = -1);
   absl::Status Seal(transport::Endpoint& ep);
   // After TakeOver: the superstep its checkpoint ended.

@@ -76,7 +76,7 @@ std::string ToJson(const RunStats& s) {
         "\"vertex_visits\": %d, \"rounds\": %d, "
         "\"wait_seconds\": %.6f, \"est_steal_gain_us\": %.1f, "
         "\"est_steal_cost_us\": %.1f, \"est_steal_residue_ns\": %.2f, "
-        "\"checkpoint\": %s}",
+        "\"checkpoint\": %s, \"path_round_trips\": %d}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
@@ -88,7 +88,7 @@ std::string ToJson(const RunStats& s) {
         t.remote_arcs, t.pull_visits, t.pull_hits, t.gather_visits,
         t.vertex_visits, t.rounds, t.wait_seconds, t.est_steal_gain_us,
         t.est_steal_cost_us, t.est_steal_residue_ns,
-        t.checkpoint ? "true" : "false");
+        t.checkpoint ? "true" : "false", t.path_round_trips);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

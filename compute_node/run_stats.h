@@ -77,6 +77,10 @@ struct SuperstepStats {
   CacheCounters cache;
   // Most READ batches one worker's endpoint had in flight at once.
   uint64_t max_outstanding = 0;
+  // The most batches one endpoint posted (ops.round_trips counts every
+  // endpoint's): the round trips on the superstep's longest path when the
+  // workers' run side by side.
+  uint64_t path_round_trips = 0;
 };
 
 // One compute node's figures in a job of several (compute node 0 gathers

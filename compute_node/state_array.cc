@@ -15,6 +15,9 @@ constexpr uint64_t kMaxOp = StateSlices::kMaxOp;  // bytes per WRITE/READ
 // Pages per batch when commit copies pages unchanged in this superstep
 // from the previous buffer (a 64 KiB bounce buffer per worker).
 constexpr size_t kCopyBatch = 16;
+// At most this many pages to copy go on the committing thread's endpoint
+// with the rest of the commit (more are shared among the workers).
+constexpr size_t kInlineCopyPages = 64;
 // The initial value of a paged array is written from this many bytes of it.
 constexpr uint64_t kPatternBytes = 64 << 10;
 // Pages per chunk of bulk work (commit) handed out by the scheduler.
@@ -73,7 +76,7 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
                                          bool claim_filter) {
   AttachStorage(cache, reserved);
   if (claim_filter && cache_ != nullptr && ctx_.bounds.size() <= 2 &&
-      elem_ <= sizeof(uint64_t)) {
+      elem_ <= kMaxClaimedElement) {
     // Every element starts as the initial value.
     uint64_t initial = 0;
     std::memcpy(&initial, initial_.data(), elem_);
@@ -304,21 +307,12 @@ bool StateArrayBase::LogClaim(uint64_t index, const void* value) {
   return claims_.Log(index, value);
 }
 
-absl::Status StateArrayBase::WriteLogs(int buffer) {
-  transport::Endpoint& ep = endpoint(0);
-  log_writes_.clear();
+void StateArrayBase::QueueLogs(transport::Endpoint& ep, int buffer) {
   claims_.PlanCommit([&](uint64_t page) { return Bit(written_, page); },
-                     log_writes_);
-  for (const ClaimLog::Write& w : log_writes_) {
-    Queue(ep, /*write=*/true, buffer, w.offset, const_cast<std::byte*>(w.bytes),
-          w.length);
-  }
-  DMG_RETURN_IF_ERROR(ep.Flush());
-  // Between supersteps: frames are unpinned.
-  claims_.Committed([&](uint64_t page) {
-    return const_cast<std::byte*>(cache_->Peek(this, page));
-  });
-  return absl::OkStatus();
+                     [&](const ClaimLog::Write& w) {
+                       Queue(ep, /*write=*/true, buffer, w.offset,
+                             const_cast<std::byte*>(w.bytes), w.length);
+                     });
 }
 
 void StateArrayBase::QueuePageLines(transport::Endpoint& ep, bool write,
@@ -366,7 +360,8 @@ absl::Status StateArrayBase::WriteBackPages(int worker,
     QueuePageLines(ep, /*write=*/true, buffer, page,
                    const_cast<std::byte*>(p.data), lines);
   }
-  return ep.Flush();
+  // In a commit the caller flushes (CommitPaged).
+  return defer_writebacks_ ? absl::OkStatus() : ep.Flush();
 }
 
 absl::StatusOr<StateArrayBase::Prewritten> StateArrayBase::Prewrite() {
@@ -647,8 +642,9 @@ void StateArrayBase::Refresh(int w, uint64_t first, uint64_t count) {
 }
 
 absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
-                                    uint64_t page_end) {
-  absl::Status status = WriteVersion(superstep, page_begin, page_end);
+                                    uint64_t page_end, bool leave_queued) {
+  absl::Status status =
+      WriteVersion(superstep, page_begin, page_end, leave_queued);
   std::fill(prewritten_.begin(), prewritten_.end(), 0);
   // What changed in this superstep is what the next one's buffer lacks.
   prev_dirty_.swap(published_);
@@ -666,13 +662,107 @@ absl::Status StateArrayBase::Commit(int superstep, uint64_t page_begin,
   return status;
 }
 
+absl::Status StateArrayBase::CommitPaged(int buffer, uint64_t page_begin,
+                                         uint64_t page_end, bool leave_queued) {
+  // Between supersteps the workers are idle: frames stay as they are until
+  // the flush below, so the dirty ones are only queued.
+  ReleasePins();
+  transport::Endpoint& ep = endpoint(0);
+  defer_writebacks_ = true;
+  absl::Status status = cache_->FlushDirty(this);
+  defer_writebacks_ = false;
+  // Pages changed last superstep but not in this one: their lines changed
+  // then are copied over from the previous buffer (through the cache when
+  // it holds them).
+  copies_.clear();
+  for (uint64_t word = page_begin / 64; word * 64 < page_end; ++word) {
+    for (uint64_t bits = prev_dirty_[word] & ~dirty_[word] & ~published_[word] &
+                         ~current_[word];
+         bits != 0; bits &= bits - 1) {
+      const uint64_t p = word * 64 + std::countr_zero(bits);
+      if (p >= page_begin && p < page_end) copies_.push_back(p);
+    }
+  }
+  if (status.ok() && copies_.size() > kInlineCopyPages) {
+    status = ep.Flush();  // many: the workers share them
+    if (status.ok()) status = CopyPagesInParallel(buffer);
+    copies_.clear();
+  }
+  // A few (a BFS level's): the uncached ones' lines are READ with the
+  // dirty pages' WRITEs, then everything else goes in one batch.
+  const int from = (buffer + 1) % 2;
+  bounce_.resize(copies_.size() * kPageBytes);
+  copy_sources_.clear();
+  bool reads = false;
+  for (size_t k = 0; k < copies_.size(); ++k) {
+    const std::byte* cached = cache_->Peek(this, copies_[k]);
+    if (cached == nullptr) {
+      std::byte* slot = bounce_.data() + k * kPageBytes;
+      QueuePageLines(ep, /*write=*/false, from, copies_[k], slot,
+                     prev_lines_[copies_[k]]);
+      cached = slot;
+      reads = true;
+    }
+    copy_sources_.push_back(cached);
+  }
+  if (status.ok() && reads) status = ep.Flush();
+  for (size_t k = 0; status.ok() && k < copies_.size(); ++k) {
+    QueuePageLines(ep, /*write=*/true, buffer, copies_[k],
+                   const_cast<std::byte*>(copy_sources_[k]),
+                   prev_lines_[copies_[k]]);
+  }
+  if (status.ok() && filtered()) QueueLogs(ep, buffer);
+  if (status.ok() && !leave_queued) status = ep.Flush();
+  if (!status.ok()) return status;
+  if (filtered()) {
+    // Cached frames take the logged values (frames are unpinned; one queued
+    // for a WRITE of its lines gets the value its log WRITE sends too).
+    claims_.Committed([&](uint64_t page) {
+      return const_cast<std::byte*>(cache_->Peek(this, page));
+    });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StateArrayBase::CopyPagesInParallel(int buffer) {
+  const int from = (buffer + 1) % 2;
+  std::vector<std::vector<std::byte>> bounces(ctx_.scheduler->workers());
+  return ctx_.scheduler->ForRanges(
+      copies_.size(), kCopyBatch, [&](int w, uint64_t first, uint64_t last) {
+        transport::Endpoint& ep = endpoint(w);
+        std::vector<std::byte>& bounce = bounces[w];
+        bounce.resize(kCopyBatch * kPageBytes);
+        // One round trip READs the uncached ones into the bounce buffer, a
+        // second WRITEs them all; only the lines changed last superstep
+        // (the rest of the page is the same in both buffers).
+        std::vector<DirtyPage> batch;
+        for (uint64_t k = first; k < last; ++k) {
+          const uint64_t p = copies_[k];
+          const std::byte* cached = cache_->Peek(this, p);
+          if (cached == nullptr) {
+            std::byte* slot = bounce.data() + batch.size() * kPageBytes;
+            QueuePageLines(ep, /*write=*/false, from, p, slot, prev_lines_[p]);
+            cached = slot;
+          }
+          batch.push_back({p, cached});
+        }
+        DMG_RETURN_IF_ERROR(ep.Flush());  // the READs
+        for (const DirtyPage& p : batch) {
+          QueuePageLines(ep, /*write=*/true, buffer, p.page,
+                         const_cast<std::byte*>(p.data), prev_lines_[p.page]);
+        }
+        return ep.Flush();
+      });
+}
+
 absl::Status StateArrayBase::MakeCurrent(uint64_t page_begin,
                                          uint64_t page_end) {
   return WriteVersion(superstep() + 1, page_begin, page_end);
 }
 
 absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
-                                          uint64_t page_end) {
+                                          uint64_t page_end,
+                                          bool leave_queued) {
   const int buffer = superstep % 2;
   if (absl::Status s = error(); !s.ok()) return s;
   FoldLineFlags();
@@ -692,58 +782,7 @@ absl::Status StateArrayBase::WriteVersion(int superstep, uint64_t page_begin,
           return endpoint(w).Flush();
         });
   } else {
-    // Dirty cached pages go to this superstep's buffer...
-    ReleasePins();
-    status = cache_->FlushDirty(this);
-    // ...and pages changed last superstep but not in this one are copied
-    // over from the previous buffer (through the cache when it holds them).
-    // Each worker copies its share in batches of kCopyBatch pages: one
-    // round trip READs the uncached ones into a bounce buffer, a second
-    // WRITEs them all.
-    if (status.ok()) {
-      const int from = (superstep + 1) % 2;
-      std::vector<std::vector<std::byte>> bounces(scheduler.workers());
-      status = scheduler.ForRanges(
-          owned, kPagesPerChunk, [&](int w, uint64_t first, uint64_t last) {
-            first += page_begin;
-            last += page_begin;
-            transport::Endpoint& ep = endpoint(w);
-            std::vector<std::byte>& bounce = bounces[w];
-            bounce.resize(kCopyBatch * kPageBytes);
-            std::vector<DirtyPage> batch;
-            // Only the lines changed last superstep: the rest of the page
-            // is the same in both buffers.
-            auto copy = [&]() -> absl::Status {
-              if (absl::Status s = ep.Flush(); !s.ok()) return s;  // the READs
-              for (const DirtyPage& p : batch) {
-                QueuePageLines(ep, /*write=*/true, buffer, p.page,
-                               const_cast<std::byte*>(p.data),
-                               prev_lines_[p.page]);
-              }
-              batch.clear();
-              return ep.Flush();
-            };
-            for (uint64_t p = first; p < last; ++p) {
-              if (!Bit(prev_dirty_, p) || Bit(dirty_, p) ||
-                  Bit(published_, p) || Bit(current_, p)) {
-                continue;
-              }
-              const std::byte* cached = cache_->Peek(this, p);
-              if (cached == nullptr) {
-                std::byte* slot = bounce.data() + batch.size() * kPageBytes;
-                QueuePageLines(ep, /*write=*/false, from, p, slot,
-                               prev_lines_[p]);
-                cached = slot;
-              }
-              batch.push_back({p, cached});
-              if (batch.size() == kCopyBatch) {
-                if (absl::Status s = copy(); !s.ok()) return s;
-              }
-            }
-            return batch.empty() ? absl::OkStatus() : copy();
-          });
-    }
-    if (status.ok() && filtered()) status = WriteLogs(buffer);
+    status = CommitPaged(buffer, page_begin, page_end, leave_queued);
   }
   // The buffer now holds every page of [page_begin, page_end): the changed
   // ones are published, the copied ones current.

@@ -129,16 +129,16 @@ class StateArrayBase : public PageSource {
   // times as many for the log and what commits keep of it (5 bits per
   // element; a claim past the log's share pages its page in).
   uint64_t ClaimFilterBytes() const { return 5 * ClaimBitBytes(); }
-  // The most bytes one log entry can hold across a commit: its entry in
-  // log_ and in the commit's sorted copy (16 each), and at worst a run of
-  // its own (24) with 24 bytes of values, this commit's and the previous
-  // one's.
+  // The bytes one log entry takes across a commit (ClaimLog).
   static constexpr uint64_t kLogBytesPerEntry = ClaimLog::kBytesPerEntry;
+  // The largest element a claim filter takes (its log keeps 4 bytes).
+  static constexpr size_t kMaxClaimedElement = 4;
   uint64_t ClaimBitBytes() const { return (n_ + 63) / 64 * 8; }
   bool filtered() const { return claims_.enabled(); }
-  // Whether a commit soon would save page traffic: the claim log is half
-  // full (past full, claims page their pages in).
-  bool WantsCommit() const { return filtered() && claims_.HalfFull(); }
+  // Called once as each superstep ends: whether a commit now would save
+  // page traffic (the next superstep may fill the claim log; past full,
+  // claims page their pages in).
+  bool WantsCommit() { return filtered() && claims_.EndSuperstep(); }
   // Materializes from the regions an earlier attempt of the job left
   // (`dmg run --resume`): `regions` are its two buffers (of this node's
   // slice, with several compute nodes), and the version after superstep
@@ -153,9 +153,13 @@ class StateArrayBase : public PageSource {
   // Ends superstep `superstep` (1-based) for this array: afterwards buffer
   // superstep % 2 holds the whole version (of the pages in [page_begin,
   // page_end), the pages this compute node owns; the other nodes commit
-  // theirs). Called by Engine::EndSuperstep.
+  // theirs). Called by Engine::EndSuperstep. `leave_queued`: a paged
+  // array's last WRITEs stay queued on endpoint 0 (the commit is whole once
+  // the caller flushes it; the bytes stay valid until the next Commit), so
+  // that the progress record's swap can go in the same batch.
   absl::Status Commit(int superstep, uint64_t page_begin = 0,
-                      uint64_t page_end = ~uint64_t{0});
+                      uint64_t page_end = ~uint64_t{0},
+                      bool leave_queued = false);
 
   // With several compute nodes, at the end of every operation:
   // Publish writes the pages this node changed since its last publish into
@@ -467,7 +471,7 @@ class StateArrayBase : public PageSource {
   // their lines as changed in this superstep.
   void MarkPublished();
   absl::Status WriteVersion(int superstep, uint64_t page_begin,
-                            uint64_t page_end);
+                            uint64_t page_end, bool leave_queued = false);
   // Atomic: workers set dirty bits (MarkDirty) while misses read them.
   static bool Bit(const std::vector<uint64_t>& bits, uint64_t page) {
     return (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(bits[page >> 6]))
@@ -512,6 +516,14 @@ class StateArrayBase : public PageSource {
   // superstep (the first write-back also sends the previous superstep's
   // lines; later ones only this one's).
   std::vector<uint64_t> written_;
+  // Commit scratch: pages to copy into the open buffer, where each one's
+  // bytes are (a cached frame, or bounce_); reused.
+  std::vector<uint64_t> copies_;
+  std::vector<const std::byte*> copy_sources_;
+  std::vector<std::byte> bounce_;
+  // While a commit flushes the dirty frames: WriteBackPages queues them on
+  // the committing endpoint without flushing (CommitPaged flushes).
+  bool defer_writebacks_ = false;
   // Queues READs into (or WRITEs from) `data`, a page's bytes, of the lines
   // of page `page` set in `lines` of version buffer `buffer`, runs merged
   // across gaps of kGapLines.
@@ -565,8 +577,16 @@ class StateArrayBase : public PageSource {
   ClaimLog claims_;
   // At commit: the claim log's WRITEs (ClaimLog::PlanCommit), then cached
   // frames take its values (they hold the committed version from then on).
-  absl::Status WriteLogs(int buffer);
-  std::vector<ClaimLog::Write> log_writes_;  // reused
+  // Queues the claim log's WRITEs into `buffer` on `ep` (ClaimLog::
+  // PlanCommit); after they completed, claims_.Committed.
+  void QueueLogs(transport::Endpoint& ep, int buffer);
+  // WriteVersion of a paged array: everything in one round trip on the
+  // committing thread's endpoint (two when lines to copy are not cached).
+  absl::Status CommitPaged(int buffer, uint64_t page_begin, uint64_t page_end,
+                           bool leave_queued);
+  // Copies copies_' lines changed last superstep into `buffer`, the
+  // workers sharing them.
+  absl::Status CopyPagesInParallel(int buffer);
 };
 
 template <typename T>

@@ -4,6 +4,7 @@
 // page was written back).
 #include "compute_node/claim_log.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -86,11 +87,74 @@ TEST(ClaimLogTest, TheLogIsBoundedAndMergesIntoFetchedPages) {
   EXPECT_EQ(page[10], 5);
   EXPECT_EQ(page[20], 7);
   EXPECT_EQ(page[11], kInitial);
+  std::sort(dirty.begin(), dirty.end());  // in no particular order
   EXPECT_EQ(dirty, (std::vector<uint64_t>{10, 20}));
   EXPECT_FALSE(log.Logged(0));
-  EXPECT_EQ(log.entries(), 1u);
-  // Room again for one more.
+  // Merged entries keep their slots until the commit.
+  EXPECT_EQ(log.entries(), 3u);
+  EXPECT_FALSE(log.Log(30, &d));
+  std::vector<ClaimLog::Write> writes;
+  log.PlanCommit([](uint64_t) { return false; },
+                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
+  EXPECT_EQ(Apply(writes), (std::map<uint64_t, int32_t>{{1500, 6}}))
+      << "merged entries went with their page";
+  log.Rotate();
+  EXPECT_EQ(log.entries(), 0u);
   EXPECT_TRUE(log.Log(30, &d));
+}
+
+TEST(ClaimLogTest, ASuperstepEndSaysWhenTheNextMayFillTheLog) {
+  ClaimLog log;
+  Init(log, 100000, 100);
+  int32_t x = 1;
+  for (uint64_t i = 0; i < 30; ++i) ASSERT_TRUE(log.Log(i * 7, &x));
+  EXPECT_FALSE(log.EndSuperstep());  // 30 + 30 <= 100
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(log.Log(5000 + i * 7, &x));
+  EXPECT_FALSE(log.EndSuperstep());  // 50 + 30 <= 100
+  for (uint64_t i = 0; i < 25; ++i) ASSERT_TRUE(log.Log(9000 + i * 7, &x));
+  EXPECT_TRUE(log.EndSuperstep());  // 75 + 30 > 100
+  log.PlanCommit([](uint64_t) { return false; }, [](const ClaimLog::Write&) {});
+  log.Rotate();
+  EXPECT_FALSE(log.EndSuperstep());
+}
+
+TEST(ClaimLogTest, RunsPastTheValueBytesAreWrittenEntryByEntry) {
+  ClaimLog log;
+  // Cap 4: 32 bytes of run values, room for two runs of 3 elements (12
+  // bytes each) but not a third.
+  Init(log, 3000, 4);
+  auto claim = [&](uint64_t i, int32_t x) {
+    ASSERT_TRUE(log.Take(i));
+    ASSERT_TRUE(log.Log(i, &x));
+  };
+  claim(0, 1);
+  claim(2, 2);
+  claim(1030, 3);
+  claim(1032, 4);
+  std::vector<ClaimLog::Write> writes;
+  log.PlanCommit([](uint64_t) { return false; },
+                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
+  EXPECT_EQ(writes.size(), 2u);
+  log.Rotate();
+  // Next commit: the two old runs again (24 bytes) and a new one of 3
+  // elements, which no longer fits: two single WRITEs.
+  for (uint64_t i : {2000, 2002}) {
+    ASSERT_TRUE(log.Take(i));
+    const int32_t x = static_cast<int32_t>(i);
+    ASSERT_TRUE(log.Log(i, &x));
+  }
+  writes.clear();
+  log.PlanCommit([](uint64_t) { return false; },
+                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
+  EXPECT_EQ(writes.size(), 4u);
+  EXPECT_EQ(Apply(writes), (std::map<uint64_t, int32_t>{{0, 1},
+                                                        {1, kInitial},
+                                                        {2, 2},
+                                                        {1030, 3},
+                                                        {1031, kInitial},
+                                                        {1032, 4},
+                                                        {2000, 2000},
+                                                        {2002, 2002}}));
 }
 
 TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
@@ -111,7 +175,8 @@ TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   claim(32, 320);
   claim(1500, 1500);
   std::vector<ClaimLog::Write> writes;
-  log.PlanCommit([](uint64_t) { return false; }, writes);
+  auto into = [&](const ClaimLog::Write& w) { writes.push_back(w); };
+  log.PlanCommit([](uint64_t) { return false; }, into);
   ASSERT_EQ(writes.size(), 5u);
   EXPECT_EQ(writes[0].offset, 10u * 4);
   EXPECT_EQ(writes[0].length, 3u * 4);
@@ -137,11 +202,12 @@ TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   EXPECT_EQ(log.PrevLines(2), 0u);
   // The next commit: 11 is claimed now (in the previous run's gap) and
   // 40 is new. Page 1 was written back whole in this superstep: its old
-  // run is not sent again; page 0's are, with 11's new value in them.
+  // run is not sent again; page 0's are (cut at 11, sent with its new
+  // value among this commit's).
   claim(11, 110);
   claim(40, 400);
   writes.clear();
-  log.PlanCommit([](uint64_t p) { return p == 1; }, writes);
+  log.PlanCommit([](uint64_t p) { return p == 1; }, into);
   const std::map<uint64_t, int32_t> second = Apply(writes);
   EXPECT_EQ(second, (std::map<uint64_t, int32_t>{{10, 100},
                                                  {11, 110},
@@ -154,7 +220,7 @@ TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   log.Rotate();
   // The third commit sends the second's claims again, and nothing older.
   writes.clear();
-  log.PlanCommit([](uint64_t) { return false; }, writes);
+  log.PlanCommit([](uint64_t) { return false; }, into);
   EXPECT_EQ(Apply(writes), (std::map<uint64_t, int32_t>{{11, 110}, {40, 400}}));
 }
 

@@ -77,6 +77,29 @@ TEST_P(ConformanceTest, BatchesAreOneRoundTripAndKeepOrder) {
   EXPECT_EQ(ep->stats().bytes_read, 75u * 8);
 }
 
+// What a checkpoint relies on (Progress::Seal): one node applies a batch's
+// WRITEs and atomics in the order they were queued.
+TEST_P(ConformanceTest, AtomicsTakeEffectInProgramOrder) {
+  auto region = t().AllocateRegion(0, 1 << 16, "data");
+  ASSERT_TRUE(region.ok());
+  auto ep = *t().NewEndpoint();
+  for (int round = 0; round < 50; ++round) {
+    const uint64_t base = 10 * round;
+    uint64_t first = base + 5, third = base + 9, old1 = 0, old2 = 0, back = 0;
+    std::vector<uint64_t> bulk(512, base);
+    ep->Write(0, region->id, 4096, bulk.data(), bulk.size() * 8);
+    ep->Write(0, region->id, 0, &first, 8);
+    ep->CompareAndSwap(0, region->id, 0, base + 5, base + 6, &old1);
+    ep->FetchAndAdd(0, region->id, 0, 1, &old2);
+    ep->Write(0, region->id, 0, &third, 8);
+    ep->Read(0, region->id, 0, &back, 8);
+    ASSERT_TRUE(ep->Flush().ok());
+    EXPECT_EQ(old1, base + 5);  // the CAS saw the WRITE before it
+    EXPECT_EQ(old2, base + 6);  // the FAA saw the CAS
+    EXPECT_EQ(back, base + 9);  // the WRITE after them won
+  }
+}
+
 TEST_P(ConformanceTest, SeveralBatchesInFlight) {
   auto region = t().AllocateRegion(0, 1 << 16, "data");
   ASSERT_TRUE(region.ok());

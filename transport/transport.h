@@ -97,6 +97,11 @@ class Endpoint {
         {OpKind::kFetchAndAdd, node, region, offset, 8, old, 0, add});
   }
 
+  // Operations to one memory node take effect in the order they were
+  // queued, within a batch and across batches (a WRITE, then a
+  // compare-and-swap that says the WRITE is there, may share a batch);
+  // operations to different nodes are not ordered.
+  //
   // Posts every queued operation as one batch and waits for all of them.
   // On error the batch's effects are unspecified and the queue is cleared.
   absl::Status Flush() { return Wait(Post()); }
@@ -132,6 +137,13 @@ class Endpoint {
   }
 
   size_t queued() const { return ops_.size(); }
+  // Whether every queued operation is to memory node `node`.
+  bool QueuedOnlyTo(uint32_t node) const {
+    for (const Op& op : ops_) {
+      if (op.node != node) return false;
+    }
+    return true;
+  }
   const OpStats& stats() const { return stats_; }
 
  protected:
