@@ -1023,8 +1023,9 @@ bool Engine::CheckpointDue() {
   // A claim log the next superstep may fill asks for one where round trips
   // are dear: past full, claims page their pages in, a round trip each on
   // a network (road-NY BFS over tcp at 5%: 22 -> 9 a level). Locally a
-  // page is a memcpy and the commits cost more than they save (0.058
-  // against 0.080 s).
+  // page is a memcpy and the commits cost more than they save (road-NY
+  // BFS at 5%, 10 trials: 0.044 s a source without them, 0.054 s with;
+  // 23,690 against 3,183 round trips).
   if (claims_full && transport_cost_.round_trip_us >= kDearRoundTripUs) {
     return true;
   }
