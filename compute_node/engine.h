@@ -768,9 +768,12 @@ class Engine {
   // The job's compute nodes (Cluster::Solo for one).
   std::unique_ptr<Cluster> cluster_;
   coordinator::TransportCost transport_cost_;  // measured at job start
-  // A round trip at least this long is dear (a network, not memcpy): fewer
-  // and larger batches pay.
-  static constexpr double kDearRoundTripUs = 10;
+  // A round trip at least this long is dear (any network, RDMA's few
+  // microseconds included; the local transport's is a memcpy, ~0.06 us):
+  // fewer and larger batches pay. At 10 us, tcp on loopback (8-12 us
+  // measured at job start) fell on either side from run to run: road-NY
+  // BFS at 5% took 0.15 or 0.58 s a source.
+  static constexpr double kDearRoundTripUs = 1;
   std::vector<Frontier> steal_scratch_;  // per worker
   std::vector<UpdateOutbox> outbox_;     // per worker (ToOutbox)
   // FinishPush's dense combining: values (any T of up to 8 bytes) and
