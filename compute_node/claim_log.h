@@ -131,8 +131,8 @@ class ClaimLog {
   };
   // The commit's WRITEs, each to emit(const Write&): the previous commit's
   // claims again (but on pages `written_back(page)` says were sent whole
-  // since), then this commit's logged claims, as runs. The bytes stay
-  // valid until the next PlanCommit.
+  // since) and this commit's logged claims, merged by index into runs (a
+  // run may hold both). The bytes stay valid until the next PlanCommit.
   template <typename WrittenBack, typename Emit>
   void PlanCommit(WrittenBack written_back, Emit emit);
   // After PlanCommit: cached frames take the logged values (frame(page):
@@ -172,11 +172,15 @@ class ClaimLog {
   bool AllUnset(uint64_t begin, uint64_t end) const;
   // This commit's live entries, sorted by index, into sorted_.
   void SortEntries();
-  // `entries` (sorted) as WRITEs to emit, runs across unset gaps while
-  // values_ has room, skipping pages written_back says.
-  template <typename WrittenBack, typename Emit>
-  void EmitRuns(const std::vector<Entry>& entries, WrittenBack written_back,
-                Emit emit);
+  // Where a walk of prev_ and sorted_ merged by index is.
+  struct Cursor {
+    size_t prev = 0, now = 0;
+  };
+  // The walk's next entry (nullptr: none left): the previous commit's
+  // entries (but on pages written back since) and this commit's, by index
+  // (an element is in at most one of them: claims are first-wins).
+  template <typename WrittenBack>
+  const Entry* NextMerged(Cursor& c, WrittenBack& written_back) const;
 
   uint32_t elem_ = 0;
   uint64_t page_bytes_ = 0;
@@ -199,58 +203,68 @@ class ClaimLog {
   std::vector<std::byte> values_;
 };
 
-template <typename WrittenBack, typename Emit>
-void ClaimLog::EmitRuns(const std::vector<Entry>& entries,
-                        WrittenBack written_back, Emit emit) {
-  for (size_t k = 0; k < entries.size();) {
-    const uint64_t page = uint64_t{entries[k].index} * elem_ / page_bytes_;
-    size_t j = k + 1;
-    // A run: entries on one page, at most kGapBytes apart, unset between.
-    while (j < entries.size() &&
-           uint64_t{entries[j].index} * elem_ / page_bytes_ == page &&
-           (entries[j].index - entries[j - 1].index - 1) * elem_ <= kGapBytes &&
-           AllUnset(entries[j - 1].index + 1, entries[j].index)) {
-      ++j;
-    }
-    const uint64_t first = entries[k].index, last = entries[j - 1].index;
-    const uint64_t length = (last - first + 1) * elem_;
-    if (written_back(page)) {
-      // Sent whole since: nothing to add.
-    } else if (j == k + 1) {
-      emit(Write{first * elem_,
-                 reinterpret_cast<const std::byte*>(&entries[k].value), elem_});
-    } else if (values_.size() + length <= values_.capacity()) {
-      const size_t at = values_.size();
-      values_.resize(at + length);  // within capacity: nothing moves
-      std::byte* out = values_.data() + at;
-      for (uint64_t v = first; v <= last; ++v) {
-        Store(out + (v - first) * elem_, initial_);
-      }
-      for (size_t e = k; e < j; ++e) {
-        Store(out + (entries[e].index - first) * elem_, entries[e].value);
-      }
-      emit(Write{first * elem_, out, length});
-    } else {
-      for (size_t e = k; e < j; ++e) {
-        emit(Write{uint64_t{entries[e].index} * elem_,
-                   reinterpret_cast<const std::byte*>(&entries[e].value),
-                   elem_});
-      }
-    }
-    k = j;
+template <typename WrittenBack>
+const ClaimLog::Entry* ClaimLog::NextMerged(Cursor& c,
+                                            WrittenBack& written_back) const {
+  while (c.prev < prev_.size() &&
+         written_back(uint64_t{prev_[c.prev].index} * elem_ / page_bytes_)) {
+    ++c.prev;
   }
+  if (c.prev < prev_.size() &&
+      (c.now == sorted_.size() || prev_[c.prev].index < sorted_[c.now].index)) {
+    return &prev_[c.prev++];
+  }
+  return c.now < sorted_.size() ? &sorted_[c.now++] : nullptr;
 }
 
 template <typename WrittenBack, typename Emit>
 void ClaimLog::PlanCommit(WrittenBack written_back, Emit emit) {
   SortEntries();
   values_.clear();
-  // The previous commit's claims: they still hold their values (a page
-  // changed since was written back, and is skipped); their runs are cut
-  // again where an element between was set since.
-  EmitRuns(prev_, written_back, emit);
-  EmitRuns(
-      sorted_, [](uint64_t) { return false; }, emit);
+  auto single = [&](const Entry& e) {
+    emit(Write{uint64_t{e.index} * elem_,
+               reinterpret_cast<const std::byte*>(&e.value), elem_});
+  };
+  Cursor c;
+  const Entry* e = NextMerged(c, written_back);
+  while (e != nullptr) {
+    // A run: entries on one page, at most kGapBytes apart, unset between.
+    Cursor start = c;
+    const uint64_t page = uint64_t{e->index} * elem_ / page_bytes_;
+    const Entry* last = e;
+    size_t count = 1;
+    const Entry* f = NextMerged(c, written_back);
+    while (f != nullptr && uint64_t{f->index} * elem_ / page_bytes_ == page &&
+           (f->index - last->index - 1) * elem_ <= kGapBytes &&
+           AllUnset(last->index + 1, f->index)) {
+      last = f;
+      ++count;
+      f = NextMerged(c, written_back);
+    }
+    const uint64_t first = e->index;
+    const uint64_t length = (last->index - first + 1) * elem_;
+    if (count == 1) {
+      single(*e);
+    } else if (values_.size() + length <= values_.capacity()) {
+      const size_t at = values_.size();
+      values_.resize(at + length);  // within capacity: nothing moves
+      std::byte* out = values_.data() + at;
+      for (uint64_t v = first; v <= last->index; ++v) {
+        Store(out + (v - first) * elem_, initial_);
+      }
+      for (const Entry* r = e; count > 0; --count) {
+        Store(out + (r->index - first) * elem_, r->value);
+        if (count > 1) r = NextMerged(start, written_back);
+      }
+      emit(Write{first * elem_, out, length});
+    } else {
+      for (const Entry* r = e; count > 0; --count) {
+        single(*r);
+        if (count > 1) r = NextMerged(start, written_back);
+      }
+    }
+    e = f;
+  }
 }
 
 template <typename Frame>

@@ -840,7 +840,7 @@ struct TcpServer::Impl {
     if (!Grow(c, c.frame, *size, 0)) return BusyError(*size);
     char* const data = c.frame.data() + sizeof(wire::FrameHeader);
     uint64_t at = 0;
-    std::vector<Op> reads;
+    std::vector<Op> run;  // a run of READs or WRITEs
     for (uint32_t i = 0; i < count; ++i) {
       const wire::WireOp& op = ops[i];
       // A run of READs is served in one call (one lock, one count); on an
@@ -848,7 +848,7 @@ struct TcpServer::Impl {
       if (op.kind == static_cast<uint8_t>(OpKind::kRead)) {
         uint32_t end = i;
         uint64_t run_at = at;
-        reads.clear();
+        run.clear();
         while (end < count &&
                ops[end].kind == static_cast<uint8_t>(OpKind::kRead)) {
           Op r{};
@@ -858,14 +858,43 @@ struct TcpServer::Impl {
           r.length = ops[end].length;
           r.local = data + run_at;
           run_at += ops[end].length;
-          reads.push_back(r);
+          run.push_back(r);
           ++end;
         }
-        if (target->ServeReads(reads).ok()) {
+        if (target->ServeReads(run).ok()) {
           at = run_at;
           i = end - 1;
           continue;
         }
+      }
+      // Likewise a run of WRITEs (a commit's lines and logged claims: a
+      // thousand small ones); on an error the payloads are taken again.
+      if (op.kind == static_cast<uint8_t>(OpKind::kWrite) && i + 1 < count &&
+          ops[i + 1].kind == static_cast<uint8_t>(OpKind::kWrite)) {
+        const wire::Reader before = r;
+        uint32_t end = i;
+        run.clear();
+        while (end < count &&
+               ops[end].kind == static_cast<uint8_t>(OpKind::kWrite)) {
+          const char* src = r.Take(ops[end].length);
+          if (src == nullptr) break;
+          Op w{};
+          w.kind = OpKind::kWrite;
+          w.region = ops[end].region;
+          w.offset = ops[end].offset;
+          w.length = ops[end].length;
+          w.local = const_cast<char*>(src);
+          run.push_back(w);
+          ++end;
+        }
+        if (end == count ||
+            ops[end].kind != static_cast<uint8_t>(OpKind::kWrite)) {
+          if (target->ServeWrites(run).ok()) {
+            i = end - 1;
+            continue;
+          }
+        }
+        r = before;
       }
       absl::Status s;
       switch (static_cast<OpKind>(op.kind)) {
