@@ -18,8 +18,6 @@ constexpr size_t kCopyBatch = 16;
 // At most this many pages to copy go on the committing thread's endpoint
 // with the rest of the commit (more are shared among the workers).
 constexpr size_t kInlineCopyPages = 64;
-// The initial value of a paged array is written from this many bytes of it.
-constexpr uint64_t kPatternBytes = 64 << 10;
 // Pages per chunk of bulk work (commit) handed out by the scheduler.
 constexpr uint64_t kPagesPerChunk = kMaxOp / 4096;
 }  // namespace
@@ -85,51 +83,17 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
                                             kLogBytesPerEntry),
                  initial);
   }
-  DMG_RETURN_IF_ERROR(slices_.AllocateOwn(*ctx_.transport));
-  const std::byte* initial = initial_.data();
-  // Both versions start as the initial state: written from the local copy,
-  // or (paged) from a short pattern of the initial value, written again and
-  // again (a WRITE at array offset `at` takes it from at % elem_, so every
-  // element gets its bytes whatever the piece's phase). The pattern used to
-  // be the array's size up to 4 MiB: a fresh buffer, a page fault per 4 KiB
-  // (~13 us each on this VM), 3.3 ms of a road-NY BFS's 11 ms setup at 5%.
-  std::vector<std::byte> pattern;
-  const uint64_t piece = std::min<uint64_t>(kPatternBytes, bytes_);
-  if (cache_ != nullptr) {
-    pattern.resize(piece + elem_);
-    for (size_t at = 0; at < pattern.size(); ++at) {
-      pattern[at] = initial[at % elem_];
-    }
-  } else {
+  // Both versions start as the initial state, set by the memory node as it
+  // allocates them (a local copy takes it here).
+  transport::RegionFill fill{static_cast<uint32_t>(elem_), 0};
+  std::memcpy(&fill.pattern, initial_.data(), elem_);
+  DMG_RETURN_IF_ERROR(slices_.AllocateOwn(*ctx_.transport, fill));
+  if (cache_ == nullptr) {
     for (uint64_t at = 0; at < bytes_; at += elem_) {
-      std::memcpy(local_.data() + at, initial, elem_);
+      std::memcpy(local_.data() + at, initial_.data(), elem_);
     }
   }
-  // This node's slice, in chunks of kMaxOp bytes (whole pages), taken by
-  // whichever worker is free.
-  const uint64_t first_page = slices_.own_first_page();
-  const uint64_t own_pages = slices_.own_end_page() - first_page;
-  absl::Status status = ctx_.scheduler->ForRanges(
-      own_pages, kMaxOp / kPageBytes,
-      [&](int w, uint64_t first, uint64_t last) -> absl::Status {
-        first += first_page;
-        last += first_page;
-        if (cache_ == nullptr) {
-          QueueWrite(w, 0, first, last);
-          QueueWrite(w, 1, first, last);
-          return endpoint(w).Flush();
-        }
-        const uint64_t begin = first * kPageBytes;
-        const uint64_t end = std::min(last * kPageBytes, bytes_);
-        for (int b = 0; b < 2; ++b) {
-          for (uint64_t at = begin; at < end; at += piece) {
-            Queue(endpoint(w), /*write=*/true, b, at,
-                  pattern.data() + at % elem_, std::min(piece, end - at));
-          }
-        }
-        return endpoint(w).Flush();
-      });
-  if (!status.ok() || slices_.count() == 1) return status;
+  if (slices_.count() == 1) return absl::OkStatus();
   return ExchangeSlices();
 }
 

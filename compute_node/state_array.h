@@ -591,6 +591,11 @@ class StateArrayBase : public PageSource {
 
 template <typename T>
 class StateArray : public StateArrayBase {
+  // Lines hold whole elements, and regions start filled with them
+  // (transport::RegionFill).
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 ||
+                sizeof(T) == 8);
+
  public:
   StateArray(StateContext context, std::string name, uint64_t n, CacheHint hint,
              T initial)

@@ -24,13 +24,15 @@ uint64_t StateSlices::OwnRegionBytes() const {
   return std::max<uint64_t>((own().end - own().begin + 7) / 8 * 8, 8);
 }
 
-absl::Status StateSlices::AllocateOwn(transport::Transport& transport) {
+absl::Status StateSlices::AllocateOwn(transport::Transport& transport,
+                                      const transport::RegionFill& fill) {
   Slice& own = slices_[node_];
   for (int b = 0; b < 2; ++b) {
-    absl::StatusOr<transport::RegionInfo> r = transport.AllocateRegion(
+    absl::StatusOr<transport::RegionInfo> r = transport.AllocateFilledRegion(
         node_ % transport.num_memory_nodes(), OwnRegionBytes(),
         count() == 1 ? name_ + "." + std::to_string(b)
-                     : absl::StrFormat("%s.%d.%d", name_, b, node_));
+                     : absl::StrFormat("%s.%d.%d", name_, b, node_),
+        fill);
     if (!r.ok()) return r.status();
     own.region[b] = *r;
   }

@@ -55,7 +55,8 @@ class StateSlices {
 
   // Allocates this node's two regions on memory node (node mod memory
   // nodes), named `name.b` (one node) or `name.b.node`.
-  absl::Status AllocateOwn(transport::Transport& transport);
+  absl::Status AllocateOwn(transport::Transport& transport,
+                           const transport::RegionFill& fill = {});
   // Takes regions an earlier attempt of the job left as this node's
   // (`dmg run --resume`); too short ones are a DataLoss naming the array.
   absl::Status AdoptOwn(const transport::RegionInfo (&regions)[2]);

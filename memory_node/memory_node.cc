@@ -107,7 +107,8 @@ void WriteRegion(std::byte* region, const void* src, uint64_t n) {
 }  // namespace
 
 absl::StatusOr<AlignedBuffer> MemoryNode::NewBuffer(uint64_t bytes,
-                                                    const std::string& name) {
+                                                    const std::string& name,
+                                                    AlignedBuffer::Init init) {
   // Without a --memory_mb capacity, what the machine has: a client asking
   // for more (2^40 bytes, say) gets an error reply instead of a daemon that
   // throws while allocating or is OOM-killed while zeroing the pages.
@@ -125,7 +126,7 @@ absl::StatusOr<AlignedBuffer> MemoryNode::NewBuffer(uint64_t bytes,
         bytes, name, options_.capacity_bytes));
   }
   try {
-    return AlignedBuffer(bytes);
+    return AlignedBuffer(bytes, init);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("memory node %d: allocating %d bytes for '%s' failed",
@@ -368,6 +369,27 @@ absl::StatusOr<RegionInfo> MemoryNode::ServeAllocate(uint64_t bytes,
   }
   absl::StatusOr<AlignedBuffer> buffer = NewBuffer(bytes, name);
   if (!buffer.ok()) return buffer.status();
+  return AddRegion(*std::move(buffer), name);
+}
+
+absl::StatusOr<RegionInfo> MemoryNode::ServeAllocateFilled(
+    uint64_t bytes, const std::string& name,
+    const transport::RegionFill& fill) {
+  if (fill.width == 0) return ServeAllocate(bytes, name);
+  if (bytes == 0) {
+    return absl::InvalidArgumentError("cannot allocate an empty region");
+  }
+  if (!transport::ValidFill(fill, bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
+        bytes, fill.width));
+  }
+  // Filled once here (the pages faulted in by the fill, not by a zeroing
+  // and then the client's WRITEs of the same bytes).
+  absl::StatusOr<AlignedBuffer> buffer =
+      NewBuffer(bytes, name, AlignedBuffer::Init::kUninitialized);
+  if (!buffer.ok()) return buffer.status();
+  transport::FillBytes(buffer->data(), bytes, fill);
   return AddRegion(*std::move(buffer), name);
 }
 

@@ -78,6 +78,9 @@ class MemoryNode : public transport::MemoryTarget {
                                                uint64_t desired) override;
   absl::StatusOr<uint64_t> ServeFetchAndAdd(uint32_t region, uint64_t offset,
                                             uint64_t add) override;
+  absl::StatusOr<transport::RegionInfo> ServeAllocateFilled(
+      uint64_t bytes, const std::string& name,
+      const transport::RegionFill& fill) override;
   absl::StatusOr<transport::RegionInfo> ServeAllocate(
       uint64_t bytes, const std::string& name) override;
   absl::StatusOr<transport::RegionInfo> ServeCreateStore(
@@ -113,11 +116,13 @@ class MemoryNode : public transport::MemoryTarget {
                         std::atomic<uint64_t>& count,
                         std::atomic<uint64_t>& byte_count, Copy copy);
   void CountAtomic();
-  // A zeroed buffer for a region, or ResourceExhausted (an error reply)
-  // when it cannot fit: over the capacity, over what the machine has
-  // available, or refused by the allocator.
-  absl::StatusOr<AlignedBuffer> NewBuffer(uint64_t bytes,
-                                          const std::string& name);
+  // A buffer for a region (zeroed unless `init` says not), or
+  // ResourceExhausted (an error reply) when it cannot fit: over the
+  // capacity, over what the machine has available, or refused by the
+  // allocator.
+  absl::StatusOr<AlignedBuffer> NewBuffer(
+      uint64_t bytes, const std::string& name,
+      AlignedBuffer::Init init = AlignedBuffer::Init::kZero);
 
   // The position among the memory nodes; `dmg load` may assign it after
   // the daemon started (messages name it, so it is read where they are).

@@ -49,6 +49,14 @@ class FakeTransport : public transport::Transport {
     names.push_back(name);
     return r;
   }
+  absl::StatusOr<transport::RegionInfo> AllocateFilledRegion(
+      uint32_t node, uint64_t bytes, const std::string& name,
+      const transport::RegionFill& fill) override {
+    absl::StatusOr<transport::RegionInfo> r = AllocateRegion(node, bytes, name);
+    if (r.ok())
+      transport::FillBytes(regions[{node, r->id}].data(), bytes, fill);
+    return r;
+  }
   absl::Status FreeRegion(uint32_t node, uint32_t region) override {
     ++frees;
     return regions.erase({node, region}) == 1

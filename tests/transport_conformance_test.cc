@@ -265,6 +265,39 @@ TEST_P(ConformanceTest, MixedWriteSizesInOneBatchLandInOrder) {
   }
 }
 
+// A region allocated with a fill starts as its pattern, element after
+// element (a state array's initial values, set by the memory node).
+TEST_P(ConformanceTest, FilledRegionsStartAsTheirPattern) {
+  auto ep = *t().NewEndpoint();
+  for (uint32_t width : {1u, 2u, 4u, 8u}) {
+    const uint64_t pattern = 0x0123456789abcdefull;
+    const uint64_t bytes = 200008;  // not a multiple of the fill's pieces
+    auto r = t().AllocateFilledRegion(0, bytes, "filled", {width, pattern});
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<uint8_t> back(bytes);
+    ep->Read(0, r->id, 0, back.data(), bytes);
+    ASSERT_TRUE(ep->Flush().ok());
+    for (uint64_t at = 0; at < bytes; ++at) {
+      ASSERT_EQ(back[at], (pattern >> (8 * (at % width))) & 0xff)
+          << "width " << width << " byte " << at;
+    }
+    ASSERT_TRUE(t().FreeRegion(0, r->id).ok());
+  }
+  // Width 0: zeros, as a plain allocation.
+  auto zero = t().AllocateFilledRegion(0, 4096, "zero", {0, 77});
+  ASSERT_TRUE(zero.ok());
+  std::vector<uint8_t> back(4096, 1);
+  ep->Read(0, zero->id, 0, back.data(), back.size());
+  ASSERT_TRUE(ep->Flush().ok());
+  EXPECT_EQ(back, std::vector<uint8_t>(4096, 0));
+  // A width that is not an element size, or that does not divide the
+  // region: InvalidArgument, nothing allocated.
+  EXPECT_EQ(t().AllocateFilledRegion(0, 4096, "bad", {3, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t().AllocateFilledRegion(0, 4098, "bad", {4, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(ConformanceTest, BoundsAndUnknownRegionsAreErrors) {
   auto region = t().AllocateRegion(0, 100, "small");
   ASSERT_TRUE(region.ok());

@@ -89,6 +89,19 @@ absl::StatusOr<RegionInfo> LocalTransport::AllocateRegion(
   return (*t)->ServeAllocate(bytes, name);
 }
 
+absl::StatusOr<RegionInfo> LocalTransport::AllocateFilledRegion(
+    uint32_t node, uint64_t bytes, const std::string& name,
+    const RegionFill& fill) {
+  absl::StatusOr<MemoryTarget*> t = Node(node);
+  if (!t.ok()) return t.status();
+  if (!ValidFill(fill, bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
+        bytes, fill.width));
+  }
+  return (*t)->ServeAllocateFilled(bytes, name, fill);
+}
+
 absl::Status LocalTransport::FreeRegion(uint32_t node, uint32_t region) {
   absl::StatusOr<MemoryTarget*> t = Node(node);
   if (!t.ok()) return t.status();

@@ -23,6 +23,9 @@ class LocalTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Endpoint>> NewEndpoint() override;
   absl::StatusOr<RegionInfo> AllocateRegion(uint32_t node, uint64_t bytes,
                                             const std::string& name) override;
+  absl::StatusOr<RegionInfo> AllocateFilledRegion(
+      uint32_t node, uint64_t bytes, const std::string& name,
+      const RegionFill& fill) override;
   absl::Status FreeRegion(uint32_t node, uint32_t region) override;
   absl::StatusOr<std::vector<RegionInfo>> ListRegions(uint32_t node) override;
 

@@ -732,7 +732,21 @@ struct TcpServer::Impl {
           }
           name = "store.staging";
         }
-        absl::StatusOr<RegionInfo> region = target->ServeAllocate(bytes, name);
+        // An allocation may say what the region starts as (RegionFill).
+        RegionFill fill;
+        if (!staging && r.remaining() > 0 &&
+            (!r.Get(&fill.width) || !r.Get(&fill.pattern) ||
+             r.remaining() != 0)) {
+          return malformed();
+        }
+        if (!ValidFill(fill, bytes)) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "a region of %d bytes cannot be filled by %d-byte elements",
+              bytes, fill.width));
+        }
+        absl::StatusOr<RegionInfo> region =
+            fill.width == 0 ? target->ServeAllocate(bytes, name)
+                            : target->ServeAllocateFilled(bytes, name, fill);
         if (!region.ok()) return region.status();
         c.owned.push_back(region->id);
         {

@@ -315,11 +315,16 @@ absl::StatusOr<std::string> TcpControl::Call(uint32_t node, uint16_t type,
 }
 
 absl::StatusOr<RegionInfo> TcpControl::Allocate(uint32_t node, uint64_t bytes,
-                                                const std::string& name) {
+                                                const std::string& name,
+                                                const RegionFill& fill) {
   std::string req;
   wire::Writer w(&req);
   w.Put(bytes);
   w.PutString(name);
+  if (fill.width != 0) {
+    w.Put(fill.width);
+    w.Put(fill.pattern);
+  }
   absl::StatusOr<std::string> reply = Call(node, wire::kAllocate, req);
   if (!reply.ok()) return reply.status();
   wire::Reader r(reply->data(), reply->size());

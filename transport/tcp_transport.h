@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "transport/auth.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -114,7 +115,8 @@ class TcpControl {
   uint32_t reported_id(uint32_t i) const { return reported_ids_[i]; }
 
   absl::StatusOr<RegionInfo> Allocate(uint32_t node, uint64_t bytes,
-                                      const std::string& name);
+                                      const std::string& name,
+                                      const RegionFill& fill = {});
   // A staging region for a new store of `bytes` (the loader WRITEs it, then
   // CommitStore); load_id names the load, the same on every node.
   absl::StatusOr<RegionInfo> CreateStore(uint32_t node, uint64_t bytes,
@@ -154,6 +156,16 @@ class ControlPlaneTransport : public Transport {
   absl::StatusOr<RegionInfo> AllocateRegion(uint32_t node, uint64_t bytes,
                                             const std::string& name) override {
     return control_->Allocate(node, bytes, name);
+  }
+  absl::StatusOr<RegionInfo> AllocateFilledRegion(
+      uint32_t node, uint64_t bytes, const std::string& name,
+      const RegionFill& fill) override {
+    if (!ValidFill(fill, bytes)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
+          bytes, fill.width));
+    }
+    return control_->Allocate(node, bytes, name, fill);
   }
   absl::Status FreeRegion(uint32_t node, uint32_t region) override {
     return control_->Free(node, region);

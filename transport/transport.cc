@@ -1,5 +1,8 @@
 #include "transport/transport.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace dmg::transport {
 
 OpStats& OpStats::operator+=(const OpStats& o) {
@@ -90,6 +93,21 @@ absl::Status Endpoint::Wait(uint64_t ticket) {
     inflight_.pop_front();
   }
   return first;
+}
+
+void FillBytes(std::byte* p, uint64_t bytes, const RegionFill& fill) {
+  if (fill.width == 0 || fill.pattern == 0) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+  // One element, then doubling copies of what is already there.
+  const uint64_t first = std::min<uint64_t>(fill.width, bytes);
+  std::memcpy(p, &fill.pattern, first);
+  for (uint64_t done = first; done < bytes;) {
+    const uint64_t n = std::min(done, bytes - done);
+    std::memcpy(p + done, p, n);
+    done += n;
+  }
 }
 
 }  // namespace dmg::transport

@@ -41,9 +41,11 @@ enum MessageType : uint16_t {
   // {u32 version, u32 node_id, u8 auth_required, 16-byte server nonce}
   kHello = 1,
   kListRegions = 2,  // {} -> RegionList
-  kAllocate = 3,     // {u64 bytes, string name} -> RegionEntry
-  kFree = 4,         // {u32 region} -> {}
-  kBatch = 5,        // BatchRequest -> BatchReply
+  // {u64 bytes, string name[, u32 fill width, u64 fill pattern]} ->
+  // RegionEntry (the fill: RegionFill; without it the region is zeros)
+  kAllocate = 3,
+  kFree = 4,   // {u32 region} -> {}
+  kBatch = 5,  // BatchRequest -> BatchReply
   // {u64 bytes, u32 node_id, u64 load_id} -> RegionEntry of a staging
   // region: the loader WRITEs it, then kCommitStore makes it the store; if
   // the loader's connection closes first, it is freed and the old store
