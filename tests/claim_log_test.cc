@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 #include <vector>
@@ -22,6 +23,23 @@ void Init(ClaimLog& log, uint64_t elements, uint64_t cap) {
   uint64_t initial = 0;
   std::memcpy(&initial, &kInitial, 4);
   log.Init(elements, 4, kPage, cap, initial);
+}
+
+// Takes element i and logs x for it, as a claim on an uncached page does.
+void Claim(ClaimLog& log, uint64_t i, int32_t x) {
+  ASSERT_TRUE(log.Take(i));
+  ASSERT_TRUE(log.Log(i, &x));
+}
+
+// A commit's WRITEs; pages `written_back` says were sent whole are left
+// out of the previous commit's.
+std::vector<ClaimLog::Write> Plan(
+    ClaimLog& log, const std::function<bool(uint64_t)>& written_back =
+                       [](uint64_t) { return false; }) {
+  std::vector<ClaimLog::Write> writes;
+  log.PlanCommit(written_back,
+                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
+  return writes;
 }
 
 // What the WRITEs put where: element index -> value (4-byte elements).
@@ -93,10 +111,7 @@ TEST(ClaimLogTest, TheLogIsBoundedAndMergesIntoFetchedPages) {
   // Merged entries keep their slots until the commit.
   EXPECT_EQ(log.entries(), 3u);
   EXPECT_FALSE(log.Log(30, &d));
-  std::vector<ClaimLog::Write> writes;
-  log.PlanCommit([](uint64_t) { return false; },
-                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
-  EXPECT_EQ(Apply(writes), (std::map<uint64_t, int32_t>{{1500, 6}}))
+  EXPECT_EQ(Apply(Plan(log)), (std::map<uint64_t, int32_t>{{1500, 6}}))
       << "merged entries went with their page";
   log.Rotate();
   EXPECT_EQ(log.entries(), 0u);
@@ -113,7 +128,7 @@ TEST(ClaimLogTest, ASuperstepEndSaysWhenTheNextMayFillTheLog) {
   EXPECT_FALSE(log.EndSuperstep());  // 50 + 30 <= 100
   for (uint64_t i = 0; i < 25; ++i) ASSERT_TRUE(log.Log(9000 + i * 7, &x));
   EXPECT_TRUE(log.EndSuperstep());  // 75 + 30 > 100
-  log.PlanCommit([](uint64_t) { return false; }, [](const ClaimLog::Write&) {});
+  Plan(log);
   log.Rotate();
   EXPECT_FALSE(log.EndSuperstep());
 }
@@ -123,29 +138,17 @@ TEST(ClaimLogTest, RunsPastTheValueBytesAreWrittenEntryByEntry) {
   // Cap 4: 32 bytes of run values, room for two runs of 3 elements (12
   // bytes each) but not a third.
   Init(log, 3000, 4);
-  auto claim = [&](uint64_t i, int32_t x) {
-    ASSERT_TRUE(log.Take(i));
-    ASSERT_TRUE(log.Log(i, &x));
-  };
+  auto claim = [&](uint64_t i, int32_t x) { Claim(log, i, x); };
   claim(0, 1);
   claim(2, 2);
   claim(1030, 3);
   claim(1032, 4);
-  std::vector<ClaimLog::Write> writes;
-  log.PlanCommit([](uint64_t) { return false; },
-                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
-  EXPECT_EQ(writes.size(), 2u);
+  EXPECT_EQ(Plan(log).size(), 2u);
   log.Rotate();
   // Next commit: the two old runs again (24 bytes) and a new one of 3
   // elements, which no longer fits: two single WRITEs.
-  for (uint64_t i : {2000, 2002}) {
-    ASSERT_TRUE(log.Take(i));
-    const int32_t x = static_cast<int32_t>(i);
-    ASSERT_TRUE(log.Log(i, &x));
-  }
-  writes.clear();
-  log.PlanCommit([](uint64_t) { return false; },
-                 [&](const ClaimLog::Write& w) { writes.push_back(w); });
+  for (uint64_t i : {2000, 2002}) claim(i, static_cast<int32_t>(i));
+  const std::vector<ClaimLog::Write> writes = Plan(log);
   EXPECT_EQ(writes.size(), 4u);
   EXPECT_EQ(Apply(writes), (std::map<uint64_t, int32_t>{{0, 1},
                                                         {1, kInitial},
@@ -160,10 +163,7 @@ TEST(ClaimLogTest, RunsPastTheValueBytesAreWrittenEntryByEntry) {
 TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   ClaimLog log;
   Init(log, 3000, 64);
-  auto claim = [&](uint64_t i, int32_t x) {
-    ASSERT_TRUE(log.Take(i));
-    ASSERT_TRUE(log.Log(i, &x));
-  };
+  auto claim = [&](uint64_t i, int32_t x) { Claim(log, i, x); };
   // 10 and 12: one element apart (4 bytes), 11 unset: one run. 20: 28
   // bytes past 12, a run of its own. 30 and 32 with 31 taken (its value is
   // in a frame, not known here): two runs. 1500: page 1.
@@ -174,9 +174,7 @@ TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   ASSERT_TRUE(log.Take(31));
   claim(32, 320);
   claim(1500, 1500);
-  std::vector<ClaimLog::Write> writes;
-  auto into = [&](const ClaimLog::Write& w) { writes.push_back(w); };
-  log.PlanCommit([](uint64_t) { return false; }, into);
+  std::vector<ClaimLog::Write> writes = Plan(log);
   ASSERT_EQ(writes.size(), 5u);
   EXPECT_EQ(writes[0].offset, 10u * 4);
   EXPECT_EQ(writes[0].length, 3u * 4);
@@ -206,8 +204,7 @@ TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   // value among this commit's).
   claim(11, 110);
   claim(40, 400);
-  writes.clear();
-  log.PlanCommit([](uint64_t p) { return p == 1; }, into);
+  writes = Plan(log, [](uint64_t p) { return p == 1; });
   const std::map<uint64_t, int32_t> second = Apply(writes);
   EXPECT_EQ(second, (std::map<uint64_t, int32_t>{{10, 100},
                                                  {11, 110},
@@ -219,9 +216,8 @@ TEST(ClaimLogTest, CommitsWriteRunsAndSendThePreviousOnesAgain) {
   log.Committed([](uint64_t) { return nullptr; });
   log.Rotate();
   // The third commit sends the second's claims again, and nothing older.
-  writes.clear();
-  log.PlanCommit([](uint64_t) { return false; }, into);
-  EXPECT_EQ(Apply(writes), (std::map<uint64_t, int32_t>{{11, 110}, {40, 400}}));
+  EXPECT_EQ(Apply(Plan(log)),
+            (std::map<uint64_t, int32_t>{{11, 110}, {40, 400}}));
 }
 
 }  // namespace
