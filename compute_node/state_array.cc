@@ -16,8 +16,9 @@ constexpr uint64_t kMaxOp = StateSlices::kMaxOp;  // bytes per WRITE/READ
 // from the previous buffer (a 64 KiB bounce buffer per worker).
 constexpr size_t kCopyBatch = 16;
 // At most this many pages to copy go on the committing thread's endpoint
-// with the rest of the commit (more are shared among the workers).
-constexpr size_t kInlineCopyPages = 64;
+// with the rest of the commit (more are shared among the workers): its
+// bounce buffer stays the size of a worker's, 64 KiB.
+constexpr size_t kInlineCopyPages = kCopyBatch;
 // Pages per chunk of bulk work (commit) handed out by the scheduler.
 constexpr uint64_t kPagesPerChunk = kMaxOp / 4096;
 }  // namespace
