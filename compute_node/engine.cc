@@ -740,12 +740,13 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
   for (StateArrayBase* a : arrays) requests.push_back({a->bytes(), a->hint()});
   std::vector<bool> resident = planner_.PlaceStates(requests);
   // Claim filters of paged kClaimed arrays come out of the bound before the
-  // page cache takes what is left (graph-aware, one compute node, a fresh
-  // job; with room for the page minimum beside them).
+  // page cache takes what is left (graph-aware, one compute node; with
+  // room for the page minimum beside them). A resumed job reads the bits
+  // from the version it adopts.
   std::vector<uint64_t> filter_bytes(arrays.size(), 0);
   for (size_t i = 0; i < arrays.size(); ++i) {
     const uint64_t bits = arrays[i]->ClaimFilterBytes();  // and its logs
-    if (!resident[i] && !adopt && page_cache_ == nullptr &&
+    if (!resident[i] && page_cache_ == nullptr &&
         arrays[i]->hint() == CacheHint::kClaimed &&
         options_.cache_policy == CachePolicy::kGraphAware &&
         compute_nodes() == 1 &&
@@ -802,8 +803,8 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
       buffers[b] = *it;
       leftovers_.erase(it);
     }
-    DMG_RETURN_IF_ERROR(
-        Fail(arrays[i]->Adopt(cache, reserved, buffers, version_)));
+    DMG_RETURN_IF_ERROR(Fail(arrays[i]->Adopt(cache, reserved, buffers,
+                                              version_, filter_bytes[i] > 0)));
   }
   return absl::OkStatus();
 }

@@ -74,16 +74,7 @@ void StateArrayBase::AttachStorage(PageCache* cache, uint64_t reserved) {
 absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
                                          bool claim_filter) {
   AttachStorage(cache, reserved);
-  if (claim_filter && cache_ != nullptr && ctx_.bounds.size() <= 2 &&
-      elem_ <= kMaxClaimedElement) {
-    // Every element starts as the initial value.
-    uint64_t initial = 0;
-    std::memcpy(&initial, initial_.data(), elem_);
-    claims_.Init(n_, elem_, kPageBytes,
-                 std::max<uint64_t>(16, (ClaimFilterBytes() - ClaimBitBytes()) /
-                                            kLogBytesPerEntry),
-                 initial);
-  }
+  if (claim_filter) InitClaims();
   // Both versions start as the initial state, set by the memory node as it
   // allocates them (a local copy takes it here).
   transport::RegionFill fill{static_cast<uint32_t>(elem_), 0};
@@ -107,9 +98,39 @@ absl::Status StateArrayBase::ExchangeSlices() {
   return slices_.TakePosts(*all, resident_here);
 }
 
+void StateArrayBase::InitClaims() {
+  if (cache_ == nullptr || ctx_.bounds.size() > 2 ||
+      elem_ > kMaxClaimedElement) {
+    return;
+  }
+  // Every element starts as the initial value.
+  uint64_t initial = 0;
+  std::memcpy(&initial, initial_.data(), elem_);
+  claims_.Init(n_, elem_, kPageBytes,
+               std::max<uint64_t>(16, (ClaimFilterBytes() - ClaimBitBytes()) /
+                                          kLogBytesPerEntry),
+               initial);
+}
+
+absl::Status StateArrayBase::RebuildClaimBits(int version) {
+  // Which elements still hold the initial value, from the version's
+  // buffer, a chunk at a time (transient, like a frontier).
+  constexpr uint64_t kChunk = 16384;
+  std::vector<std::byte> chunk(std::min(kChunk, n_) * elem_);
+  for (uint64_t begin = 0; begin < n_; begin += kChunk) {
+    const uint64_t end = std::min(n_, begin + kChunk);
+    DMG_RETURN_IF_ERROR(ReadVersion(version, begin, end, chunk.data()));
+    for (uint64_t i = begin; i < end; ++i) {
+      claims_.SetUnset(i, std::memcmp(chunk.data() + (i - begin) * elem_,
+                                      initial_.data(), elem_) == 0);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
                                    const transport::RegionInfo (&regions)[2],
-                                   int version) {
+                                   int version, bool claim_filter) {
   DMG_RETURN_IF_ERROR(slices_.AdoptOwn(regions));
   AttachStorage(cache, reserved);
   if (slices_.count() > 1) {
@@ -127,6 +148,10 @@ absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
   // changed in the last superstep, the next commit completes it.
   std::fill(prev_dirty_.begin(), prev_dirty_.end(), ~uint64_t{0});
   std::fill(prev_lines_.begin(), prev_lines_.end(), ~uint64_t{0});
+  if (claim_filter) {
+    InitClaims();
+    if (filtered()) DMG_RETURN_IF_ERROR(RebuildClaimBits(version));
+  }
   if (cache_ != nullptr) return absl::OkStatus();  // pages come from version
   return ReadVersion(version, 0, n_, local_.data());
 }

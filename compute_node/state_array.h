@@ -147,8 +147,11 @@ class StateArrayBase : public PageSource {
   // commit writes every page there, not just the changed ones; with
   // several, each node copies its slice's version into the other buffer,
   // and the nodes exchange where their slices are (a collective).
+  // `claim_filter` (one compute node, paged): keep the claim filter, its
+  // bits read from the version.
   absl::Status Adopt(PageCache* cache, uint64_t reserved,
-                     const transport::RegionInfo (&regions)[2], int version);
+                     const transport::RegionInfo (&regions)[2], int version,
+                     bool claim_filter = false);
 
   // Ends superstep `superstep` (1-based) for this array: afterwards buffer
   // superstep % 2 holds the whole version (of the pages in [page_begin,
@@ -577,6 +580,12 @@ class StateArrayBase : public PageSource {
   ClaimLog claims_;
   // At commit: the claim log's WRITEs (ClaimLog::PlanCommit), then cached
   // frames take its values (they hold the committed version from then on).
+  // The claim filter, every element unset (paged, one compute node,
+  // elements of at most kMaxClaimedElement bytes; else none).
+  void InitClaims();
+  // After an adoption: the bits of the elements that differ from the
+  // initial value in `version` cleared (one READ of the array).
+  absl::Status RebuildClaimBits(int version);
   // Queues the claim log's WRITEs into `buffer` on `ep` (ClaimLog::
   // PlanCommit); after they completed, claims_.Committed.
   void QueueLogs(transport::Endpoint& ep, int buffer);
