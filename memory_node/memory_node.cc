@@ -379,10 +379,8 @@ absl::StatusOr<RegionInfo> MemoryNode::ServeAllocateFilled(
   if (bytes == 0) {
     return absl::InvalidArgumentError("cannot allocate an empty region");
   }
-  if (!transport::ValidFill(fill, bytes)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
-        bytes, fill.width));
+  if (absl::Status s = transport::CheckFill(fill, bytes, name); !s.ok()) {
+    return s;
   }
   // Filled once here (the pages faulted in by the fill, not by a zeroing
   // and then the client's WRITEs of the same bytes).

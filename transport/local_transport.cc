@@ -94,11 +94,7 @@ absl::StatusOr<RegionInfo> LocalTransport::AllocateFilledRegion(
     const RegionFill& fill) {
   absl::StatusOr<MemoryTarget*> t = Node(node);
   if (!t.ok()) return t.status();
-  if (!ValidFill(fill, bytes)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
-        bytes, fill.width));
-  }
+  if (absl::Status s = CheckFill(fill, bytes, name); !s.ok()) return s;
   return (*t)->ServeAllocateFilled(bytes, name, fill);
 }
 

@@ -54,7 +54,7 @@ class MemoryTarget {
                                                     uint64_t add) = 0;
   virtual absl::StatusOr<RegionInfo> ServeAllocate(uint64_t bytes,
                                                    const std::string& name) = 0;
-  // A region that starts as `fill` (checked with ValidFill by the caller).
+  // A region that starts as `fill` (checked with CheckFill by the caller).
   virtual absl::StatusOr<RegionInfo> ServeAllocateFilled(
       uint64_t bytes, const std::string& name, const RegionFill& fill) = 0;
   // (Re)creates the store region (id kStoreRegion) of `bytes` zero bytes,

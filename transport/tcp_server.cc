@@ -739,11 +739,7 @@ struct TcpServer::Impl {
              r.remaining() != 0)) {
           return malformed();
         }
-        if (!ValidFill(fill, bytes)) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "a region of %d bytes cannot be filled by %d-byte elements",
-              bytes, fill.width));
-        }
+        if (absl::Status s = CheckFill(fill, bytes, name); !s.ok()) return s;
         absl::StatusOr<RegionInfo> region =
             fill.width == 0 ? target->ServeAllocate(bytes, name)
                             : target->ServeAllocateFilled(bytes, name, fill);

@@ -160,11 +160,7 @@ class ControlPlaneTransport : public Transport {
   absl::StatusOr<RegionInfo> AllocateFilledRegion(
       uint32_t node, uint64_t bytes, const std::string& name,
       const RegionFill& fill) override {
-    if (!ValidFill(fill, bytes)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
-          bytes, fill.width));
-    }
+    if (absl::Status s = CheckFill(fill, bytes, name); !s.ok()) return s;
     return control_->Allocate(node, bytes, name, fill);
   }
   absl::Status FreeRegion(uint32_t node, uint32_t region) override {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
+
 namespace dmg::transport {
 
 OpStats& OpStats::operator+=(const OpStats& o) {
@@ -93,6 +95,18 @@ absl::Status Endpoint::Wait(uint64_t ticket) {
     inflight_.pop_front();
   }
   return first;
+}
+
+absl::Status CheckFill(const RegionFill& fill, uint64_t bytes,
+                       const std::string& name) {
+  const bool element =
+      fill.width == 1 || fill.width == 2 || fill.width == 4 || fill.width == 8;
+  if (fill.width == 0 || (element && bytes % fill.width == 0)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "region '%s' of %d bytes cannot be filled by %d-byte elements", name,
+      bytes, fill.width));
 }
 
 void FillBytes(std::byte* p, uint64_t bytes, const RegionFill& fill) {

@@ -49,12 +49,10 @@ struct RegionFill {
   uint32_t width = 0;
   uint64_t pattern = 0;
 };
-// Whether `fill` is one a region of `bytes` can hold.
-inline bool ValidFill(const RegionFill& fill, uint64_t bytes) {
-  return fill.width == 0 || ((fill.width == 1 || fill.width == 2 ||
-                              fill.width == 4 || fill.width == 8) &&
-                             bytes % fill.width == 0);
-}
+// OK if region `name` of `bytes` can hold `fill`, else InvalidArgument
+// naming both.
+absl::Status CheckFill(const RegionFill& fill, uint64_t bytes,
+                       const std::string& name);
 // Writes `fill` over [0, bytes) of `p` (zeros for width 0).
 void FillBytes(std::byte* p, uint64_t bytes, const RegionFill& fill);
 
@@ -212,7 +210,7 @@ class Transport {
   // A region that starts as `fill` (a state array's initial values), set
   // by the memory node instead of WRITTEN over the network: two buffers of
   // a 4 MB array were 8 MB on the wire at every job's start. A fill that
-  // is not ValidFill is InvalidArgument.
+  // CheckFill refuses is InvalidArgument.
   virtual absl::StatusOr<RegionInfo> AllocateFilledRegion(
       uint32_t node, uint64_t bytes, const std::string& name,
       const RegionFill& fill) = 0;
