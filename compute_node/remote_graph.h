@@ -59,6 +59,8 @@ class RemoteGraph {
   }
   // Bytes of the whole store image (what --cache_fraction is a fraction of).
   uint64_t image_bytes() const { return sb_.image_size; }
+  // (Its fingerprint: store::SourceOf, arc_digest.)
+  const store::Superblock& superblock() const { return sb_; }
   // Bytes of directory held locally (reported separately from the cache).
   uint64_t directory_bytes() const {
     return (dir_[0].size() + dir_[1].size()) * sizeof(DirectoryEntry);

@@ -39,6 +39,7 @@ inline constexpr uint32_t kPlainFormatVersion = 1;
 inline constexpr uint32_t kSuperblockSize = 4096;
 inline constexpr uint32_t kRegionAlignment = 4096;
 inline constexpr uint32_t kMaxRegions = 64;
+inline constexpr uint32_t kSourceSize = 192;  // Superblock::source
 inline constexpr uint32_t kMinBlockSize = 256;
 inline constexpr uint32_t kMaxBlockSize = 1u << 20;
 // Chosen by measurement (bench/block_size_bench, docs/PERFORMANCE.md).
@@ -101,12 +102,21 @@ struct Superblock {
   int32_t max_weight;
   uint8_t reserved0[16];
   RegionEntry regions[kMaxRegions];
-  uint8_t
-      reserved1[kSuperblockSize - 128 - kMaxRegions * sizeof(RegionEntry) - 4];
+  // The graph's fingerprint (docs/STORE_FORMAT.md, "Fingerprint"): what it
+  // was loaded from, so that a job on memory nodes checks the --graph it is
+  // given and records the graph it ran on. All zero in images written
+  // before it existed.
+  char source[kSourceSize];  // SourceName(): NUL-padded, NUL-terminated
+  uint64_t source_bytes;     // the input file's size (0: a generator)
+  uint64_t arc_digest;       // sum of ArcHash over the out-arcs
+  uint8_t reserved1[kSuperblockSize - 128 - kMaxRegions * sizeof(RegionEntry) -
+                    kSourceSize - 16 - 4];
   uint32_t crc32;  // CRC-32 of bytes [0, kSuperblockSize - 4)
 };
 static_assert(sizeof(Superblock) == kSuperblockSize);
 static_assert(offsetof(Superblock, regions) == 128);
+static_assert(offsetof(Superblock, source) == 2176);
+static_assert(offsetof(Superblock, arc_digest) == 2376);
 
 inline constexpr uint16_t kEntryFlagSplitPiece = 1;
 

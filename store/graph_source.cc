@@ -1,9 +1,11 @@
 #include "store/graph_source.h"
 
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "store/build_graph.h"
 #include "store/generator.h"
@@ -95,25 +97,106 @@ absl::StatusOr<Graph> LoadGraph(const std::string& spec,
   return graph;
 }
 
-absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
-                                     const GraphSourceOptions& options) {
-  if (!IsGeneratorSpec(spec) && CheckRegularFile(spec).ok() &&
-      LooksLikeStoreImage(spec)) {
-    absl::StatusOr<StoreImage> image = ReadImageFile(spec);
-    // An image is served as it is, but compressed on request: its blocks
-    // are laid out again (the graph read back from them).
-    if (!image.ok() || !options.layout.compress || image->compressed()) {
-      return image;
-    }
+std::string SourceName(const std::string& spec,
+                       const GraphSourceOptions& options) {
+  const bool generated = IsGeneratorSpec(spec);
+  std::string name =
+      generated ? spec : std::filesystem::path(spec).filename().string();
+  if (generated && options.seed != 1) {
+    absl::StrAppend(&name, " --seed=", options.seed);
+  }
+  const CleanOptions& c = options.clean;
+  if (c.symmetrize) absl::StrAppend(&name, " --symmetrize");
+  if (!c.drop_self_loops) absl::StrAppend(&name, " --nodrop_self_loops");
+  if (!c.drop_parallel_arcs) absl::StrAppend(&name, " --nodrop_parallel_arcs");
+  if (c.relabel) absl::StrAppend(&name, " --relabel");
+  return name;
+}
+
+namespace {
+
+uint64_t FileBytes(const std::string& path) {
+  std::error_code error;
+  const uint64_t bytes = std::filesystem::file_size(path, error);
+  return error ? 0 : bytes;
+}
+
+bool IsImageSpec(const std::string& spec) {
+  return !IsGeneratorSpec(spec) && CheckRegularFile(spec).ok() &&
+         LooksLikeStoreImage(spec);
+}
+
+// An image file read for the store: laid out again when options ask for
+// compressed blocks; its fingerprint kept (or, from an image written
+// before fingerprints, its file's name).
+absl::StatusOr<StoreImage> LoadImageFile(const std::string& spec,
+                                         const GraphSourceOptions& options) {
+  absl::StatusOr<StoreImage> image = ReadImageFile(spec);
+  if (!image.ok()) return image;
+  std::string source(SourceOf(image->superblock()));
+  uint64_t source_bytes = image->superblock().source_bytes;
+  if (source.empty()) {
+    source = std::filesystem::path(spec).filename().string();
+    source_bytes = FileBytes(spec);
+  }
+  if (options.layout.compress && !image->compressed()) {
     LayoutOptions layout = options.layout;
     if (layout.threads <= 0) layout.threads = options.threads;
-    return BuildStoreImage(GraphFromImage(*image), layout);
+    image = BuildStoreImage(GraphFromImage(*image), layout);
+    if (!image.ok()) return image;
   }
+  image->SetSource(source, source_bytes);
+  return image;
+}
+
+}  // namespace
+
+absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
+                                     const GraphSourceOptions& options) {
+  if (IsImageSpec(spec)) return LoadImageFile(spec, options);
   absl::StatusOr<Graph> graph = LoadGraph(spec, options);
   if (!graph.ok()) return graph.status();
   LayoutOptions layout = options.layout;
   if (layout.threads <= 0) layout.threads = options.threads;
-  return BuildStoreImage(*graph, layout);
+  absl::StatusOr<StoreImage> image = BuildStoreImage(*graph, layout);
+  if (image.ok()) {
+    image->SetSource(SourceName(spec, options),
+                     IsGeneratorSpec(spec) ? 0 : FileBytes(spec));
+  }
+  return image;
+}
+
+absl::Status CheckSameGraph(const std::string& spec,
+                            const GraphSourceOptions& options,
+                            const Superblock& loaded) {
+  const std::string_view held = SourceOf(loaded);
+  if (held.empty()) return absl::OkStatus();
+  std::string given = SourceName(spec, options);
+  std::string why;
+  if (IsImageSpec(spec)) {
+    // An image names its graph itself; equal digests are the same arcs.
+    absl::StatusOr<Superblock> sb = ReadSuperblock(spec);
+    if (!sb.ok()) return sb.status();
+    if (!SourceOf(*sb).empty()) given = std::string(SourceOf(*sb));
+    if (sb->arc_digest != 0 && sb->arc_digest == loaded.arc_digest &&
+        sb->num_vertices == loaded.num_vertices) {
+      return absl::OkStatus();
+    }
+    if (sb->arc_digest != 0) why = ", other arcs";
+  } else if (given == held && !IsGeneratorSpec(spec) &&
+             CheckRegularFile(spec).ok() &&
+             FileBytes(spec) != loaded.source_bytes) {
+    why = absl::StrFormat(", the file %d bytes, the one loaded %d",
+                          FileBytes(spec), loaded.source_bytes);
+  }
+  if (given == held && why.empty()) return absl::OkStatus();
+  const std::string read_as =
+      given == spec && why.empty() ? "" : absl::StrCat(" (", given, why, ")");
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--graph=%s%s is not the graph the memory nodes hold (%s: %d "
+      "vertices, %d arcs); give that graph, or leave --graph out to run on "
+      "the loaded one",
+      spec, read_as, held, loaded.num_vertices, loaded.num_arcs));
 }
 
 }  // namespace dmg::store

@@ -36,6 +36,22 @@ absl::StatusOr<Graph> LoadGraph(const std::string& spec,
 absl::StatusOr<StoreImage> LoadStore(const std::string& spec,
                                      const GraphSourceOptions& options);
 
+// The graph's fingerprint (docs/STORE_FORMAT.md, "Fingerprint"): the
+// source a store built from SPEC records — a generator spec as given, or a
+// file's name without its folder, then the flags that shape the graph when
+// they differ from their defaults (" --seed=2 --symmetrize").
+std::string SourceName(const std::string& spec,
+                       const GraphSourceOptions& options);
+
+// OK if SPEC read with `options` is the graph whose store has superblock
+// `loaded` (on memory nodes): the same source name (and, for a file that
+// is here, the same size); for a store image file, the same arcs. Else
+// InvalidArgument naming both graphs. A store that records no source
+// (written before fingerprints) is not checked.
+absl::Status CheckSameGraph(const std::string& spec,
+                            const GraphSourceOptions& options,
+                            const Superblock& loaded);
+
 // Decodes one direction of an image back into a CSR.
 Csr CsrFromImage(const StoreImage& image, Direction direction);
 // Both directions and the cleaning report, read back from an image.

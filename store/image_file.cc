@@ -272,4 +272,29 @@ absl::StatusOr<StoreImage> ReadImageFile(const std::string& path) {
   return StoreImage::FromBuffer(std::move(buffer), path);
 }
 
+absl::StatusOr<Superblock> ReadSuperblock(const std::string& path) {
+  if (absl::Status s = CheckRegularFile(path); !s.ok()) return s;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return Errno(path, "cannot open");
+  Superblock sb;
+  size_t done = 0;
+  while (done < sizeof(sb)) {
+    ssize_t n = ::read(fd.get(), reinterpret_cast<char*>(&sb) + done,
+                       sizeof(sb) - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(path, "read failed");
+    if (n == 0) break;
+    done += n;
+  }
+  if (done != sizeof(sb) ||
+      std::memcmp(sb.magic, kImageMagic, sizeof(kImageMagic)) != 0 ||
+      Crc32({reinterpret_cast<const std::byte*>(&sb), kSuperblockSize - 4}) !=
+          sb.crc32) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: not a store image, or its superblock is damaged",
+                        path));
+  }
+  return sb;
+}
+
 }  // namespace dmg::store

@@ -26,6 +26,10 @@ absl::Status WriteImageFile(const StoreImage& image, const std::string& path);
 // Reads and fully validates an image (every checksum, directory and block).
 absl::StatusOr<StoreImage> ReadImageFile(const std::string& path);
 
+// Reads only an image file's superblock (magic and CRC checked): its
+// fingerprint, without reading the image.
+absl::StatusOr<Superblock> ReadSuperblock(const std::string& path);
+
 // OK if `path` may be written by WriteFileAtomically: it does not exist, or
 // is a regular file. Commands check their outputs with it before working.
 absl::Status CheckOutputPath(const std::string& path);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/parallel.h"
 #include "glog/logging.h"
+#include "store/arc_hash.h"
 #include "store/block_codec.h"
 
 namespace dmg::store {
@@ -288,6 +289,7 @@ absl::StatusOr<StoreImage> BuildStoreImage(const Graph& graph,
     sb.max_weight = *hi;
   }
   std::copy(regions.begin(), regions.end(), sb.regions);
+  sb.arc_digest = ArcDigestOf(graph.out, options.threads);
   sb.crc32 =
       Crc32({reinterpret_cast<const std::byte*>(&sb), kSuperblockSize - 4});
   std::memcpy(base, &sb, sizeof(sb));

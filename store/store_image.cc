@@ -8,33 +8,47 @@
 #include "absl/strings/str_format.h"
 #include "common/parallel.h"
 #include "glog/logging.h"
+#include "store/arc_hash.h"
 #include "store/block_codec.h"
 
 namespace dmg::store {
-namespace {
 
-// splitmix64's finalizer: a bijection of 64-bit words that spreads every
-// input bit over the output.
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-// Hashes of the arc u -> v (with its weight), summed per direction: a
-// changed, lost or added arc changes the sum (Mix is a bijection, so two
-// different arcs never hash alike); two changes cancel with probability
-// 2^-64.
-inline uint64_t PairHash(VertexId u, VertexId v) {
-  return Mix(((uint64_t{u} << 32) | v) ^ 0x6a09e667f3bcc909ull);
-}
-inline uint64_t ArcHash(VertexId u, VertexId v, Weight w) {
-  return Mix(PairHash(u, v) ^ static_cast<uint32_t>(w));
+uint64_t ArcDigestOf(const Csr& csr, int threads) {
+  if (threads <= 0) threads = DefaultThreads();
+  threads = static_cast<int>(
+      std::clamp<uint64_t>(csr.num_vertices / 4096, 1, threads));
+  std::vector<uint64_t> sums(threads, 0);
+  ParallelRanges(csr.num_vertices, threads, [&](int t, size_t begin,
+                                                size_t end) {
+    uint64_t sum = 0;
+    for (size_t v = begin; v < end; ++v) {
+      for (EdgeIndex k = csr.offsets[v]; k < csr.offsets[v + 1]; ++k) {
+        sum += ArcHash(static_cast<VertexId>(v), csr.targets[k],
+                       csr.weighted() ? csr.weights[k] : 0);
+      }
+    }
+    sums[t] = sum;
+  });
+  uint64_t digest = 0;
+  for (uint64_t x : sums) digest += x;
+  return digest;
 }
 
-}  // namespace
+void StoreImage::SetSource(std::string_view source, uint64_t source_bytes) {
+  Superblock sb = superblock();
+  std::memset(sb.source, 0, sizeof(sb.source));
+  // Kept whole or cut at kSourceSize - 1 bytes (always NUL-terminated).
+  std::memcpy(sb.source, source.data(),
+              std::min<size_t>(source.size(), sizeof(sb.source) - 1));
+  sb.source_bytes = source_bytes;
+  sb.crc32 =
+      Crc32({reinterpret_cast<const std::byte*>(&sb), kSuperblockSize - 4});
+  std::memcpy(buffer_.data(), &sb, sizeof(sb));
+}
+
+std::string_view SourceOf(const Superblock& sb) {
+  return {sb.source, strnlen(sb.source, sizeof(sb.source))};
+}
 
 absl::StatusOr<StoreImage> StoreImage::FromBuffer(AlignedBuffer buffer,
                                                   std::string_view source,
@@ -54,6 +68,13 @@ absl::StatusOr<StoreImage> StoreImage::FromBuffer(AlignedBuffer buffer,
     if (absl::Status s = image.ValidateTranspose(source, digest[0], digest[1]);
         !s.ok()) {
       return s;
+    }
+    // (Zero: an image written before the fingerprint.)
+    const uint64_t recorded = image.superblock().arc_digest;
+    if (recorded != 0 && recorded != digest[0].arcs) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: the superblock's arc digest %016x is not its arcs' (%016x)",
+          source, recorded, digest[0].arcs));
     }
   }
   return image;

@@ -41,6 +41,10 @@ class StoreImage {
     return *reinterpret_cast<const Superblock*>(buffer_.data());
   }
   std::span<const std::byte> bytes() const { return buffer_.span(); }
+  // Records where the graph came from in the superblock (its fingerprint;
+  // the CRC is recomputed): `source` is SourceName()'s, `source_bytes` the
+  // input file's size (0 for a generator).
+  void SetSource(std::string_view source, uint64_t source_bytes);
   // Gives up the bytes (to a memory node that registers them).
   AlignedBuffer ReleaseBuffer() && { return std::move(buffer_); }
   uint64_t num_vertices() const { return superblock().num_vertices; }
@@ -85,6 +89,9 @@ class StoreImage {
 
   AlignedBuffer buffer_;
 };
+
+// The superblock's source (empty: an image written before fingerprints).
+std::string_view SourceOf(const Superblock& sb);
 
 }  // namespace dmg::store
 

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "reference/compare.h"
 #include "store/image_file.h"
+#include "store/store_image.h"
 #include "tools/graph_flags.h"
 #include "tools/progress.h"
 #include "tools/version.h"
@@ -134,7 +135,15 @@ RunReport::RunReport(const RunConfig& config, TrialRunner& runner)
     : config_(config), runner_(runner) {
   RunSummary& s = summary_;
   s.version = VersionString();
-  s.graph = FLAGS_graph;
+  // On memory nodes without --graph: the graph they hold, by its
+  // fingerprint (the store's source name).
+  s.graph = FLAGS_graph.empty() && config.remote
+                ? std::string(store::SourceOf(
+                      runner.engine().graph().superblock()))
+                : FLAGS_graph;
+  const store::Superblock& sb = runner.engine().graph().superblock();
+  s.graph_source = std::string(store::SourceOf(sb));
+  if (sb.arc_digest != 0) s.graph_digest = absl::StrFormat("%016x", sb.arc_digest);
   s.algorithm = config.algo->name;
   if (absl::c_linear_search(config.algo->flags, "precision")) {
     s.precision = FLAGS_precision;
@@ -187,6 +196,15 @@ absl::StatusOr<bool> RunReport::VerifyTrial(int trial) {
   if (!reference_.has_value()) {
     ProgressTicker ticker("verify: reading " + FLAGS_graph);
     DMG_ASSIGN_OR_RETURN(reference_, store::LoadGraph(FLAGS_graph, config_.graph));
+  }
+  const compute::Engine& engine = runner_.engine();
+  if (reference_->num_vertices() != engine.num_vertices() ||
+      reference_->num_arcs() != engine.num_arcs()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verify: --graph=%s has %d vertices and %d arcs, the graph the job "
+        "ran on %d and %d: not the graph that was loaded",
+        FLAGS_graph, reference_->num_vertices(), reference_->num_arcs(),
+        engine.num_vertices(), engine.num_arcs()));
   }
   ProgressTicker ticker("verify: the in-memory reference");
   const algorithms::Algorithm& algo = *config_.algo;

@@ -94,6 +94,8 @@ std::string ToJson(const RunSummary& r) {
   absl::StrAppend(&out, R"(  "format": "dmg-summary-1",)", "\n");
   absl::StrAppend(&out, R"(  "version": )", Quote(r.version), ",\n");
   absl::StrAppend(&out, R"(  "graph": )", Quote(r.graph), ",\n");
+  absl::StrAppend(&out, R"(  "graph_source": )", Quote(r.graph_source), ",\n");
+  absl::StrAppend(&out, R"(  "graph_digest": )", Quote(r.graph_digest), ",\n");
   absl::StrAppend(&out, R"(  "algorithm": )", Quote(r.algorithm), ",\n");
   if (!r.precision.empty()) {
     absl::StrAppend(&out, R"(  "precision": )", Quote(r.precision), ",\n");

@@ -30,7 +30,12 @@ struct TrialSummary {
 
 struct RunSummary {
   std::string version;
-  std::string graph;  // --graph, or "" for a run on loaded memory nodes
+  // --graph, or on memory nodes without it the graph they hold (its
+  // fingerprint's source name).
+  std::string graph;
+  // The store's fingerprint (docs/STORE_FORMAT.md): where the graph came
+  // from and the digest of its arcs ("" when the store predates them).
+  std::string graph_source, graph_digest;
   std::string algorithm;
   std::string precision;  // pagerank's float | double ("" for the others)
   std::string transport;  // local | tcp | rdma

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "store/generator.h"
+#include "store/graph_source.h"
 #include "store/image_file.h"
 #include "store/reader.h"
 #include "tools/graph_flags.h"
@@ -142,7 +143,17 @@ absl::Status TrialRunner::Connect() {
   rss_start_ = compute::CurrentRssBytes();
   DMG_ASSIGN_OR_RETURN(remote_engine_,
                        compute::Engine::Create(*network_, config_.engine));
-  return absl::OkStatus();
+  // The run records --graph: it must be the graph the nodes hold.
+  const store::Superblock& loaded = remote_engine_->graph().superblock();
+  if (FLAGS_graph.empty()) return absl::OkStatus();
+  if (store::SourceOf(loaded).empty()) {
+    absl::FPrintF(stderr,
+                  "dmg: warning: the memory nodes' store does not say which "
+                  "graph it holds (loaded by a dmg older than graph "
+                  "fingerprints): --graph=%s is recorded unchecked\n",
+                  FLAGS_graph);
+  }
+  return store::CheckSameGraph(FLAGS_graph, config_.graph, loaded);
 }
 
 absl::Status TrialRunner::LoadEmbedded() {
