@@ -23,6 +23,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "deploy", "experiments"))
+from dmgexp import graphs, registry  # noqa: E402
+
 
 def run_stats(dmg, graph, algo, nodes, threads, args, who="node_bytes"):
     """One `dmg run` on the embedded cluster; its --stats_json, parsed.
@@ -48,6 +52,15 @@ def run_stats(dmg, graph, algo, nodes, threads, args, who="node_bytes"):
             return json.load(f)
 
 
+def find_graph(spec, graphs_dir, who):
+    """A generator as is; a file in graphs_dir when given, else here or in
+    $DMG_GRAPHS_DIR."""
+    try:
+        return graphs.resolve(spec, graphs_dir or None, here=not graphs_dir)
+    except graphs.GraphNotFound as e:
+        sys.exit(f"{who}: {e}")
+
+
 def run(dmg, graph, algo, nodes, args):
     s = run_stats(dmg, graph, algo, nodes, 1, args)
     job = s.get("job_totals", s["totals"])["bytes_read"]
@@ -58,7 +71,7 @@ def run(dmg, graph, algo, nodes, args):
 def main():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--dmg", default="build/release/tools/dmg")
+    p.add_argument("--dmg", default=registry.default_dmg())
     p.add_argument("--graphs", required=True,
                    help="comma-separated graph specs or files")
     p.add_argument("--graphs_dir", default="",
@@ -77,9 +90,7 @@ def main():
     print(f"{'graph':<16} {'algo':<9} {'N':>2} {'job MB':>9} "
           f"{'max node MB':>12} {'job/1':>6} {'node/1':>7} {'seconds':>8}")
     for graph in args.graphs.split(","):
-        path = graph
-        if args.graphs_dir and ":" not in graph and not os.path.isabs(graph):
-            path = os.path.join(args.graphs_dir, graph)
+        path = find_graph(graph, args.graphs_dir, "node_bytes")
         for algo in args.algos.split(","):
             base = None
             for n in counts:

@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_bytes import run_stats  # noqa: E402
+from node_bytes import find_graph, registry, run_stats  # noqa: E402
 
 
 def run(args, graph, algo, nodes, threads):
@@ -33,7 +33,7 @@ def run(args, graph, algo, nodes, threads):
 def main():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--dmg", default="build/release/tools/dmg")
+    p.add_argument("--dmg", default=registry.default_dmg())
     p.add_argument("--graphs", required=True, help="comma-separated")
     p.add_argument("--algos", default="pagerank,bfs")
     p.add_argument("--configs", default="1x1,2x1,1x2",
@@ -50,6 +50,7 @@ def main():
           " ".join(f"{f'{n}x{t} s':>9}" for n, t in configs) +
           "  1x1/2x1  2x1/1x2")
     for graph in args.graphs.split(","):
+        graph = find_graph(graph, None, "node_times")
         for algo in args.algos.split(","):
             best = {}
             for _ in range(args.reps):

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_gapbs import build_gapbs, log, run  # noqa: E402
+from vs_gapbs import build_gapbs, log, registry, run  # noqa: E402
 
 
 def dmg_ns_per_arc(a, n, stats):
@@ -48,7 +48,7 @@ def gapbs_ns_per_arc(a, gapbs, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dmg", default="build/release/tools/dmg")
+    ap.add_argument("--dmg", default=registry.default_dmg())
     ap.add_argument("--gapbs_src", default="../shared/anchors/gapbs")
     ap.add_argument("--work", default="build/vs_gapbs")
     ap.add_argument("--lo", type=int, default=16)

@@ -48,7 +48,6 @@ Example: bench/pr_precision.py --graphs=kron20,road-NY
              --graphs_dir=/work/shared/graphs --work=build/pr_precision
 """
 import argparse
-import csv
 import os
 import re
 import subprocess
@@ -56,7 +55,10 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "deploy", "experiments"))
 import vs_gapbs  # noqa: E402  (build_gapbs: GAPBS copied and built in work)
+from dmgexp import csvio, graphs, registry  # noqa: E402
 
 # GAPBS's pull PageRank, unmodified, with every score written out.
 PR_DUMP_CC = r"""// Written by bench/pr_precision.py: runs GAPBS's own PageRankPullGS
@@ -280,10 +282,10 @@ def build_tool(work, name, text, flags):
 def edge_list(name, a, gapbs):
     m = re.fullmatch(r"kron(\d+)", name)
     if not m:
-        el = os.path.join(a.graphs_dir, name + ".el")
-        if not os.path.exists(el):
-            sys.exit(f"pr_precision: {el} not found (set --graphs_dir)")
-        return os.path.abspath(el)
+        try:
+            return graphs.resolve(name + ".el", a.graphs_dir, here=False, extensions=())
+        except graphs.GraphNotFound as e:
+            sys.exit(f"pr_precision: {e} (set --graphs_dir)")
     d = os.path.join(a.work, name)
     os.makedirs(d, exist_ok=True)
     el = os.path.join(d, name + ".el")
@@ -362,7 +364,7 @@ def one_graph(name, a, gapbs, tools):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dmg", default="build/release/tools/dmg")
+    ap.add_argument("--dmg", default=registry.default_dmg())
     ap.add_argument("--gapbs_src", default="../shared/anchors/gapbs")
     ap.add_argument("--graphs_dir", default=os.environ.get(
         "DMG_GRAPHS_DIR", "../shared/graphs"))
@@ -409,19 +411,17 @@ def main():
             for p in PAIRS:
                 print(f"    {p[0] + ' vs ' + p[1]:<24} {r['l1'][p]:.3g}")
     if a.csv is not None:
-        f = sys.stdout if a.csv == "-" else open(a.csv, "w", newline="")
-        wr = csv.writer(f)
-        wr.writerow(["graph", "vertices", "arcs", "figure", "a", "b",
-                     "value"])
-        for r in results:
-            for v in VECTORS:
-                wr.writerow([r["graph"], r["vertices"], r["arcs"], "sum", v,
-                             "", f"{r['sums'][v]:.9g}"])
-            for p in PAIRS:
-                wr.writerow([r["graph"], r["vertices"], r["arcs"], "l1",
-                             p[0], p[1], f"{r['l1'][p]:.3g}"])
-        if f is not sys.stdout:
-            f.close()
+        csvio.write(a.csv, csv_rows(results),
+                    ["graph", "vertices", "arcs", "figure", "a", "b", "value"])
+
+
+def csv_rows(results):
+    for r in results:
+        head = dict(graph=r["graph"], vertices=r["vertices"], arcs=r["arcs"])
+        for v in VECTORS:
+            yield dict(head, figure="sum", a=v, b="", value=f"{r['sums'][v]:.9g}")
+        for p in PAIRS:
+            yield dict(head, figure="l1", a=p[0], b=p[1], value=f"{r['l1'][p]:.3g}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ Method
 Example: bench/vs_dm_peers.py --graphs=kron20,road-NY --reps=2
 """
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -40,7 +39,10 @@ import sys
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import vs_gapbs  # noqa: E402  (graph preparation and the daemon)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "deploy", "experiments"))
+import vs_gapbs  # noqa: E402  (graph preparation)
+from dmgexp import csvio, procs, registry  # noqa: E402
 
 POLICIES = ("graph_aware", "page_lru", "fam")
 RATIOS = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -56,8 +58,7 @@ def dmg_run(a, workload, daemon, policy, cache_bytes, source, stats):
            "--algo=" + {"pr": "pagerank", "bfs": "bfs"}[workload],
            f"--threads={a.threads}", f"--cache_mb={cache_bytes / 2**20:.6f}",
            "--cache_policy=" + policy, "--stats_json=" + stats,
-           "--transport=tcp", f"--memory_nodes=127.0.0.1:{daemon.port}",
-           "--progress=false"]
+           "--progress=false"] + daemon.flags()
     if workload == "pr":
         cmd += ["--max_iters=20", "--tolerance=0"]
     else:
@@ -87,7 +88,7 @@ def best_time(a, workload, daemon, policy, cache_bytes, sources, stats):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dmg", default="build/release/tools/dmg")
+    ap.add_argument("--dmg", default=registry.default_dmg())
     ap.add_argument("--gapbs_src", default="../shared/anchors/gapbs",
                     help="for GAPBS's kron generator (kron graphs only)")
     ap.add_argument("--graphs_dir", default=os.environ.get(
@@ -106,6 +107,7 @@ def main():
     a = ap.parse_args()
     if not os.path.exists(a.dmg):
         sys.exit(f"vs_dm_peers: {a.dmg} not found (build first)")
+    procs.unwind_on_signals()   # SIGTERM stops the memory node too
     os.makedirs(a.work, exist_ok=True)
     graphs = [g for g in a.graphs.split(",") if g]
     workloads = [w for w in a.workloads.split(",") if w]
@@ -125,7 +127,7 @@ def main():
         files = vs_gapbs.prepare_graph(g, prep, gapbs, a.work)
         image = files["u"][1]
         m0 = a.fraction * os.path.getsize(image)
-        daemon = vs_gapbs.Daemon(a.dmg, image)
+        daemon = vs_gapbs.start_memory_node(a.dmg, image)
         try:
             for w in workloads:
                 sources = files["sources"] if w == "bfs" else [None]
@@ -160,10 +162,7 @@ def main():
             daemon.stop()
     print_table(rows, a)
     out = os.path.join(a.work, "vs_dm_peers.csv")
-    with open(out, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        wr.writeheader()
-        wr.writerows(rows)
+    csvio.write(out, rows)
     log(f"wrote {out}")
 
 

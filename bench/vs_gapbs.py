@@ -41,17 +41,17 @@ vs_gapbs.csv in --work.
 Example: bench/vs_gapbs.py --graphs=kron20,road-NY --reps=3
 """
 import argparse
-import csv
 import json
 import os
 import random
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "deploy", "experiments"))
+from dmgexp import csvio, daemons, graphs, procs, registry  # noqa: E402
 
 WORKLOADS = ("pr", "bfs", "cc", "sssp")
 
@@ -101,11 +101,12 @@ def prepare_graph(name, a, gapbs, work):
                         fout.write(f"{p[0]} {p[1]}\n")
     else:
         for ext, dst in ((".el", el), (".wel", wel)):
-            srcf = os.path.join(a.graphs_dir, name + ext)
-            if not os.path.exists(srcf):
-                sys.exit(f"vs_gapbs: {srcf} not found (set --graphs_dir)")
+            try:
+                srcf = graphs.resolve(name + ext, a.graphs_dir, here=False, extensions=())
+            except graphs.GraphNotFound as e:
+                sys.exit(f"vs_gapbs: {e} (set --graphs_dir)")
             if not os.path.exists(dst):
-                os.symlink(os.path.abspath(srcf), dst)
+                os.symlink(srcf, dst)
     files = {}
     for kind, edges, ext in (("u", el, ".sg"), ("w", wel, ".wsg")):
         sg = os.path.join(d, name + ext)
@@ -173,36 +174,12 @@ def gapbs_time(gapbs, kernel, sg, source, a):
     return min(trials)
 
 
-class Daemon:
-    """A `dmg memory-node` on loopback serving one image."""
-
-    def __init__(self, dmg, image):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        self.proc = subprocess.Popen(
-            [dmg, "memory-node", f"--listen=127.0.0.1:{self.port}",
-             "--transport=tcp", "--image=" + image, "--node_id=0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 1).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    sys.exit("vs_gapbs: memory node exited:\n" +
-                             self.proc.stderr.read())
-                time.sleep(0.2)
-        sys.exit("vs_gapbs: memory node did not start listening")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def start_memory_node(dmg, image):
+    """A `dmg memory-node` on loopback serving image (stopped on exit)."""
+    try:
+        return daemons.MemoryNode(dmg, image)
+    except daemons.DaemonError as e:
+        sys.exit(f"vs_gapbs: {e}")
 
 
 def dmg_time(a, workload, image, source, transport, daemon, stats,
@@ -219,7 +196,7 @@ def dmg_time(a, workload, image, source, transport, daemon, stats,
     if transport.startswith("local"):
         cmd += ["--graph=" + image]
     else:
-        cmd += ["--transport=tcp", f"--memory_nodes=127.0.0.1:{daemon.port}"]
+        cmd += daemon.flags()
     run(cmd)
     with open(stats) as f:
         j = json.load(f)
@@ -228,8 +205,29 @@ def dmg_time(a, workload, image, source, transport, daemon, stats,
 
 
 def main():
+    a = parse_args()
+    if not os.path.isdir(a.gapbs_src):
+        print(f"vs_gapbs: GAPBS not found at {a.gapbs_src}; skipping")
+        return
+    if not os.path.exists(a.dmg):
+        sys.exit(f"vs_gapbs: {a.dmg} not found (build first)")
+    procs.unwind_on_signals()   # SIGTERM stops the memory nodes too
+    os.makedirs(a.work, exist_ok=True)
+    gapbs = build_gapbs(a.gapbs_src, a.work)
+    transports = [t for t in a.transports.split(",") if t]
+    if a.compressed:
+        transports += [t + "-z" for t in list(transports)]
+    rows = []
+    for name in [g for g in a.graphs.split(",") if g]:
+        rows += measure_graph(a, gapbs, name, transports)
+    print_table(a, rows, transports)
+    if rows:
+        csvio.write(os.path.join(a.work, "vs_gapbs.csv"), rows)
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dmg", default="build/release/tools/dmg")
+    ap.add_argument("--dmg", default=registry.default_dmg())
     ap.add_argument("--gapbs_src", default="../shared/anchors/gapbs")
     ap.add_argument("--graphs_dir", default=os.environ.get(
         "DMG_GRAPHS_DIR", "../shared/graphs"))
@@ -246,68 +244,62 @@ def main():
     ap.add_argument("--work", default="build/vs_gapbs")
     ap.add_argument("--compressed", action="store_true",
                     help="also run on compressed blocks (local-z, tcp-z)")
-    a = ap.parse_args()
-    if not os.path.isdir(a.gapbs_src):
-        print(f"vs_gapbs: GAPBS not found at {a.gapbs_src}; skipping")
-        return
-    if not os.path.exists(a.dmg):
-        sys.exit(f"vs_gapbs: {a.dmg} not found (build first)")
-    os.makedirs(a.work, exist_ok=True)
-    gapbs = build_gapbs(a.gapbs_src, a.work)
-    workloads = [w for w in a.workloads.split(",") if w]
-    transports = [t for t in a.transports.split(",") if t]
-    if a.compressed:
-        transports += [t + "-z" for t in list(transports)]
+    return ap.parse_args()
+
+
+def measure_graph(a, gapbs, name, transports):
+    """One row per workload of graph name; its memory nodes (one per image
+    the tcp transports read) up for the duration."""
+    files = prepare_graph(name, a, gapbs, a.work)
+    nodes = {}
+    try:
+        if "tcp" in transports:
+            for kind in ("u", "w"):
+                nodes[kind] = start_memory_node(a.dmg, files[kind][1])
+        if "tcp-z" in transports:
+            for kind in ("uz", "wz"):
+                nodes[kind] = start_memory_node(a.dmg, files[kind][1])
+        return [measure_workload(a, gapbs, name, files, nodes, w, transports)
+                for w in a.workloads.split(",") if w]
+    finally:
+        for d in nodes.values():
+            d.stop()
+
+
+def measure_workload(a, gapbs, name, files, nodes, w, transports):
+    kind = "w" if w == "sssp" else "u"
+    sg, img = files[kind]
+    srcs = files["sources"] if w in ("bfs", "sssp") else [None]
     stats = os.path.join(a.work, "stats.json")
-    rows = []
-    for name in [g for g in a.graphs.split(",") if g]:
-        files = prepare_graph(name, a, gapbs, a.work)
-        daemons = {}
-        try:
-            if "tcp" in transports:
-                for kind in ("u", "w"):
-                    daemons[kind] = Daemon(a.dmg, files[kind][1])
-            if "tcp-z" in transports:
-                for kind in ("uz", "wz"):
-                    daemons[kind] = Daemon(a.dmg, files[kind][1])
-            for w in workloads:
-                kind = "w" if w == "sssp" else "u"
-                sg, img = files[kind]
-                srcs = files["sources"] if w in ("bfs", "sssp") else [None]
-                best = {}  # (system, source) -> (seconds, bytes)
-                for rep in range(a.reps):
-                    for s in srcs:
-                        g = gapbs_time(gapbs, w, sg, s, a)
-                        k = ("gapbs", s)
-                        best[k] = min(best.get(k, (g, 0)), (g, 0))
-                        for t in transports:
-                            z = t.endswith("-z")
-                            r = dmg_time(
-                                a, w, files[kind + "z"][1] if z else img, s,
-                                t, daemons.get(kind + "z" if z else kind),
-                                stats,
-                                a.cache_fraction * os.path.getsize(img)
-                                if z else None)
-                            k = (t, s)
-                            if k not in best or r[0] < best[k][0]:
-                                best[k] = r
-                    log(f"{name} {w} rep {rep + 1}/{a.reps} done")
-                row = {"graph": name, "workload": w, "sources": len(srcs),
-                       "plain_bytes_per_arc": files["per_arc"].get("u"),
-                       "compressed_bytes_per_arc":
-                           files["per_arc"].get("uz")}
-                row["gapbs_s"] = sum(best[("gapbs", s)][0] for s in srcs)
-                for t in transports:
-                    row[t + "_s"] = sum(best[(t, s)][0] for s in srcs)
-                    row[t + "_ratio"] = row[t + "_s"] / row["gapbs_s"]
-                    row[t + "_bytes_per_run"] = (
-                        sum(best[(t, s)][1] for s in srcs) / len(srcs))
-                    row[t + "_vs_edge_bytes"] = (
-                        row[t + "_bytes_per_run"] / files["edge_bytes"])
-                rows.append(row)
-        finally:
-            for d in daemons.values():
-                d.stop()
+    best = {}  # (system, source) -> (seconds, bytes)
+    for rep in range(a.reps):
+        for s in srcs:
+            g = gapbs_time(gapbs, w, sg, s, a)
+            k = ("gapbs", s)
+            best[k] = min(best.get(k, (g, 0)), (g, 0))
+            for t in transports:
+                z = t.endswith("-z")
+                r = dmg_time(
+                    a, w, files[kind + "z"][1] if z else img, s,
+                    t, nodes.get(kind + "z" if z else kind), stats,
+                    a.cache_fraction * os.path.getsize(img) if z else None)
+                k = (t, s)
+                if k not in best or r[0] < best[k][0]:
+                    best[k] = r
+        log(f"{name} {w} rep {rep + 1}/{a.reps} done")
+    row = {"graph": name, "workload": w, "sources": len(srcs),
+           "plain_bytes_per_arc": files["per_arc"].get("u"),
+           "compressed_bytes_per_arc": files["per_arc"].get("uz")}
+    row["gapbs_s"] = sum(best[("gapbs", s)][0] for s in srcs)
+    for t in transports:
+        row[t + "_s"] = sum(best[(t, s)][0] for s in srcs)
+        row[t + "_ratio"] = row[t + "_s"] / row["gapbs_s"]
+        row[t + "_bytes_per_run"] = sum(best[(t, s)][1] for s in srcs) / len(srcs)
+        row[t + "_vs_edge_bytes"] = row[t + "_bytes_per_run"] / files["edge_bytes"]
+    return row
+
+
+def print_table(a, rows, transports):
     print(f"DMG / GAPBS, {a.threads} threads, DMG cache {a.cache_fraction:g} "
           f"of the graph, best of {a.reps} (GAPBS: best of {a.trials} trials "
           f"per process); BFS/SSSP: sum over {a.sources} sources")
@@ -325,19 +317,10 @@ def main():
                 line += f" {r[t + '_vs_edge_bytes']:17.2f}"
         print(line)
     if a.compressed:
-        seen = set()
-        for r in rows:
-            if r["graph"] in seen:
-                continue
-            seen.add(r["graph"])
+        for r in {r["graph"]: r for r in rows}.values():
             print(f"{r['graph']}: block bytes per arc (out-blocks, unweighted "
                   f"image): plain {r['plain_bytes_per_arc']:.2f}, compressed "
                   f"{r['compressed_bytes_per_arc']:.2f}")
-    if rows:
-        with open(os.path.join(a.work, "vs_gapbs.csv"), "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-            wr.writeheader()
-            wr.writerows(rows)
 
 
 if __name__ == "__main__":

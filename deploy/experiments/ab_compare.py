@@ -16,11 +16,12 @@ import argparse
 import itertools
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dmgexp import daemons, procs  # noqa: E402
 
 
 def algo_seconds(binary, args, stats):
@@ -46,16 +47,13 @@ def main():
     ap.add_argument("--source", default="1", help="BFS source")
     ap.add_argument("--port", type=int, default=7611)
     args = ap.parse_args()
+    procs.unwind_on_signals()   # SIGTERM stops the memory node too
     stats = os.path.join(tempfile.mkdtemp(), "stats.json")
     for tr in args.transports.split(","):
         daemon = None
         if tr == "tcp":
-            daemon = subprocess.Popen(
-                [args.b, "memory-node", f"--listen=127.0.0.1:{args.port}",
-                 "--transport=tcp", f"--image={args.image}"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(3)
-            target = ["--transport=tcp", f"--memory_nodes=127.0.0.1:{args.port}"]
+            daemon = daemons.MemoryNode(args.b, args.image, port=args.port)
+            target = daemon.flags()
         else:
             target = [f"--graph={args.image}"]
         try:
@@ -77,8 +75,7 @@ def main():
                       flush=True)
         finally:
             if daemon:
-                daemon.send_signal(signal.SIGTERM)
-                daemon.wait()
+                daemon.stop()
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 
 A thin wrapper: the sweep itself is deploy/experiments/sweeps/cache.toml,
 run by the experiment runner deploy/experiments/sweep.py (docs/EXPERIMENTS.md).
-This script keeps the old flags (each becomes a `--set` of the runner) and,
-after the runs, prints and writes summary.txt: the issue's figures from the
+Each flag of this script becomes a `--set` of the runner; after the runs it
+prints and writes summary.txt: the issue's figures from the
 runner's results.csv -- graph_aware time at 5% vs 100%, page_lru vs
 graph_aware at 5%, each policy's cache demand (the smallest cache within
 1.2x of its own 100%-cache time), PageRank remote bytes per iteration at 5%
@@ -15,7 +15,6 @@ Example (what docs/PERFORMANCE.md reports):
   deploy/experiments/cache_sweep.py --summary OUT/results.csv   # the summary alone
 """
 import argparse
-import csv
 import datetime
 import os
 import subprocess
@@ -23,6 +22,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from dmgexp import csvio  # noqa: E402
 RUNNER = HERE / "sweep.py"
 SWEEP = HERE / "sweeps" / "cache.toml"
 
@@ -70,7 +71,7 @@ def main():
 
 
 def write_summary(path):
-    rows = list(csv.DictReader(open(path, newline="")))
+    rows = csvio.read(path)
     text = summarize(rows)
     print(text, end="")
     (path.parent / "summary.txt").write_text(text)

@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dmgexp import stats  # noqa: E402  (deploy/experiments/dmgexp)
+from dmgexp import graphs, plots, stats  # noqa: E402  (deploy/experiments/dmgexp)
 from dmgexp.stats import nbytes  # noqa: E402
 
 
@@ -458,7 +458,10 @@ def validate(args):
         arcs = None
         if "@" in label:   # LABEL@GRAPH.el: the graph's arcs give the references
             label, graph = label.split("@", 1)
-            arcs = read_arcs(graph)
+            try:
+                arcs = read_arcs(graphs.resolve(graph))
+            except graphs.GraphNotFound as e:
+                sys.exit(f"cost_model: --validate: {e}")
         models = [("1-node", Structure(base, rtt, bpus, args.here_cores,
                                        value_bytes=args.value_bytes, arcs=arcs))]
         if two is not None:
@@ -576,26 +579,30 @@ def table(args):
 
 
 def plot(path, rows, Ms):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    """Predicted time vs compute nodes, a line per memory-node count: PATH
+    (its .png, .pdf and .svg)."""
+    plt = plots.pyplot()
+    if plt is None:
         print("# matplotlib unavailable: no plot (try /usr/bin/python3)")
         return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for M in Ms:
-        xs = [N for N, m, _ in rows if m == M]
-        ys = [p["time"] for N, m, p in rows if m == M]
-        ax.plot(xs, ys, marker="o", label="M=%d memory nodes" % M)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("compute nodes")
-    ax.set_ylabel("predicted time (s), model output")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    print("# wrote " + path)
+    Ns = [N for N, _, _ in rows]
+    with plots.styled():
+        fig, ax = plt.subplots(figsize=(plots.WIDTH / 2, 3.0))
+        for i, M in enumerate(Ms):
+            xs = [N for N, m, _ in rows if m == M]
+            ys = [p["time"] for N, m, p in rows if m == M]
+            ax.plot(plots.dodged(xs, i, len(Ms), min(Ns), max(Ns), log=True), ys,
+                    label="M=%d memory node%s" % (M, "s" if M != 1 else ""),
+                    **plots.series_style(i))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("compute nodes")
+        ax.set_ylabel("predicted time (s), model output")
+        ax.grid(True, which="both", alpha=0.3)
+        plots.place_legend(fig, [ax])
+        png = plots.save(fig, path)
+        plt.close(fig)
+    print("# wrote %s (and .pdf, .svg)" % png)
 
 
 def main(argv=None):
@@ -613,7 +620,8 @@ def main(argv=None):
     ap.add_argument("--here_rtt_us", type=float, help="override this machine's transport rtt")
     ap.add_argument("--here_bytes_per_us", type=float, help="override this machine's bandwidth")
     ap.add_argument("--detail", help="N,M: print the per-superstep breakdown")
-    ap.add_argument("--png", help="write a plot (needs matplotlib)")
+    ap.add_argument("--png", help="write a plot (needs matplotlib): this PNG, and a PDF "
+                    "and an SVG beside it")
     ap.add_argument("--self_check", action="store_true")
     ap.add_argument("--validate", action="append", metavar="LABEL[@GRAPH.el]=S1,S2,S4",
                     help="the same job's stats at 1, 2, 4 compute nodes (the 1-node run "

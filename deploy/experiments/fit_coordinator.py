@@ -50,11 +50,13 @@ the modelled supersteps) per algorithm and graph; --runs, per run;
 """
 import argparse
 import glob
-import json
 import math
 import os
 import random
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dmgexp import stats  # noqa: E402  (deploy/experiments/dmgexp)
 
 # (key in --cost_constants, feature, scale from the fitted us-per-unit)
 CONSTANTS = (("pull_ns", 1000.0), ("push_ns", 1000.0), ("remote_ns", 1000.0),
@@ -203,8 +205,7 @@ def load(paths):
     runs = []
     for f in files:
         try:
-            with open(f) as fh:
-                d = json.load(fh)
+            d = stats.load(f)
         except (OSError, ValueError) as e:
             sys.exit("fit_coordinator: %s: %s" % (f, e))
         if "supersteps" not in d:

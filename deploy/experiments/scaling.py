@@ -4,19 +4,20 @@ nodes, and the update_mode x direction ablation with its verdict.
 
 A thin wrapper: the sweep is deploy/experiments/sweeps/scaling.toml, run by
 the experiment runner deploy/experiments/sweep.py (docs/EXPERIMENTS.md),
-which now does what this script did: the [ablation] grid (auto/auto PASSes
-when its time and remote bytes are both within 10% of the best forced
-combination; forced runs that made auto's choices are pooled with it),
-per-node balance and wait fractions from --stats_json, interleaved
-repetitions (`repeats`, fastest kept) and threads = max(1, cores // C)
-(`threads = ["split"]`). Each old flag becomes a `--set` of the runner;
-what it does not give keeps scaling.toml's value (kron:20 and road-NY.el;
-PageRank, BFS, CC, SSSP; 1, 2, 4 compute nodes; 1 memory node; local; no
-cache bound and 5%; the ablation at 2 compute nodes, no cache bound).
+which does the work: the [ablation] grid (auto/auto PASSes when its time
+and remote bytes are both within 10% of the best forced combination;
+forced runs that made auto's choices are pooled with it), per-node balance
+and wait fractions from --stats_json, interleaved repetitions (`repeats`,
+fastest kept) and threads = max(1, cores // C) (`threads = ["split"]`).
+Each flag becomes a `--set` of the runner; what is not given keeps
+scaling.toml's value (kron:20 and road-NY.el; PageRank, BFS, CC, SSSP; 1,
+2, 4 compute nodes; 1 memory node; local; no cache bound and 5%; the
+ablation at 2 compute nodes, no cache bound).
 
 Output (default ~/dmg-experiments/scaling-TIMESTAMP): results.csv,
 summary.txt (the scaling table and the ablation's verdicts), stats/*.json,
-compute-*.png (speedup and time vs compute nodes), ablation-*.png.
+compute-* (speedup and time vs compute nodes) and ablation-* plots, each
+as PNG, PDF and SVG.
 
 Examples:
   deploy/experiments/scaling.py --quick          # smoke run, kron:14, ~1 minute

@@ -31,13 +31,15 @@ Example: deploy/experiments/skew.py --reps=3   (prints one table; writes
 skew.csv into --out, default build/skew)
 """
 import argparse
-import csv
 import json
 import os
 import random
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dmgexp import csvio, registry  # noqa: E402
 
 
 def write_graph(path, half, degree, seed):
@@ -74,7 +76,7 @@ def run(dmg, image, algo, steal, stats, direction="push"):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dmg", default="build/release/tools/dmg")
+    ap.add_argument("--dmg", default=registry.default_dmg())
     ap.add_argument("--half", type=int, default=65536,
                     help="vertices in the dense half (and in the paths)")
     ap.add_argument("--degree", type=int, default=24)
@@ -135,10 +137,7 @@ def main():
                          "stolen_0": b["stolen"][0], "stolen_1": b["stolen"][1],
                          "slowest_vs_off": ratio, "direction": d,
                          "time_vs_off": time_ratio})
-    with open(os.path.join(a.out, "skew.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    csvio.write(os.path.join(a.out, "skew.csv"), rows)
 
 
 if __name__ == "__main__":

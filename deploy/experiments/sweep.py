@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The experiment runner: one sweep file (TOML) in, one CSV row per run and
-PNG plots out.
+plots out.
 
     deploy/experiments/sweep.py SWEEP.toml [--out DIR] [--dmg PATH]
                                 [--set KEY=VALUE]... [--dry-run]
@@ -25,50 +25,42 @@ file (its first M memory nodes) or generated -- and for each graph runs
 per run, which loads the graph itself).
 
 Output (default ~/dmg-experiments/NAME-YYYYmmdd-HHMMSS, printed): results.csv
-(written as the runs finish), summaries/*.json (dmg's), stats/*.json,
-logs/*.log (each command's output), the plots and summary.txt. Temporary files (cluster files, cluster
-state) live in a dmg-sweep-* folder that is removed at the end, also on
-failure or Ctrl-C; every cluster that was brought up is taken down.
+(written as the runs finish; its `command` reruns a run on its own),
+summaries/*.json (dmg's), stats/*.json, logs/*.log (each command's output),
+clusters/*/ (each cluster file and its `rerun` script), the plots (PNG,
+PDF, SVG) and summary.txt. Temporary files (cluster state, store images)
+live in a dmg-sweep-* folder that is removed at the end, also on failure
+or Ctrl-C; every cluster that was brought up is taken down.
 
 Exit codes: 0 every run ok, 1 some run failed (the CSV says which), 2 a bad
 sweep file or usage, 130 interrupted.
 """
 
 import argparse
-import csv
 import datetime
 import itertools
 import json
-import math
 import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
-from dmgexp import report, stats  # noqa: E402  (deploy/experiments/dmgexp)
+from dmgexp import (csvio, daemons, graphs, plots, procs, registry,  # noqa: E402
+                    report, stats)
 
-CLUSTER = REPO / "deploy" / "cluster"
 SYSTEM_PYTHON = "/usr/bin/python3"
-ALGORITHMS = ("pagerank", "bfs", "cc", "sssp", "bc", "tc", "kcore")
 TRANSPORTS = ("local", "tcp", "rdma")
 BACKENDS = ("local", "netns", "ssh", "slurm")
 POLICIES = ("graph_aware", "page_lru")
-# --update_mode / --direction values dmg knew when this was written; another
-# is run anyway (a newer dmg) and recorded as "unsupported" if dmg refuses it.
-UPDATE_MODES = ("auto", "pull", "batch", "atomic")
-DIRECTIONS = ("auto", "push", "pull")
 
 
 class SweepError(Exception):
@@ -81,18 +73,10 @@ def say(msg):
 
 # ---------------------------------------------------------------- matplotlib
 
-def have_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
 def reexec_with_system_python():
     """Debian's python3-matplotlib serves /usr/bin/python3; another python3
     first on PATH (pyenv, a venv) does not see it. Re-run under it."""
-    if have_matplotlib() or os.environ.get("DMG_SWEEP_REEXEC"):
+    if plots.pyplot() or os.environ.get("DMG_SWEEP_REEXEC"):
         return
     if not os.path.exists(SYSTEM_PYTHON) or \
             os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON):
@@ -138,6 +122,15 @@ DIM_KEYS = ("algorithms", "transports", "compute_nodes", "memory_nodes", "caches
 INT_LISTS = ("compute_nodes", "memory_nodes")
 CLUSTER_KEYS = {"backend": str, "base": str, "load_flags": list, "push": bool,
                 "wait_ms": int}
+# Flags the sweep sets itself: not allowed in `flags`.
+OWN_FLAGS = ("--trials", "--summary_json", "--algo", "--graph", "--transport",
+             "--memory_nodes", "--compute_nodes", "--threads", "--cache_mb",
+             "--cache_fraction", "--cache_policy", "--layout_memory_nodes",
+             "--update_mode", "--direction", "--stats_json")
+# dmg flags that shape the stored graph (tools/graph_flags.cc, less --graph,
+# --threads, --layout_memory_nodes): given in `flags`, they go to the load too.
+GRAPH_FLAGS = ("--seed", "--symmetrize", "--drop_self_loops", "--drop_parallel_arcs",
+               "--relabel", "--block_size", "--compress")
 
 
 def parse_cache(value, where):
@@ -203,21 +196,49 @@ def apply_sets(doc, sets):
         table[parts[-1]] = parsed
 
 
-def read_sweep(path, sets=()):
+def read_sweep(path, sets=(), dmg=None):
+    """The sweep file with --set applied, checked, defaults filled in and
+    graphs resolved; SweepError names the file and the key."""
     path = Path(path)
+    doc = load_toml(path)
+    apply_sets(doc, sets)
+    sw = typed_keys(path, doc)
+    sw["name"] = sw["name"] or path.stem
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sw["name"]):
+        raise SweepError(f"{path}: name: {sw['name']!r}: letters, digits, '-', '_', '.'")
+    # The names `dmg help` lists, asked only once a file names algorithms.
+    algorithms = lambda: registry.algorithms(dmg or registry.default_dmg())
+    check_strings(path, sw, "", "graphs")
+    check_strings(path, sw, "", "flags")
+    check_dims(path, sw, "", algorithms)
+    sw["ablation"] = read_ablation(path, sw, algorithms)
+    for key in ("trials", "timeout_s", "repeats"):
+        if sw[key] < 1:
+            raise SweepError(f"{path}: {key}: must be >= 1")
+    check_flags(path, sw, algorithms)
+    sw["cluster"] = read_cluster(path, sw)
+    sw["graphs"] = [resolve_graph(g, path) for g in sw["graphs"]]
+    sw["path"] = path
+    return sw
+
+
+def load_toml(path):
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            return tomllib.load(f)
     except FileNotFoundError:
         raise SweepError(f"{path}: no such sweep file")
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: not valid TOML: {e}")
-    apply_sets(doc, sets)
-    sw = {}
-    for key, value in doc.items():
+
+
+def typed_keys(path, doc):
+    """Every key known and of its type, the missing ones' defaults."""
+    for key in doc:
         if key not in SWEEP_KEYS:
             raise SweepError(f"{path}: {key}: unknown key (allowed: "
                              f"{', '.join(sorted(SWEEP_KEYS))})")
+    sw = {}
     for key, (want, default) in SWEEP_KEYS.items():
         if key not in doc:
             if default is None and key != "name":
@@ -232,45 +253,47 @@ def read_sweep(path, sets=()):
         if want is list and not value:
             raise SweepError(f"{path}: {key}: an empty list")
         sw[key] = value
-    sw["name"] = sw["name"] or path.stem
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sw["name"]):
-        raise SweepError(f"{path}: name: {sw['name']!r}: letters, digits, '-', '_', '.'")
+    return sw
 
-    def strings(t, pre, key, allowed=None, pattern=None):
-        for i, v in enumerate(t[key]):
-            if not isinstance(v, str) or not v:
-                raise SweepError(f"{path}: {pre}{key}[{i}]: expected a string, got {v!r}")
-            if allowed and v not in allowed:
-                raise SweepError(f"{path}: {pre}{key}[{i}]: {v!r} "
-                                 f"(one of: {', '.join(allowed)})")
-            if pattern and not re.fullmatch(pattern, v):
-                raise SweepError(f"{path}: {pre}{key}[{i}]: {v!r} (e.g. {pattern!r})")
 
-    def counts(t, pre, key, low):
-        for i, v in enumerate(t[key]):
-            if isinstance(v, str) and key == "threads" and re.fullmatch(r"split(:[1-9]\d*)?", v):
-                continue   # max(1, cores // compute nodes)
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise SweepError(f"{path}: {pre}{key}[{i}]: expected an int >= {low}"
-                                 + (' or "split[:CORES]"' if key == "threads" else "")
-                                 + f", got {v!r}")
+def check_strings(path, t, pre, key, allowed=None, pattern=None):
+    for i, v in enumerate(t[key]):
+        if not isinstance(v, str) or not v:
+            raise SweepError(f"{path}: {pre}{key}[{i}]: expected a string, got {v!r}")
+        if allowed and v not in allowed:
+            raise SweepError(f"{path}: {pre}{key}[{i}]: {v!r} "
+                             f"(one of: {', '.join(allowed)})")
+        if pattern and not re.fullmatch(pattern, v):
+            raise SweepError(f"{path}: {pre}{key}[{i}]: {v!r} (e.g. {pattern!r})")
 
-    def check_dims(t, pre):
-        strings(t, pre, "algorithms", ALGORITHMS)
-        strings(t, pre, "transports", TRANSPORTS)
-        strings(t, pre, "cache_policies", POLICIES)
-        strings(t, pre, "update_modes", pattern="[a-z_]+")
-        strings(t, pre, "directions", pattern="[a-z_]+")
-        counts(t, pre, "compute_nodes", 1)
-        counts(t, pre, "memory_nodes", 1)
-        counts(t, pre, "threads", 0)
-        t["cache_specs"] = [parse_cache(v, f"{path}: {pre}caches[{i}]")
-                            for i, v in enumerate(t["caches"])]
 
-    strings(sw, "", "graphs")
-    strings(sw, "", "flags")
-    check_dims(sw, "")
-    # [ablation]: a second grid, the first's keys with the table's values.
+def check_counts(path, t, pre, key, low):
+    for i, v in enumerate(t[key]):
+        if isinstance(v, str) and key == "threads" and re.fullmatch(r"split(:[1-9]\d*)?", v):
+            continue   # max(1, cores // compute nodes)
+        if not isinstance(v, int) or isinstance(v, bool) or v < low:
+            raise SweepError(f"{path}: {pre}{key}[{i}]: expected an int >= {low}"
+                             + (' or "split[:CORES]"' if key == "threads" else "")
+                             + f", got {v!r}")
+
+
+def check_dims(path, t, pre, algorithms):
+    """The grid's keys (the sweep's, or its [ablation]'s); adds cache_specs."""
+    check_strings(path, t, pre, "algorithms", algorithms())
+    check_strings(path, t, pre, "transports", TRANSPORTS)
+    check_strings(path, t, pre, "cache_policies", POLICIES)
+    check_strings(path, t, pre, "update_modes", pattern="[a-z_]+")
+    check_strings(path, t, pre, "directions", pattern="[a-z_]+")
+    check_counts(path, t, pre, "compute_nodes", 1)
+    check_counts(path, t, pre, "memory_nodes", 1)
+    check_counts(path, t, pre, "threads", 0)
+    t["cache_specs"] = [parse_cache(v, f"{path}: {pre}caches[{i}]")
+                        for i, v in enumerate(t["caches"])]
+
+
+def read_ablation(path, sw, algorithms):
+    """[ablation]: a second grid, the sweep's keys with the table's values
+    (None without one)."""
     abl = sw["ablation"]
     for k, v in abl.items():
         if k not in DIM_KEYS:
@@ -280,30 +303,32 @@ def read_sweep(path, sets=()):
             abl[k] = [v]
         if not abl[k]:
             raise SweepError(f"{path}: ablation.{k}: an empty list")
-    if abl:
-        sw["ablation"] = {k: abl.get(k, sw[k]) for k in DIM_KEYS}
-        check_dims(sw["ablation"], "ablation.")
-    else:
-        sw["ablation"] = None
-    for key in ("trials", "timeout_s", "repeats"):
-        if sw[key] < 1:
-            raise SweepError(f"{path}: {key}: must be >= 1")
+    if not abl:
+        return None
+    grid = {k: abl.get(k, sw[k]) for k in DIM_KEYS}
+    check_dims(path, grid, "ablation.", algorithms)
+    return grid
+
+
+def check_flags(path, sw, algorithms):
     for flag in sw["flags"]:
-        for own in ("--trials", "--summary_json", "--algo", "--graph", "--transport",
-                    "--memory_nodes", "--compute_nodes", "--threads", "--cache_mb",
-                    "--cache_fraction", "--cache_policy", "--layout_memory_nodes",
-                    "--update_mode", "--direction", "--stats_json"):
+        for own in OWN_FLAGS:
             if flag == own or flag.startswith(own + "="):
                 raise SweepError(f"{path}: flags: {own} is set by the sweep itself")
     for algo, flags in sw["algorithm_flags"].items():
-        if algo not in ALGORITHMS:
-            raise SweepError(f"{path}: algorithm_flags.{algo}: not an algorithm")
+        if algo not in algorithms():
+            raise SweepError(f"{path}: algorithm_flags.{algo}: not an algorithm "
+                             f"(one of: {', '.join(algorithms())})")
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise SweepError(f"{path}: algorithm_flags.{algo}: expected a list of strings")
         for flag in flags:
             if flag.split("=")[0] in GRAPH_FLAGS:
                 raise SweepError(f"{path}: algorithm_flags.{algo}: {flag} shapes the loaded "
                                  "graph, which every algorithm shares: put it in flags")
+
+
+def read_cluster(path, sw):
+    """[cluster], with the base file read (its backend is the sweep's)."""
     cl = dict(sw["cluster"])
     for key, value in cl.items():
         if key not in CLUSTER_KEYS:
@@ -313,42 +338,35 @@ def read_sweep(path, sets=()):
             raise SweepError(f"{path}: cluster.{key}: expected "
                              f"{CLUSTER_KEYS[key].__name__}, got {value!r}")
     if "base" in cl:
-        base = Path(os.path.expandvars(cl["base"]))
-        if not base.is_absolute():
-            # Relative to the repository (deploy/clusters/...), else the cwd.
-            base = REPO / base if (REPO / base).exists() else Path.cwd() / base
-        if not base.exists():
-            raise SweepError(f"{path}: cluster.base: {cl['base']}: no such file")
-        cl["base"] = str(base)
-        with open(base, "rb") as f:
-            base_doc = tomllib.load(f)
-        if "backend" in cl and cl["backend"] != base_doc.get("backend"):
-            raise SweepError(f"{path}: cluster.backend: {cl['backend']!r} but the base "
-                             f"file's backend is {base_doc.get('backend')!r}")
-        cl["backend"] = base_doc.get("backend")
-        cl["base_doc"] = base_doc
+        read_base(path, cl)
     cl.setdefault("backend", "local")
     if cl["backend"] not in BACKENDS:
         raise SweepError(f"{path}: cluster.backend: {cl['backend']!r} "
                          f"(one of: {', '.join(BACKENDS)})")
     cl.setdefault("load_flags", [])
     cl.setdefault("push", False)
-    if cl["backend"] in ("ssh", "slurm") and "base" not in cl:
-        needs_cluster = any(t != "local" for t in every(sw, "transports"))
-        if needs_cluster:
-            raise SweepError(f"{path}: cluster.base: tcp/rdma on the {cl['backend']} "
-                             "backend need a base cluster file (hosts, ssh or slurm settings)")
-    sw["cluster"] = cl
-    sw["graphs"] = [resolve_graph(g, path) for g in sw["graphs"]]
-    sw["path"] = path
-    return sw
+    if cl["backend"] in ("ssh", "slurm") and "base" not in cl and \
+            any(t != "local" for t in every(sw, "transports")):
+        raise SweepError(f"{path}: cluster.base: tcp/rdma on the {cl['backend']} "
+                         "backend need a base cluster file (hosts, ssh or slurm settings)")
+    return cl
 
 
-GENERATOR = re.compile(r"(kron|urand):\d+(:\d+)?")
-# dmg flags that shape the stored graph (tools/graph_flags.cc, less --graph,
-# --threads, --layout_memory_nodes): given in `flags`, they go to the load too.
-GRAPH_FLAGS = ("--seed", "--symmetrize", "--drop_self_loops", "--drop_parallel_arcs",
-               "--relabel", "--block_size", "--compress")
+def read_base(path, cl):
+    base = Path(os.path.expandvars(cl["base"]))
+    if not base.is_absolute():
+        # Relative to the repository (deploy/clusters/...), else the cwd.
+        base = REPO / base if (REPO / base).exists() else Path.cwd() / base
+    if not base.exists():
+        raise SweepError(f"{path}: cluster.base: {cl['base']}: no such file")
+    cl["base"] = str(base)
+    with open(base, "rb") as f:
+        base_doc = tomllib.load(f)
+    if "backend" in cl and cl["backend"] != base_doc.get("backend"):
+        raise SweepError(f"{path}: cluster.backend: {cl['backend']!r} but the base "
+                         f"file's backend is {base_doc.get('backend')!r}")
+    cl["backend"] = base_doc.get("backend")
+    cl["base_doc"] = base_doc
 
 
 def graph_flags(sw):
@@ -356,33 +374,10 @@ def graph_flags(sw):
 
 
 def resolve_graph(spec, path):
-    """A generator spec as is; a file: $VARS expanded, relative to the cwd,
-    else to $DMG_GRAPHS_DIR (default ../shared/graphs of the repository)."""
-    if GENERATOR.fullmatch(spec):
-        return spec
-    s = os.path.expanduser(os.path.expandvars(spec))
-    if os.path.isabs(s):
-        if not os.path.exists(s):
-            raise SweepError(f"{path}: graphs: {spec}: no such file")
-        return s
-    candidates = [Path.cwd() / s,
-                  Path(os.environ.get("DMG_GRAPHS_DIR", REPO.parent / "shared" / "graphs")) / s]
-    for c in candidates + [c.with_name(c.name + ext) for c in candidates
-                           for ext in (".el", ".wel")]:   # "road-NY" as scaling.py took it
-        if c.exists():
-            return str(c.resolve())
-    raise SweepError(f"{path}: graphs: {spec}: not found here nor in "
-                     f"{candidates[1].parent} ($DMG_GRAPHS_DIR)")
-
-
-def graph_label(spec):
-    if GENERATOR.fullmatch(spec):
-        return spec
-    return os.path.basename(spec)
-
-
-def slug(text):
-    return re.sub(r"[^A-Za-z0-9_.-]+", "", text.replace(":", "")) or "x"
+    try:
+        return graphs.resolve(spec)
+    except graphs.GraphNotFound as e:
+        raise SweepError(f"{path}: graphs: {e}")
 
 
 # ---------------------------------------------------------------- the plan
@@ -410,7 +405,7 @@ def plan(sw):
                     g["algorithms"], g["compute_nodes"], g["threads"],
                     g["cache_policies"], g["cache_specs"], g["update_modes"],
                     g["directions"]):
-                runs.append(dict(graph=graph, graph_label=graph_label(graph),
+                runs.append(dict(graph=graph, graph_label=graphs.label(graph),
                                  algorithm=algo, transport=transport, compute_nodes=c,
                                  memory_nodes=m, threads=threads, cache_policy=policy,
                                  cache=cache[0], cache_flags=cache[1], cache_kind=cache[2],
@@ -448,50 +443,6 @@ def run_flags(sw, run):
 
 # ---------------------------------------------------------------- clusters
 
-def free_ports(n):
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
-def toml_value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)   # a JSON string is a valid TOML basic string
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {v!r} as TOML")
-
-
-def toml_dump(doc):
-    lines = []
-    for k, v in doc.items():
-        if not isinstance(v, (dict, list)) or (isinstance(v, list) and not
-                                                any(isinstance(x, dict) for x in v)):
-            lines.append(f"{k} = {toml_value(v)}")
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            lines.append(f"\n[{k}]")
-            lines += [f"{kk} = {toml_value(vv)}" for kk, vv in v.items()]
-    for k, v in doc.items():
-        if isinstance(v, list) and any(isinstance(x, dict) for x in v):
-            for table in v:
-                lines.append(f"\n[[{k}]]")
-                lines += [f"{kk} = {toml_value(vv)}" for kk, vv in table.items()]
-    return "\n".join(lines) + "\n"
-
-
 def cluster_doc(sw, transport, m, tag):
     """The cluster file for M memory nodes: the base file's first M memory
     nodes (local/netns: more generated when it has fewer), else generated."""
@@ -518,7 +469,7 @@ def cluster_doc(sw, transport, m, tag):
             mem.append(dict(proto))
     if backend == "local":
         # Ports that are free now: 7400+i may be someone else's on a shared host.
-        ports = free_ports(m)
+        ports = daemons.free_ports(m)
         for t, p in zip(mem, ports):
             t.setdefault("host", "127.0.0.1")
             if not base or "port" not in t:
@@ -536,109 +487,22 @@ def cluster_doc(sw, transport, m, tag):
     return doc
 
 
-class Cluster:
-    """One derived cluster file and its lifecycle through deploy/cluster."""
-
-    def __init__(self, sw, args, work, transport, m, logs):
-        self.sw, self.args = sw, args
-        self.tag = f"sw{os.getpid() % 100000}{transport[0]}{m}"
-        self.dir = work / self.tag
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.file = self.dir / "cluster.toml"
-        self.file.write_text(f"# Written by deploy/experiments/sweep.py for {sw['path']}\n"
-                             + toml_dump(cluster_doc(sw, transport, m, self.tag)))
-        self.state = self.dir / "state"
-        self.logs = logs
-        self.backend = sw["cluster"]["backend"]
-        self.is_up = False
-
-    def argv(self, *cmd):
-        return [sys.executable, str(CLUSTER), "--dmg", self.args.dmg, "--state",
-                str(self.state), str(self.file)] + list(cmd)
-
-    def call(self, log_name, *cmd, timeout=600):
-        log = self.logs / log_name
-        rc, _ = run_logged(self.argv(*cmd), log, timeout)
-        if rc != 0:
-            last = tail_line(log)
-            raise RuntimeError(f"`cluster {' '.join(cmd[:2])}` failed (exit {rc}): {last}")
-
-    def up(self, graph):
-        if self.backend == "slurm":
-            return   # the batch job of each run brings its cluster up and loads
-        if self.sw["cluster"].get("push") and self.backend == "ssh":
-            self.call(f"{self.tag}-push.log", "push")
-        self.is_up = True   # before: a half-made cluster is taken down too
-        self.call(f"{self.tag}-up.log", "up")
-        self.call(f"{self.tag}-load-{slug(graph_label(graph))}.log", "load", graph,
-                  *graph_flags(self.sw),
-                  *self.sw["cluster"]["load_flags"])
-
-    def run_argv(self, flags):
-        return self.argv("run", *flags)
-
-    def down(self):
-        if not self.is_up and self.backend != "slurm":
-            return
-        self.is_up = False
-        # A second Ctrl-C must not cut `down` short: it would leave daemons.
-        sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        old = [signal.signal(s, signal.SIG_IGN) for s in sigs]
-        try:
-            rc, _ = run_logged(self.argv("down"), self.logs / f"{self.tag}-down.log", 120)
-        finally:
-            for s, h in zip(sigs, old):
-                signal.signal(s, h)
-        if rc != 0:
-            say(f"warning: `cluster down` for {self.tag} failed: "
-                f"{tail_line(self.logs / f'{self.tag}-down.log')}")
+def make_cluster(sw, args, folder, work, transport, m, logs):
+    """The cluster file for (transport, M) in folder/TAG/, with the script
+    that reruns one run on it; its state (while up) in work/TAG/."""
+    tag = f"sw{os.getpid() % 100000}{transport[0]}{m}"
+    (folder / tag).mkdir(parents=True, exist_ok=True)
+    file = folder / tag / "cluster.toml"
+    file.write_text(f"# Written by deploy/experiments/sweep.py for {sw['path']}\n"
+                    + daemons.toml_dump(cluster_doc(sw, transport, m, tag)))
+    cl = sw["cluster"]
+    cluster = daemons.Cluster(file, args.dmg, work / tag / "state", logs, cl["backend"],
+                              cl["push"], cl["load_flags"])
+    cluster.write_rerun(graph_flags(sw))
+    return cluster
 
 
 # ---------------------------------------------------------------- running
-
-def run_logged(argv, log, timeout):
-    """Runs argv with its output in log; kills its whole process group on a
-    timeout or an interrupt. Returns (rc or None on timeout, seconds)."""
-    start = time.time()
-    with open(log, "ab") as out:
-        out.write(f"$ {shlex.join(argv)}\n".encode())
-        out.flush()
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            rc = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(p)
-            out.write(f"[sweep: killed after {timeout} s]\n".encode())
-            return None, time.time() - start
-        except BaseException:
-            kill_group(p)
-            raise
-    return rc, time.time() - start
-
-
-def kill_group(p):
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            p.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def tail_line(log):
-    try:
-        lines = [l for l in Path(log).read_text(errors="replace").splitlines()
-                 if l.strip() and not l.startswith("$ ")]
-    except FileNotFoundError:
-        return ""
-    errs = [l for l in lines if "error" in l.lower()]
-    return (errs or lines or [""])[-1].strip()[:300]
-
 
 CSV_FIELDS = [
     "sweep", "graph", "algorithm", "transport", "backend", "compute_nodes",
@@ -649,8 +513,7 @@ CSV_FIELDS = [
     "supersteps_median", "cache_bound_bytes", "cache_peak_bytes", "cache_hits",
     "cache_misses", "cache_bytes_fetched", "vertices", "arcs", "load_seconds",
     "threads_used", "verify", "result", "wall_s", "summary_json", "log", "command",
-    # Added with the update_mode/direction grid, repetitions and stats_json
-    # (new columns go last: scripts that index columns keep working).
+    # New columns go last, so that scripts that index columns keep working.
     "experiment", "update_mode", "direction", "rep", "time_supersteps_s", "job_bytes",
     "max_node_bytes", "balance", "wait_frac", "chosen_directions", "chosen_update_modes",
     "chosen_coordinators", "stats_json",
@@ -700,52 +563,73 @@ def row_from_summary(row, s):
 def build_image(sw, args, work, graph, m, logs):
     """transport local: the store image for M memory nodes, made once per
     graph and M instead of in every run (an image carries its layout)."""
-    image = work / f"{slug(graph_label(graph))}-m{m}.img"
+    image = work / f"{graphs.slug(graphs.label(graph))}-m{m}.img"
     log = logs / f"image-{image.stem}.log"
     argv = [args.dmg, "load", f"--graph={graph}", f"--image={image}",
             f"--layout_memory_nodes={m}"] + graph_flags(sw)
     if args.dry_run:
         print(shlex.join(argv))
         return image
-    rc, _ = run_logged(argv, log, max(600, sw["timeout_s"]))
+    rc, _ = procs.run_logged(argv, log, max(600, sw["timeout_s"]))
     if rc != 0:
-        raise RuntimeError(f"`dmg load --image` of {graph_label(graph)} failed "
-                           f"(exit {rc}): {tail_line(log)}")
+        raise RuntimeError(f"`dmg load --image` of {graphs.label(graph)} failed "
+                           f"(exit {rc}): {procs.tail_line(log)}")
     return image
 
 
-def run_one(sw, args, run, index, out, cluster, image=None, rep=0):
-    name = (f"{index:03d}-{slug(run['graph_label'])}-{run['algorithm']}-{run['transport']}"
-            f"-c{run['compute_nodes']}-m{run['memory_nodes']}-{slug(run['cache'])}"
-            f"-{run['cache_policy']}-t{slug(str(run['threads']))}")
+def run_name(sw, run, index, rep):
+    name = (f"{index:03d}-{graphs.slug(run['graph_label'])}-{run['algorithm']}"
+            f"-{run['transport']}-c{run['compute_nodes']}-m{run['memory_nodes']}"
+            f"-{graphs.slug(run['cache'])}-{run['cache_policy']}"
+            f"-t{graphs.slug(str(run['threads']))}")
     if (run["update_mode"], run["direction"]) != ("auto", "auto"):
         name += f"-{run['update_mode']}-{run['direction']}"
-    if sw["repeats"] > 1:
-        name += f"-r{rep}"
+    return name + (f"-r{rep}" if sw["repeats"] > 1 else "")
+
+
+def run_argvs(args, run, flags, cluster, image):
+    """(the command run now, the one the CSV records). The recorded one
+    reruns the run on its own, with nothing of the sweep's temporary
+    folder: local, on the graph as given (the image is the same graph,
+    made once); tcp/rdma, through the cluster's rerun script (up, load,
+    run, down)."""
+    if run["transport"] == "local":
+        rest = [f"--layout_memory_nodes={run['memory_nodes']}"] + flags
+        return ([args.dmg, "run", f"--graph={image or run['graph']}"] + rest,
+                [args.dmg, "run", f"--graph={run['graph']}"] + rest)
+    # --graph names the graph in the summary (and is what --verify and a
+    # slurm job load); the run itself reads the loaded memory nodes.
+    flags = flags + [f"--graph={run['graph']}"]
+    return cluster.run_argv(flags), [str(cluster.rerun), run["graph"]] + flags
+
+
+def backend_of(sw, transport):
+    return "embedded" if transport == "local" else sw["cluster"]["backend"]
+
+
+def new_row(sw, run, rep):
+    row = {k: "" for k in CSV_FIELDS}
+    row.update(sweep=sw["name"], graph=run["graph_label"], algorithm=run["algorithm"],
+               transport=run["transport"], backend=backend_of(sw, run["transport"]),
+               compute_nodes=run["compute_nodes"], memory_nodes=run["memory_nodes"],
+               cache=run["cache"], cache_policy=run["cache_policy"], threads=run["threads"],
+               trials=sw["trials"], experiment=run["experiment"],
+               update_mode=run["update_mode"], direction=run["direction"], rep=rep)
+    return row
+
+
+def run_one(sw, args, run, index, out, cluster, image=None, rep=0):
+    name = run_name(sw, run, index, rep)
     summary = out / "summaries" / f"{name}.json"
     stats_file = out / "stats" / f"{name}.json"
     log = out / "logs" / f"{name}.log"
     flags = run_flags(sw, run) + [f"--summary_json={summary}"]
     if sw["stats_json"]:
         flags.append(f"--stats_json={stats_file}")
-    if run["transport"] == "local":
-        argv = [args.dmg, "run", f"--graph={image or run['graph']}",
-                f"--layout_memory_nodes={run['memory_nodes']}"] + flags
-        backend = "embedded"
-    else:
-        # --graph names the graph in the summary (and is what --verify and a
-        # slurm job load); the run itself reads the loaded memory nodes.
-        argv = cluster.run_argv(flags + [f"--graph={run['graph']}"])
-        backend = sw["cluster"]["backend"]
-    row = {k: "" for k in CSV_FIELDS}
-    row.update(sweep=sw["name"], graph=run["graph_label"], algorithm=run["algorithm"],
-               transport=run["transport"], backend=backend,
-               compute_nodes=run["compute_nodes"], memory_nodes=run["memory_nodes"],
-               cache=run["cache"], cache_policy=run["cache_policy"], threads=run["threads"],
-               trials=sw["trials"], summary_json=str(summary.relative_to(out)),
-               log=str(log.relative_to(out)), command=shlex.join(argv),
-               experiment=run["experiment"], update_mode=run["update_mode"],
-               direction=run["direction"], rep=rep)
+    argv, rerun = run_argvs(args, run, flags, cluster, image)
+    row = new_row(sw, run, rep)
+    row.update(summary_json=str(summary.relative_to(out)), log=str(log.relative_to(out)),
+               command=shlex.join(rerun))
     if run["update_mode"] == "pull" and run["direction"] == "push":
         # A pull sends no updates: dmg refuses the pair; recorded, not run.
         row.update(status="skipped", summary_json="", log="", command="")
@@ -753,15 +637,29 @@ def run_one(sw, args, run, index, out, cluster, image=None, rep=0):
     if args.dry_run:
         print(shlex.join(argv))
         return None
-    rc, wall = run_logged(argv, log, sw["timeout_s"])
+    rc, wall = procs.run_logged(argv, log, sw["timeout_s"])
     row["wall_s"] = f"{wall:.3f}"
+    record_outcome(sw, row, rc, log, summary, stats_file, out)
+    modes = "" if (run["update_mode"], run["direction"]) == ("auto", "auto") else \
+        f" {run['update_mode']}/{run['direction']}"
+    say(f"{index:3d} {run['algorithm']} {run['graph_label']} {run['transport']} "
+        f"C={run['compute_nodes']} M={run['memory_nodes']} cache={run['cache']} "
+        f"{run['cache_policy']} threads={run['threads']}{modes}: {row['status']}"
+        + (f", median {row['time_median_s']:.4g} s, remote "
+           f"{row['remote_bytes_median'] / 1e6:.3g} MB" if row["status"] == "ok"
+           else f" (log {log})"))
+    return row
+
+
+def record_outcome(sw, row, rc, log, summary, stats_file, out):
+    """The row's status and figures, from the exit code and the JSONs."""
     if rc is None:
         row["status"] = f"timeout ({sw['timeout_s']} s)"
     elif rc == 2 and "must be" in log.read_text(errors="replace"):
         # A --update_mode/--direction value this dmg does not know.
-        row["status"] = f"unsupported: {tail_line(log)}"
+        row["status"] = f"unsupported: {procs.tail_line(log)}"
     elif rc != 0:
-        row["status"] = f"error (exit {rc}): {tail_line(log)}"
+        row["status"] = f"error (exit {rc}): {procs.tail_line(log)}"
     elif not summary.exists():
         row["status"] = "error: no summary JSON written"
     else:
@@ -779,23 +677,9 @@ def run_one(sw, args, run, index, out, cluster, image=None, rep=0):
                            stats_json=str(stats_file.relative_to(out)))
             except (OSError, ValueError, KeyError, TypeError) as e:
                 row["status"] = f"error: bad stats JSON: {e}"
-    t = row["time_median_s"]
-    modes = "" if (run["update_mode"], run["direction"]) == ("auto", "auto") else \
-        f" {run['update_mode']}/{run['direction']}"
-    say(f"{index:3d} {run['algorithm']} {run['graph_label']} {run['transport']} "
-        f"C={run['compute_nodes']} M={run['memory_nodes']} cache={run['cache']} "
-        f"{run['cache_policy']} threads={run['threads']}{modes}: {row['status']}"
-        + (f", median {t:.4g} s, remote {row['remote_bytes_median'] / 1e6:.3g} MB"
-           if row["status"] == "ok" else f" (log {log})"))
-    return row
 
 
 def sweep(sw, args):
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else \
-        Path(os.environ.get("DMG_EXPERIMENTS_DIR", Path.home() / "dmg-experiments")) / \
-        f"{sw['name']}-{stamp}"
-    out = out.resolve()
     groups = plan(sw)
     total = sum(len(r) for _, r in groups) * sw["repeats"]
     # Every cluster file can be made (enough memory nodes in the base) before
@@ -805,91 +689,96 @@ def sweep(sw, args):
             if transport != "local":
                 cluster_doc(sw, transport, m, "check")
     if args.dry_run:
-        say(f"{total} runs (dry run: the commands; cluster files are written at run time)")
-        work = Path(tempfile.mkdtemp(prefix="dmg-sweep-"))
-        index = 0
-        try:
-            for (transport, m, graph), runs in groups:
-                cl = image = None
-                if transport == "local" and sw["prebuild_images"]:
-                    image = build_image(sw, args, work, graph, m, work)
-                if transport != "local":
-                    cl = Cluster(sw, args, work, transport, m, work)
-                    print(f"# cluster {cl.tag} ({sw['cluster']['backend']}, {transport}, "
-                          f"{m} memory nodes): up; load {graph}; runs; down")
-                for run in runs:
-                    index += 1
-                    run_one(sw, args, run, index, Path("OUT"), cl, image)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return 0
-    if not os.access(args.dmg, os.X_OK):
-        raise SweepError(f"dmg: {args.dmg} is not an executable (build it, or give --dmg)")
+        return dry_run(sw, args, groups, total)
+    registry.check(args.dmg)
+    out = out_dir(sw, args)
     for sub in ("summaries", "logs") + (("stats",) if sw["stats_json"] else ()):
         (out / sub).mkdir(parents=True, exist_ok=True)
     say(f"{sw['name']}: {total} runs x {sw['trials']} trials; output in {out}")
-    csv_path = out / "results.csv"
     rows = []
     work = Path(tempfile.mkdtemp(prefix="dmg-sweep-"))
-    cluster = None
-    index = 0
     try:
-        with open(csv_path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-            w.writeheader()
-            for (transport, m, graph), runs in groups:
-                cluster = None
-                done = 0
-                # Repetitions interleaved: every run of the group once before
-                # any runs again (the fastest counts in summary.txt).
-                todo = [(rep, run) for rep in range(sw["repeats"]) for run in runs
-                        if rep == 0 or (run["update_mode"], run["direction"]) !=
-                        ("pull", "push")]
-                try:
-                    image = None
-                    if transport != "local":
-                        cluster = Cluster(sw, args, work, transport, m, out / "logs")
-                        say(f"cluster {cluster.tag}: {sw['cluster']['backend']}, {transport}, "
-                            f"{m} memory node(s), graph {graph_label(graph)}")
-                        cluster.up(graph)
-                    elif sw["prebuild_images"]:
-                        image = build_image(sw, args, work, graph, m, out / "logs")
-                    for rep, run in todo:
-                        index += 1
-                        row = run_one(sw, args, run, index, out, cluster, image, rep)
-                        rows.append(row)
-                        w.writerow(row)
-                        f.flush()
-                        done += 1
-                except RuntimeError as e:
-                    # The cluster did not come up or load: its runs are errors.
-                    say(f"error: {e}")
-                    for rep, run in todo[done:]:
-                        index += 1
-                        row = {k: "" for k in CSV_FIELDS}
-                        row.update(sweep=sw["name"], graph=run["graph_label"],
-                                   algorithm=run["algorithm"], transport=transport,
-                                   backend=sw["cluster"]["backend"],
-                                   compute_nodes=run["compute_nodes"], memory_nodes=m,
-                                   cache=run["cache"], cache_policy=run["cache_policy"],
-                                   threads=run["threads"], trials=sw["trials"],
-                                   status=f"error: {e}", experiment=run["experiment"],
-                                   update_mode=run["update_mode"],
-                                   direction=run["direction"], rep=rep)
-                        rows.append(row)
-                        w.writerow(row)
-                    f.flush()
-                finally:
-                    if cluster:
-                        cluster.down()
-                        cluster = None
-                    if image:
-                        Path(image).unlink(missing_ok=True)
+        with csvio.Writer(out / "results.csv", CSV_FIELDS) as csv_out:
+            def emit(row):
+                rows.append(row)
+                csv_out.row(row)
+            index = 1
+            for group, runs in groups:
+                index = run_group(sw, args, out, work, group, runs, index, emit)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return finish(rows, out, sw)
+
+
+def out_dir(sw, args):
+    if args.out:
+        return Path(args.out).resolve()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(os.environ.get("DMG_EXPERIMENTS_DIR", Path.home() / "dmg-experiments"))
+    return (base / f"{sw['name']}-{stamp}").resolve()
+
+
+def run_group(sw, args, out, work, group, runs, index, emit):
+    """The runs of one (transport, M, graph), on a cluster brought up for
+    them (tcp/rdma) or a store image made for them (local); a cluster or
+    image that cannot be made makes its runs errors. Returns the next
+    run's index."""
+    transport, m, graph = group
+    # Repetitions interleaved: every run of the group once before any runs
+    # again (the fastest counts in summary.txt).
+    todo = [(rep, run) for rep in range(sw["repeats"]) for run in runs
+            if rep == 0 or (run["update_mode"], run["direction"]) != ("pull", "push")]
+    cluster = image = None
+    done = 0
+    try:
+        if transport != "local":
+            cluster = make_cluster(sw, args, out / "clusters", work, transport, m,
+                                   out / "logs")
+            say(f"cluster {cluster.tag}: {sw['cluster']['backend']}, {transport}, "
+                f"{m} memory node(s), graph {graphs.label(graph)}")
+            cluster.up(graph, graph_flags(sw))
+        elif sw["prebuild_images"]:
+            image = build_image(sw, args, work, graph, m, out / "logs")
+        for rep, run in todo:
+            emit(run_one(sw, args, run, index + done, out, cluster, image, rep))
+            done += 1
+    except RuntimeError as e:   # daemons.DaemonError too
+        say(f"error: {e}")
+        for rep, run in todo[done:]:
+            emit(dict(new_row(sw, run, rep), status=f"error: {e}"))
+        done = len(todo)
     finally:
         if cluster:
             cluster.down()
+        if image:
+            Path(image).unlink(missing_ok=True)
+    return index + done
+
+
+def dry_run(sw, args, groups, total):
+    say(f"{total} runs (dry run: the commands; cluster files are written at run time)")
+    work = Path(tempfile.mkdtemp(prefix="dmg-sweep-"))
+    index = 0
+    try:
+        for (transport, m, graph), runs in groups:
+            cluster = image = None
+            if transport == "local" and sw["prebuild_images"]:
+                image = build_image(sw, args, work, graph, m, work)
+            if transport != "local":
+                cluster = make_cluster(sw, args, work, work, transport, m, work)
+                print(f"# cluster {cluster.tag} ({sw['cluster']['backend']}, {transport}, "
+                      f"{m} memory nodes): up; load {graph}; runs; down")
+            for run in runs:
+                index += 1
+                run_one(sw, args, run, index, Path("OUT"), cluster, image)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
-    say(f"wrote {csv_path} ({len(rows)} rows)")
+    return 0
+
+
+def finish(rows, out, sw):
+    """The plots, the table, summary.txt; the exit code."""
+    say(f"wrote {out / 'results.csv'} ({len(rows)} rows)")
     make_plots(rows, out, sw["name"])
     print_table(rows)
     write_summary(rows, out)
@@ -920,204 +809,22 @@ def print_table(rows):
 
 # ---------------------------------------------------------------- plots
 
-def load_csv(path):
-    rows = list(csv.DictReader(open(path, newline="")))
-    return rows
-
-
-def num(r, k):
-    return float(r[k]) if r.get(k) not in (None, "") else None
-
-
-def cache_axis(rows):
-    """x values for the cache plots: % of the store image when every size is
-    a fraction; else the bound dmg reports, in MiB. Unbounded: None."""
-    labels = {r["cache"] for r in rows}
-    if all(l.endswith("%") or l == "unbounded" for l in labels):
-        return "cache size (% of the store image)", \
-            lambda r: None if r["cache"] == "unbounded" else float(r["cache"][:-1])
-    return "cache bound (MiB, as dmg reports it)", \
-        lambda r: None if r["cache"] == "unbounded" or not num(r, "cache_bound_bytes") \
-        else num(r, "cache_bound_bytes") / 2 ** 20
-
-
-DIMS = ("compute_nodes", "memory_nodes", "cache", "cache_policy", "threads", "update_mode",
-        "direction")
-DIM_LABEL = {"compute_nodes": "C", "memory_nodes": "M", "cache": "cache",
-             "cache_policy": "", "threads": "threads"}
-
-
-def dim_order(dim, value):
-    """Sorts series by size, not as strings ("5%" before "25%")."""
-    if dim == "cache":
-        if value == "unbounded":
-            return (2, math.inf, value)
-        m = re.match(r"[0-9.]+", value)
-        return (0 if value.endswith("%") else 1, float(m.group()) if m else 0, value)
-    try:
-        return (0, float(value), "")
-    except ValueError:
-        return (0, 0, str(value))
-
-
-def describe(r, dims):
-    parts = []
-    for d in dims:
-        v = report.get(r, d)
-        if d == "compute_nodes":
-            parts.append(f"{v} compute node{'s' if str(v) != '1' else ''}")
-        elif d == "memory_nodes":
-            parts.append(f"{v} memory node{'s' if str(v) != '1' else ''}")
-        elif d == "threads":
-            parts.append("threads: all cores" if str(v) == "0" else
-                         "threads: cores / compute nodes" if str(v).startswith("split") else
-                         f"{v} thread{'s' if str(v) != '1' else ''}")
-        elif d == "cache":
-            parts.append(f"cache {v}")
-        elif d in ("update_mode", "direction"):
-            parts.append(f"{d} {v}")
-        else:
-            parts.append(str(v))
-    return ", ".join(parts)
-
-
 def make_plots(rows, out, name):
+    """Each plot as NAME.png, .pdf and .svg in out; the PNGs' paths."""
     if not rows:
         return []
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = plots.pyplot()
+    if plt is None:
         say("matplotlib missing (Debian: apt-get install python3-matplotlib): no plots; "
             f"`{Path(__file__).name} --replot {out / 'results.csv'}` makes them later")
         return []
     made = []
-    # The sweep's grid (the ablation has its own plot), fastest repetition.
-    ok_rows = [r for r in report.best_rows(rows) if r["status"] == "ok" and
-               report.get(r, "experiment") == "sweep"]
-    keys = sorted({(r["graph"], r["algorithm"], r["transport"]) for r in ok_rows})
-    for graph, algo, transport in keys:
-        grp = [r for r in ok_rows if (r["graph"], r["algorithm"], r["transport"]) ==
-               (graph, algo, transport)]
-        backend = grp[0]["backend"]
-        trials = grp[0]["trials"]
-        where = f"{algo} on {graph}, transport {transport}" + \
-            (f" ({backend} backend)" if transport != "local" else " (embedded cluster)")
-        for axis, kind, title in (
-                ("cache", "cache", "time and remote bytes vs cache size"),
-                ("compute_nodes", "compute", "speedup vs compute nodes"),
-                ("memory_nodes", "memory", "time and remote bytes vs memory nodes")):
-            values = {report.get(r, axis) for r in grp}
-            if len(values) < 2:
-                continue
-            others = [d for d in DIMS if d != axis]
-            varying = [d for d in others if len({report.get(r, d) for r in grp}) > 1]
-            fixed = [d for d in others if d not in varying]
-            series = {}
-            for r in grp:
-                series.setdefault(tuple(report.get(r, d) for d in varying), []).append(r)
-            nseries = len(series)
-            unbounded = sum(1 for rs in series.values() if any(
-                r["cache"] == "unbounded" for r in rs)) if axis == "cache" else 0
-            entries = (nseries if varying else 0) + unbounded + \
-                (1 if axis == "compute_nodes" else 0)
-            ncol = 1 if entries <= 2 else 2
-            legend_in = (0.2 + 0.2 * math.ceil(entries / ncol)) if entries else 0
-            height = 4.4 + legend_in
-            fig, axes = plt.subplots(1, 2, figsize=(11, height))
-            if axis == "cache":
-                xlabel, xof = cache_axis(grp)
-            else:
-                xlabel = "compute nodes" if axis == "compute_nodes" else "memory nodes"
-                xof = lambda r, a=axis: float(r[a])
-            markers = "osD^v<>ph*"
-            for i, (skey, srows) in enumerate(sorted(
-                    series.items(), key=lambda kv: [dim_order(d, v) for d, v in
-                                                    zip(varying, kv[0])])):
-                color, marker = f"C{i % 10}", markers[(i // 10 + i) % len(markers)]
-                label = describe(dict(zip(varying, skey)), varying) or None
-                pts = sorted(((xof(r), r) for r in srows if xof(r) is not None),
-                             key=lambda p: p[0])
-                unb = [r for r in srows if xof(r) is None]
-                xs = [x for x, _ in pts]
-                med = [num(r, "time_median_s") for _, r in pts]
-                lo = [num(r, "time_median_s") - num(r, "time_min_s") for _, r in pts]
-                hi = [num(r, "time_max_s") - num(r, "time_median_s") for _, r in pts]
-                mb = [num(r, "remote_bytes_median") / 1e6 for _, r in pts]
-                mblo = [(num(r, "remote_bytes_median") - num(r, "remote_bytes_min")) / 1e6
-                        for _, r in pts]
-                mbhi = [(num(r, "remote_bytes_max") - num(r, "remote_bytes_median")) / 1e6
-                        for _, r in pts]
-                style = dict(color=color, marker=marker, capsize=3, label=label)
-                if axis == "compute_nodes":
-                    sp = [med[0] / m for m in med]
-                    axes[0].plot(xs, sp, "-", color=color, marker=marker, label=label)
-                    if nseries <= 4:
-                        for x, v in zip(xs, sp):
-                            axes[0].annotate(f"{v:.2f}x", (x, v), textcoords="offset points",
-                                             xytext=(5, 4), fontsize=7, color=color)
-                    axes[1].errorbar(xs, med, yerr=[lo, hi], fmt="-", **style)
-                elif xs:
-                    axes[0].errorbar(xs, med, yerr=[lo, hi], fmt="-", **style)
-                    axes[1].errorbar(xs, mb, yerr=[mblo, mbhi], fmt="-", **style)
-                for r in unb:   # cache plots: the unbounded run as a level
-                    axes[0].axhline(num(r, "time_median_s"), color=color, ls=":",
-                                    label=f"{label + ', ' if label else ''}unbounded cache")
-                    axes[1].axhline(num(r, "remote_bytes_median") / 1e6, color=color, ls=":")
-            if axis == "compute_nodes":
-                xs_all = sorted({float(v) for v in values})
-                axes[0].plot(xs_all, [x / xs_all[0] for x in xs_all], "--", color="gray",
-                             lw=0.8, label="ideal (linear)")
-                axes[0].set_ylabel(f"speedup (median time at {xs_all[0]:g} / at x)")
-                axes[1].set_ylabel("time (s): median, bars min-max")
-            else:
-                axes[0].set_ylabel("time (s): median, bars min-max")
-                axes[1].set_ylabel("remote MB read + written: median, bars min-max")
-            for ax in axes:
-                ax.set_xlabel(xlabel)
-                ax.grid(True, which="both", alpha=0.3)
-                if axis == "cache":
-                    ax.set_xscale("log")
-                    if xlabel.startswith("cache size (%"):
-                        xs_all = sorted({xof(r) for r in grp if xof(r) is not None})
-                        ax.set_xticks(xs_all)
-                        ax.set_xticklabels([f"{x:g}" for x in xs_all])
-                        ax.minorticks_off()
-                    else:
-                        from matplotlib.ticker import LogLocator, ScalarFormatter
-                        ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-                        ax.xaxis.set_major_formatter(ScalarFormatter())
-                        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-                else:
-                    ax.set_xticks(sorted({float(v) for v in values}))
-                # A range over 30x (a baseline 30x slower, say): a log axis, so
-                # that the small values are not flattened to the floor.
-                ys = [y for line in ax.get_lines() for y in line.get_ydata()
-                      if isinstance(y, (int, float)) and y > 0]
-                if ys and max(ys) / min(ys) > 30 and not (axis == "compute_nodes" and
-                                                          ax is axes[0]):
-                    ax.set_yscale("log")
-                else:
-                    ax.set_ylim(bottom=0)
-            handles, labels = axes[0].get_legend_handles_labels()
-            if handles:
-                fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8,
-                           frameon=False)
-            sub = describe(grp[0], fixed)
-            per_point = f"each point: median of {trials} trials" if str(trials) != "1" \
-                else "1 trial per point"
-            fig.suptitle(f"{where}: {title}\n{sub}{'; ' if sub else ''}{per_point} "
-                         f"(sweep {name})", fontsize=10)
-            fig.tight_layout(rect=(0, legend_in / height, 1, 1))
-            path = out / f"{kind}-{slug(graph)}-{algo}-{transport}.png"
-            fig.savefig(path, dpi=100)
+    with plots.styled():
+        for stem, fig in itertools.chain(plots.sweep_figures(plt, rows, name),
+                                         plots.ablation_figures(plt, rows)):
+            made.append(plots.save(fig, out / stem))
             plt.close(fig)
-            made.append(path)
-            say(f"wrote {path}")
-    for path in report.plot_ablation(plt, rows, out, slug):
-        made.append(path)
-        say(f"wrote {path}")
+            say(f"wrote {made[-1]} (and .pdf, .svg)")
     if not made:
         say("no plots: no axis (cache, compute nodes, memory nodes) has more than one "
             "value with an ok run")
@@ -1145,8 +852,7 @@ def main(argv):
     p.add_argument("sweep", nargs="?", help="the sweep file (TOML)")
     p.add_argument("--out", help="output folder (default ~/dmg-experiments/NAME-TIMESTAMP, "
                    "or $DMG_EXPERIMENTS_DIR/NAME-TIMESTAMP)")
-    p.add_argument("--dmg", default=os.environ.get("DMG_BIN",
-                                                   str(REPO / "build/release/tools/dmg")),
+    p.add_argument("--dmg", default=registry.default_dmg(),
                    help="the dmg binary (default $DMG_BIN, else build/release/tools/dmg)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a sweep key (TOML value; lists also as a,b,c): "
@@ -1155,26 +861,14 @@ def main(argv):
     p.add_argument("--replot", metavar="CSV", help="only remake the plots from a results.csv")
     a = p.parse_args(argv)
     a.dmg = str(Path(a.dmg).resolve()) if os.path.sep in a.dmg else a.dmg
-
-    # SIGTERM (a batch system, `kill`), SIGHUP (the terminal went away) unwind
-    # like Ctrl-C: clusters go down, temporary files go.
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    # SIGINT explicitly too: a shell starts background jobs with it ignored.
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, on_term)
+    procs.unwind_on_signals()
     try:
         if a.replot:
-            rows = load_csv(a.replot)
-            out = Path(a.out or Path(a.replot).parent)
-            out.mkdir(parents=True, exist_ok=True)
-            made = make_plots(rows, out, rows[0]["sweep"] if rows else "")
-            write_summary(rows, out)
-            return 0 if made or not rows else 1
+            return replot(a)
         if not a.sweep:
             raise SweepError("give a sweep file (or --replot CSV)")
-        return sweep(read_sweep(a.sweep, a.set), a)
-    except SweepError as e:
+        return sweep(read_sweep(a.sweep, a.set, a.dmg), a)
+    except (SweepError, registry.DmgMissing) as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -1184,6 +878,15 @@ def main(argv):
     except BrokenPipeError:   # `--dry-run | head`
         sys.stderr.close()
         return 0
+
+
+def replot(a):
+    rows = csvio.read(a.replot)
+    out = Path(a.out or Path(a.replot).parent)
+    out.mkdir(parents=True, exist_ok=True)
+    made = make_plots(rows, out, rows[0]["sweep"] if rows else "")
+    write_summary(rows, out)
+    return 0 if made or not rows else 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The scaling table and the update_mode x direction ablation of a sweep,
 from the runner's rows (results.csv as read back: strings; or as written:
-numbers). Moved here from scaling.py, which is now a wrapper of the runner.
+numbers): text for summary.txt; the ablation's plot is plots.py's.
 
 Rows: experiment ("sweep" or "ablation"; absent in older CSVs: sweep),
 update_mode and direction ("auto" when absent), rep (repetitions: the
@@ -8,7 +8,6 @@ fastest ok one of each configuration counts), time_median_s,
 remote_bytes_median and, when the sweep kept --stats_json, balance,
 wait_frac, chosen_directions and chosen_update_modes."""
 import collections
-import os
 
 # What makes one configuration (every key but the repetition).
 CONFIG = ("experiment", "graph", "algorithm", "transport", "compute_nodes",
@@ -222,53 +221,3 @@ def summarize(rows):
     best = best_rows(rows)
     body = scaling_table(best) + ablation_table(best)
     return "\n".join(body + checks(rows)) + "\n" if body else ""
-
-
-def plot_ablation(plt, rows, out, slug):
-    """ablation-G-A.png per graph x algorithm: time and remote MB per
-    update_mode/direction, a bar per transport (hatched: auto/auto)."""
-    from matplotlib.patches import Patch
-    dims, groups = ablation_groups(best_rows(rows))
-    panels = collections.defaultdict(dict)   # (graph, algo) -> {other key: group}
-    for k, group in groups.items():
-        g = dict(zip(dims, k))
-        panels[(g["graph"], g["algorithm"])][k] = group
-    made = []
-    for (graph, algo), gs in sorted(panels.items()):
-        combos = sorted({c for g in gs.values() for c in g}, key=combo_order)
-        series = sorted(gs)
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
-        width = 0.8 / len(series)
-        labels = []
-        for si, k in enumerate(series):
-            g = dict(zip(dims, k))
-            labels.append(f"{g['transport']}, C={g['compute_nodes']} M={g['memory_nodes']}, "
-                          f"cache {g['cache']}")
-            for ax, value in ((axes[0], secs), (axes[1], mb)):
-                for ci, combo in enumerate(combos):
-                    r = gs[k].get(combo)
-                    x = ci + (si - (len(series) - 1) / 2) * width
-                    if ok(r):
-                        bar = ax.bar([x], [value(r)], width, color=f"C{si % 10}")
-                        if combo == ("auto", "auto"):
-                            bar[0].set_hatch("//")
-                    elif r is not None:   # why there is no bar
-                        ax.text(x, 0, cell(r, None), rotation=90, fontsize=6,
-                                ha="center", va="bottom", color="gray")
-        for ax, ylabel in ((axes[0], "time (s): median per trial"),
-                           (axes[1], "remote MB read + written per trial")):
-            ax.set_xticks(range(len(combos)))
-            ax.set_xticklabels([f"{m}/{d}" for m, d in combos], rotation=45, ha="right",
-                               fontsize=8)
-            ax.set_xlabel("--update_mode / --direction (hatched: auto/auto)")
-            ax.set_ylabel(ylabel)
-            ax.grid(True, axis="y", alpha=0.3)
-        axes[0].legend(handles=[Patch(color=f"C{i % 10}", label=l)
-                                for i, l in enumerate(labels)], fontsize=7)
-        fig.suptitle(f"{algo} on {graph}: update_mode x direction ablation", fontsize=10)
-        fig.tight_layout()
-        path = os.path.join(out, f"ablation-{slug(graph)}-{algo}.png")
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        made.append(path)
-    return made
