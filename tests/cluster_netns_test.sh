@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # deploy/cluster, netns backend: 2 memory nodes and 2 compute nodes, each in
 # its own network namespace; load a real graph, PageRank and BFS verified
-# against the reference, then `down` must leave no namespace, link or dmg
-# process behind. Needs root (ip netns). Graph: $DMG_GRAPHS_DIR/road-NY.el,
-# else kron:16.
+# against the reference; SIGTERM to the launcher of a long job must stop
+# its compute nodes in their namespaces; then `down` must leave no
+# namespace, link or dmg process behind. Needs root (ip netns). Graph:
+# $DMG_GRAPHS_DIR/road-NY.el, else kron:16.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DMG_BIN="${DMG_BIN:-$PWD/build/release/tools/dmg}"
@@ -59,6 +60,23 @@ for algo in pagerank bfs; do
   grep -q "verify: OK" <<<"$out" || { echo "FAIL: $algo not verified"; exit 1; }
   grep -q "2 compute nodes" <<<"$out" || { echo "FAIL: $algo not on 2 compute nodes"; exit 1; }
 done
+
+# Within about 2 s of the SIGTERM: no compute node left, nor a job region.
+regions() { "${C[@]}" status | awk '/job regions/ {n += $(NF-4)} END {print n + 0}'; }
+"${C[@]}" run --algo=pagerank --graph="$graph" --tolerance=0 --max_iters=10000000 \
+  --keep_state_s=0 >"$work/run.log" 2>&1 &
+launcher=$!; left=; n=
+for _ in $(seq 200); do [ "$(regions)" -gt 0 ] && break; sleep 0.05; done
+[ "$(regions)" -gt 0 ] || { cat "$work/run.log"; echo "FAIL: the long job never ran"; exit 1; }
+kill -TERM $launcher
+for _ in $(seq 20); do
+  left=$(ip netns pids dmg-t-netns-c0; ip netns pids dmg-t-netns-c1); n=$(regions)
+  [ -z "$left" ] && [ "$n" = 0 ] && break; sleep 0.1
+done
+rc=0; wait $launcher || rc=$?
+[ -z "$left" ] && [ "$n" = 0 ] && [ $rc = 143 ] ||
+  { echo "FAIL: SIGTERM to the launcher: exit $rc, $n job regions, pids left: $left"; exit 1; }
+echo "cluster_netns_test: SIGTERM to the launcher stopped its compute nodes"
 "${C[@]}" down
 "${C[@]}" down >/dev/null   # idempotent
 # An `up` whose state was lost (a crash, a deleted folder): down still finds
