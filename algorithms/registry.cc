@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "algorithms/algorithms.h"
@@ -11,6 +12,12 @@
 namespace dmg::algorithms {
 
 namespace {
+
+// "1 iteration", "2 iterations": the summary line's words.
+std::string Counted(uint64_t n, absl::string_view what) {
+  return absl::StrCat(n, " ", what, n == 1 ? absl::string_view("")
+                                           : absl::string_view("s"));
+}
 
 template <typename T>
 int64_t CountIf(const Values& values, bool (*keep)(T)) {
@@ -56,8 +63,9 @@ std::vector<Algorithm> MakeRegistry() {
             PageRank(e, p.max_iters, p.tolerance, p.precision));
         const bool converged = pr.last_l1 < p.tolerance;
         Outcome o{std::move(pr.scores),
-                  absl::StrFormat("%d iterations, last L1 change %.3g%s",
-                                  pr.iterations, pr.last_l1,
+                  absl::StrFormat("%s, last L1 change %.3g%s",
+                                  Counted(pr.iterations, "iteration"),
+                                  pr.last_l1,
                                   // With --tolerance=0 a fixed number of
                                   // iterations was asked for.
                                   converged || p.tolerance == 0
@@ -120,7 +128,7 @@ std::vector<Algorithm> MakeRegistry() {
             components += label[v] == v;
           }
           Outcome o{std::move(label),
-                    absl::StrFormat("%d components", components)};
+                    Counted(components, "component")};
           o.counts = {{"components", static_cast<int64_t>(components)}};
           return o;
         },
@@ -164,7 +172,7 @@ std::vector<Algorithm> MakeRegistry() {
                 const Params& p) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(std::vector<double> score, Bc(e, p.sources));
         Outcome o{std::move(score),
-                  absl::StrFormat("%d sources", p.sources.size())};
+                  Counted(p.sources.size(), "source")};
         o.counts = {{"sources", static_cast<int64_t>(p.sources.size())}};
         return o;
       },
@@ -187,7 +195,7 @@ std::vector<Algorithm> MakeRegistry() {
       .flags = {},
       .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(uint64_t triangles, TriangleCount(e));
-        Outcome o{triangles, absl::StrFormat("%d triangles", triangles)};
+        Outcome o{triangles, Counted(triangles, "triangle")};
         o.counts = {{"triangles", static_cast<int64_t>(triangles)}};
         return o;
       },

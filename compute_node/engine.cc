@@ -48,6 +48,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   }
   auto start = std::chrono::steady_clock::now();
   DMG_ASSIGN_OR_RETURN(RemoteGraph graph, RemoteGraph::Open(*endpoints[0]));
+  if (graph.num_memory_nodes() > transport.num_memory_nodes()) {
+    // Node 0 holds the superblock, so a subset of the memory nodes shows
+    // here, before anything READs a missing one.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the store on these memory nodes is laid out over %d memory node(s), "
+        "but the job was given %d: list every memory node it was loaded "
+        "into, in the order `dmg load` was given them",
+        graph.num_memory_nodes(), transport.num_memory_nodes()));
+  }
   EngineOptions resolved = options;
   if (options.cache_fraction > 0) {
     resolved.cache_bytes = static_cast<uint64_t>(

@@ -1,6 +1,7 @@
 // Issue 38, a newcomer's first hour, as a user meets it on the command
 // line: records that cannot name the wrong graph (the store's fingerprint),
 // and the messages and help of `dmg`.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -121,6 +122,151 @@ TEST(GraphFingerprintTest, ImagesRecordTheirSourceAndValidationChecksIt) {
   ASSERT_FALSE(read.ok());
   EXPECT_TRUE(Has(std::string(read.status().message()), "arc digest"))
       << read.status();
+}
+
+// Item 4: a load that cannot go in fails before the graph is built (a
+// missing input file is only noticed while building it).
+TEST(LoadTest, ChecksTheNodesAndTheSecretBeforeBuilding) {
+  TempDir dir;
+  const std::string missing = dir.file("not-there.el");
+  CommandResult down =
+      RunDmg("load --graph=" + missing + " --memory_nodes=127.0.0.1:1");
+  EXPECT_NE(down.exit_code, 0);
+  EXPECT_TRUE(Has(down.err, "127.0.0.1:1")) << down.err;
+  EXPECT_FALSE(Has(down.err, "not-there")) << down.err;
+
+  ASSERT_EQ(RunDmg("secret --output=" + dir.file("s")).exit_code, 0);
+  Daemon node("--transport=tcp --secret_file=" + dir.file("s"),
+              dir.file("node.log"));
+  CommandResult no_secret = testing::RunCommand(
+      "env -u DMG_SECRET_FILE " DMG_BINARY " load --graph=" + missing +
+      " --memory_nodes=" + node.address());
+  EXPECT_EQ(no_secret.exit_code, 2) << no_secret.err;
+  EXPECT_TRUE(Has(no_secret.err, "requires the cluster secret"))
+      << no_secret.err;
+}
+
+// Item 7: a misspelt flag or command gets the nearest name, not a list
+// of all 50 flags.
+TEST(MessagesTest, MisspeltFlagsAndCommandsGetADidYouMean) {
+  CommandResult flag = RunDmg("run --algo=bfs --grpah=kron:4");
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(Lines(flag.err), 1) << flag.err;
+  EXPECT_TRUE(Has(flag.err, "did you mean --graph?")) << flag.err;
+  EXPECT_TRUE(Has(flag.err, "dmg help run")) << flag.err;
+  EXPECT_FALSE(Has(flag.err, "--cache_mb")) << flag.err;
+  EXPECT_TRUE(Has(RunDmg("run --cache_frac=0.5").err,
+                  "did you mean --cache_fraction?"));
+  CommandResult command = RunDmg("stauts --memory_nodes=127.0.0.1:1");
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_TRUE(Has(command.err, "did you mean 'status'?")) << command.err;
+  EXPECT_FALSE(Has(RunDmg("frobnicate").err, "did you mean"));
+}
+
+// Item 7: --help everywhere, and the overview lists every command.
+TEST(MessagesTest, HelpEverywhere) {
+  for (const std::string args : {"--help", "help", "help --help", "help help",
+                                 "-h"}) {
+    CommandResult r = RunDmg(args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    for (const std::string command : {"run", "info", "load", "memory-node",
+                                      "status", "snapshot", "doctor",
+                                      "secret"}) {
+      EXPECT_TRUE(Has(r.out, "\n  " + command + " ")) << args << " lacks "
+                                                      << command;
+    }
+  }
+  for (const std::string command : {"run", "info", "load", "memory-node",
+                                    "status", "snapshot", "doctor", "secret"}) {
+    CommandResult r = RunDmg(command + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_TRUE(Has(r.out, "usage: dmg " + command)) << r.out;
+  }
+  // The memory node's --transport is tcp by default, not dmg run's local.
+  const std::string help = RunDmg("memory-node --help").out;
+  const size_t at = help.find("\n  --transport=");
+  ASSERT_NE(at, std::string::npos) << help;
+  const std::string entry = help.substr(at, help.find("\n  --", at + 2) - at);
+  EXPECT_TRUE(Has(entry, "(default: 'tcp')")) << entry;
+}
+
+// Item 7: cache bounds named by what is wrong with them.
+TEST(MessagesTest, CacheFlagsSayWhatIsWrong) {
+  CommandResult negative = RunDmg("run --algo=bfs --graph=kron:6 --cache_mb=-5");
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_TRUE(Has(negative.err, "--cache_mb=-5 is negative")) << negative.err;
+  CommandResult fraction =
+      RunDmg("run --algo=bfs --graph=kron:6 --cache_fraction=2");
+  EXPECT_EQ(fraction.exit_code, 2) << fraction.out;
+  EXPECT_TRUE(Has(fraction.err, "--cache_fraction=2 is not in 0..1"))
+      << fraction.err;
+  CommandResult both = RunDmg(
+      "run --algo=bfs --graph=kron:6 --cache_fraction=0.5 --cache_mb=1");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_TRUE(Has(both.err, "at most one")) << both.err;
+  CommandResult whole =
+      RunDmg("run --algo=bfs --graph=kron:14 --cache_fraction=1");
+  EXPECT_EQ(whole.exit_code, 0) << whole.err;
+}
+
+// Item 7: "1 superstep", and progress on a terminal names the phase and,
+// for PageRank, how far towards --max_iters it is.
+TEST(MessagesTest, CountsAndProgress) {
+  CommandResult one =
+      RunDmg("run --algo=pagerank --graph=kron:6 --max_iters=1");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_TRUE(Has(one.out, " 1 superstep,")) << one.out;
+  EXPECT_FALSE(Has(one.out, " 1 supersteps")) << one.out;
+  // `script` gives dmg a terminal, where the progress line shows.
+  CommandResult tty = testing::RunCommand(
+      "script -qec '" DMG_BINARY
+      " run --algo=pagerank --graph=kron:8 --max_iters=4 --tolerance=0 "
+      "--trials=2' /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  EXPECT_TRUE(Has(tty.out, "pagerank: trial 2 of 2, superstep 4 of at most "
+                           "4 (100%)"))
+      << tty.out;
+}
+
+// Item 7: the memory node's start line once in a log that takes both
+// stdout and stderr (as a launcher's does).
+TEST(MessagesTest, MemoryNodeSaysItsStartLineOnce) {
+  TempDir dir;
+  { Daemon node("--transport=tcp", dir.file("node.log")); }
+  const std::string log = testing::Slurp(dir.file("node.log"));
+  size_t count = 0;
+  for (size_t at = log.find("listening on"); at != std::string::npos;
+       at = log.find("listening on", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << log;
+}
+
+// Item 7: dmg status without the secret reaches a running node: up, but
+// refused; and a job given some of the memory nodes is told so.
+TEST(MessagesTest, StatusWithoutTheSecretAndASubsetOfTheNodes) {
+  TempDir dir;
+  ASSERT_EQ(RunDmg("secret --output=" + dir.file("s")).exit_code, 0);
+  const std::string secret = " --secret_file=" + dir.file("s");
+  Daemon a("--transport=tcp" + secret, dir.file("a.log"));
+  Daemon b("--transport=tcp" + secret, dir.file("b.log"));
+  CommandResult status = testing::RunCommand(
+      "env -u DMG_SECRET_FILE " DMG_BINARY " status --memory_nodes=" +
+      a.address());
+  EXPECT_EQ(status.exit_code, 1);
+  EXPECT_TRUE(Has(status.out, "up, but it refused this client")) << status.out;
+  EXPECT_FALSE(Has(status.out, "down")) << status.out;
+
+  ASSERT_EQ(RunDmg("load --graph=kron:10 --memory_nodes=" + a.address() + "," +
+                   b.address() + secret)
+                .exit_code,
+            0);
+  CommandResult subset =
+      RunDmg("run --algo=bfs --memory_nodes=" + a.address() + secret);
+  EXPECT_EQ(subset.exit_code, 2) << subset.err;
+  EXPECT_TRUE(Has(subset.err, "laid out over 2 memory node(s), but the job "
+                              "was given 1"))
+      << subset.err;
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ std::set<std::string> HelpFlags(const std::string& help) {
 
 // The flags the parser accepts, from its own error for an unknown one.
 std::set<std::string> AcceptedFlags(const std::string& command) {
-  testing::CommandResult r = RunDmg(command + " --no_such_flag=1");
+  testing::CommandResult r =
+      testing::RunCommand("DMG_TEST_LIST_FLAGS=1 " DMG_BINARY " " + command +
+                          " --no_such_flag=1");
   EXPECT_EQ(r.exit_code, 2);
   std::set<std::string> names;
   const size_t start = r.err.find("(accepted: ");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -9,9 +11,67 @@
 #include "gflags/gflags.h"
 
 namespace dmg::cli {
+namespace {
+
+// Edits (insert, delete, replace, swap two neighbours) from a to b.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1,
+                                     std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// One line for a flag the command does not take: the nearest it does
+// take, and where all of them are listed (not all of them: a run has 50).
+absl::Status UnknownFlag(const std::string& name, const std::string& command,
+                         const std::vector<std::string>& allowed) {
+  const std::string near = DidYouMean(name, allowed);
+  std::string text = absl::StrCat(
+      "unknown flag --", name,
+      command.empty() ? "" : absl::StrCat(" for dmg ", command),
+      near.empty() ? "" : absl::StrCat(" (did you mean --", near, "?)"),
+      "; `dmg help ", command.empty() ? "COMMAND" : command,
+      "` lists its flags");
+  // Test hook: the list the parser accepts, for the test that the help
+  // shows every one.
+  if (std::getenv("DMG_TEST_LIST_FLAGS") != nullptr) {
+    absl::StrAppend(&text, " (accepted: --", absl::StrJoin(allowed, ", --"),
+                    ")");
+  }
+  return absl::InvalidArgumentError(text);
+}
+
+}  // namespace
+
+std::string DidYouMean(const std::string& word,
+                       const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    // A prefix of one name only (--cache_f) is that name.
+    size_t d = EditDistance(word, c);
+    if (word.size() >= 3 && absl::StartsWith(c, word)) d = std::min<size_t>(d, 1);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
 
 absl::Status ParseFlags(const std::vector<std::string>& args,
-                        const std::vector<std::string>& allowed) {
+                        const std::vector<std::string>& allowed,
+                        const std::string& command) {
   auto is_allowed = [&](const std::string& name) {
     return std::find(allowed.begin(), allowed.end(), name) != allowed.end();
   };
@@ -40,9 +100,7 @@ absl::Status ParseFlags(const std::vector<std::string>& args,
       known = true;
     }
     if (!known || !is_allowed(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag --", name, " for this command (accepted: --",
-          absl::StrJoin(allowed, ", --"), ")"));
+      return UnknownFlag(name, command, allowed);
     }
     if (!has_value) {
       if (info.type == "bool") {

@@ -17,8 +17,16 @@ inline constexpr int kExitBadInput = 2;  // the user's input is wrong
 // Sets gflags from args ("--name=value", "--name value", "--bool",
 // "--nobool"). Returns InvalidArgumentError for an unknown flag, a bad value
 // or a positional argument. `allowed` lists the flags this command accepts.
+// `command` names the command in the error for an unknown flag, which
+// suggests the nearest accepted one.
 absl::Status ParseFlags(const std::vector<std::string>& args,
-                        const std::vector<std::string>& allowed);
+                        const std::vector<std::string>& allowed,
+                        const std::string& command = "");
+
+// The candidate nearest to `word` (a misspelling: a few edits, or a
+// prefix of it), or "" when none is near.
+std::string DidYouMean(const std::string& word,
+                       const std::vector<std::string>& candidates);
 
 // Prints "dmg: error: MESSAGE" and returns the exit code for the status:
 // input errors (invalid argument, not found, data loss, failed precondition,

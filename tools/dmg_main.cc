@@ -53,6 +53,9 @@ commands:
                every memory node writes a snapshot now (--snapshot_dir)
   doctor       [--memory_nodes=H:P,...] [--transport=rdma|tcp]
                can this host run dmg over rdma? (exit 0: yes)
+  secret       --output=FILE [--job_only --secret_file=CLUSTER]
+               write a new cluster secret (or a job key) for the
+               memory nodes, dmg load and dmg run (--secret_file)
   help [CMD]   this text, or every flag of CMD with its default
   version      the version, git revision and build (also: dmg --version)
 
@@ -114,6 +117,19 @@ std::vector<FlagGroup> Grouped(const std::vector<std::string>& names) {
   return groups;
 }
 
+// --transport is shared with dmg run, whose default (local) a memory node
+// does not take: its own default is tcp.
+std::vector<FlagGroup> MemoryNodeGroups() {
+  std::vector<FlagGroup> groups = Grouped(MemoryNodeFlagNames());
+  for (FlagGroup& g : groups) {
+    g.own["transport"] = {
+        "tcp or rdma: what compute nodes reach this node over (the control "
+        "plane is tcp on the same address either way)",
+        "'tcp'"};
+  }
+  return groups;
+}
+
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
       {"run",
@@ -144,7 +160,7 @@ const std::vector<Command>& Commands() {
        "Runs a memory-node daemon: it holds its slice of a store (from "
        "--image, or loaded later by `dmg load`) and serves READs, WRITEs "
        "and atomics until SIGTERM or SIGINT.",
-       Grouped(MemoryNodeFlagNames()), MemoryNodeCommand},
+       MemoryNodeGroups(), MemoryNodeCommand},
       {"status", "dmg status --memory_nodes=H:P,... [flags]",
        "Asks every memory node whether it is up and what it holds; exit 0 "
        "when all are ready (with --require_store: loaded), 1 when not.",
@@ -224,7 +240,8 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (IsHelp(command)) {
-    if (args.empty()) {
+    // `dmg help`, `dmg help --help`, `dmg help help`: the overview.
+    if (args.empty() || IsHelp(args[0])) {
       std::printf(kUsage, AlgorithmHelp().c_str());
       return kExitOk;
     }
@@ -233,15 +250,20 @@ int Main(int argc, char** argv) {
   }
   const Command* c = FindCommand(command);
   if (c == nullptr) {
-    std::fprintf(stderr, "dmg: error: unknown command '%s' (try: dmg help)\n",
-                 command.c_str());
+    std::vector<std::string> names = {"help", "version"};
+    for (const Command& k : Commands()) names.push_back(k.name);
+    const std::string near = DidYouMean(command, names);
+    std::fprintf(stderr, "dmg: error: unknown command '%s'%s (try: dmg help)\n",
+                 command.c_str(),
+                 near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?").c_str());
     return kExitBadInput;
   }
   if (std::any_of(args.begin(), args.end(), IsHelp)) {
     std::printf("%s", CommandHelp(*c).c_str());
     return kExitOk;
   }
-  if (absl::Status s = ParseFlags(args, FlagNames(c->groups)); !s.ok()) {
+  if (absl::Status s = ParseFlags(args, FlagNames(c->groups), c->name);
+      !s.ok()) {
     return ReportError(s);
   }
   return c->run();

@@ -106,26 +106,10 @@ bool PortUsable(const rdma::PortInfo& p) {
   return p.active && (!p.ethernet || p.roce_v2_ipv4_gid_index >= 0);
 }
 
-// RDMA sections. Returns whether a usable device/port/GID was found (with a
-// verbs user space that can open it). `rdma_level` is the level of
-// problems that stop an rdma run (FAIL, or WARN under --transport=tcp).
-bool CheckRdma(Report& report, Level rdma_level) {
-  const rdma::ProbeResult probe = rdma::ProbeRdma();
-  report.Section("RDMA devices (" + std::string(rdma::kSysfsRoot) + ")");
-  if (!probe.sysfs_present) {
-    report.Line(rdma_level,
-                absl::StrFormat("no RDMA support in the running kernel: %s "
-                                "does not exist",
-                                rdma::kSysfsRoot));
-    report.Fix(kSoftRoceFix);
-    return false;
-  }
-  if (probe.devices.empty()) {
-    report.Line(rdma_level,
-                "the kernel's RDMA core is loaded but there is no RDMA device");
-    report.Fix(kSoftRoceFix);
-    return false;
-  }
+// The devices sysfs lists (each opened with libibverbs when it can be):
+// those --rdma_device allows and libibverbs opens are the candidates.
+std::vector<const rdma::DeviceInfo*> CheckDevices(
+    Report& report, Level rdma_level, const rdma::ProbeResult& probe) {
   std::vector<const rdma::DeviceInfo*> candidates;
   for (const rdma::DeviceInfo& d : probe.devices) {
     std::string ports = absl::StrJoin(
@@ -161,14 +145,22 @@ bool CheckRdma(Report& report, Level rdma_level) {
                                 FLAGS_rdma_device, absl::StrJoin(names, ", ")));
   }
 
+  return candidates;
+}
+
+// A port dmg's rdma transport can use, and the GID it would take.
+struct Choice {
+  std::string device;
+  int port;
+  const rdma::GidEntry* gid;
+  bool infiniband;
+};
+
+// Each candidate's ports and GIDs; the ports an rdma run can use.
+std::vector<Choice> CheckPorts(Report& report,
+                               const std::vector<const rdma::DeviceInfo*>& candidates,
+                               const rdma::ProbeResult& probe) {
   report.Section("RDMA ports and GIDs");
-  bool usable = false;
-  struct Choice {
-    std::string device;
-    int port;
-    const rdma::GidEntry* gid;
-    bool infiniband;
-  };
   std::vector<Choice> choices;
   for (const rdma::DeviceInfo* d : candidates) {
     for (const rdma::PortInfo& p : d->ports) {
@@ -202,7 +194,6 @@ bool CheckRdma(Report& report, Level rdma_level) {
             "connects over IPv4");
       }
       if (ok) {
-        usable = true;
         const rdma::GidEntry* gid = nullptr;
         for (const rdma::GidEntry& g : p.gids) {
           if (g.index == p.roce_v2_ipv4_gid_index) gid = &g;
@@ -212,6 +203,12 @@ bool CheckRdma(Report& report, Level rdma_level) {
     }
   }
 
+  return choices;
+}
+
+// Which GID index dmg (and other RDMA tools) should take on each port.
+void ReportGidChoices(Report& report, Level rdma_level,
+                      const std::vector<Choice>& choices) {
   report.Section("GID index to use");
   if (choices.empty()) {
     report.Line(rdma_level,
@@ -238,6 +235,12 @@ bool CheckRdma(Report& report, Level rdma_level) {
         c.gid->ipv4, c.gid->index, c.gid->index));
   }
 
+}
+
+// libibverbs and the device nodes dmg opens. Whether they are all there.
+bool CheckUserSpace(Report& report, Level rdma_level,
+                    const rdma::ProbeResult& probe) {
+  bool usable = true;
   report.Section("RDMA user space (libibverbs, /dev/infiniband)");
   if (!probe.verbs_built) {
     report.Line(rdma_level,
@@ -274,6 +277,34 @@ bool CheckRdma(Report& report, Level rdma_level) {
                                             rdma::kDevRoot));
   }
   return usable;
+}
+
+// RDMA sections. Returns whether a usable device/port/GID was found (with a
+// verbs user space that can open it). `rdma_level` is the level of
+// problems that stop an rdma run (FAIL, or WARN under --transport=tcp).
+bool CheckRdma(Report& report, Level rdma_level) {
+  const rdma::ProbeResult probe = rdma::ProbeRdma();
+  report.Section("RDMA devices (" + std::string(rdma::kSysfsRoot) + ")");
+  if (!probe.sysfs_present) {
+    report.Line(rdma_level,
+                absl::StrFormat("no RDMA support in the running kernel: %s "
+                                "does not exist",
+                                rdma::kSysfsRoot));
+    report.Fix(kSoftRoceFix);
+    return false;
+  }
+  if (probe.devices.empty()) {
+    report.Line(rdma_level,
+                "the kernel's RDMA core is loaded but there is no RDMA device");
+    report.Fix(kSoftRoceFix);
+    return false;
+  }
+  const std::vector<const rdma::DeviceInfo*> candidates =
+      CheckDevices(report, rdma_level, probe);
+  const std::vector<Choice> choices = CheckPorts(report, candidates, probe);
+  ReportGidChoices(report, rdma_level, choices);
+  const bool user_space = CheckUserSpace(report, rdma_level, probe);
+  return !choices.empty() && user_space;
 }
 
 // Locked memory: what the limit is against what dmg registers.

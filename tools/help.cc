@@ -62,9 +62,14 @@ std::string FormatFlagGroups(const std::vector<FlagGroup>& groups) {
       const std::string head = info.type == "bool"
                                    ? absl::StrCat("  --", name)
                                    : absl::StrCat("  --", name, "=", info.type);
+      std::string description = info.description, shown = ShowDefault(info);
+      if (auto own = g.own.find(name); own != g.own.end()) {
+        description = own->second.description;
+        shown = own->second.default_value;
+      }
       absl::StrAppend(&block, head, "\n",
-                      Wrap(absl::StrCat(info.description, " (default: ",
-                                        ShowDefault(info), ")")));
+                      Wrap(absl::StrCat(description, " (default: ", shown,
+                                        ")")));
     }
     if (!block.empty()) absl::StrAppend(&out, g.title, ":\n", block, "\n");
   }

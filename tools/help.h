@@ -4,6 +4,7 @@
 #ifndef DMG_TOOLS_HELP_H_
 #define DMG_TOOLS_HELP_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,14 @@ namespace dmg::cli {
 struct FlagGroup {
   std::string title;
   std::vector<std::string> flags;  // gflags names, without "--"
+  // A flag shared by commands that means something else in this one (dmg
+  // memory-node's --transport: tcp by default, not dmg run's local): its
+  // description and default as this command's help shows them.
+  struct Own {
+    std::string description;
+    std::string default_value;
+  };
+  std::map<std::string, Own> own = {};
 };
 
 // Every flag of every group, in order, without repeats.

@@ -12,6 +12,7 @@
 #include "tools/graph_flags.h"
 #include "tools/progress.h"
 #include "tools/transport_flags.h"
+#include "transport/tcp_transport.h"
 
 DEFINE_string(image, "",
               "store image file to write (dmg load) or serve "
@@ -115,6 +116,18 @@ absl::Status Upload(const store::StoreImage& image,
   return absl::OkStatus();
 }
 
+// Before the graph is built (seconds to minutes for a large one): every
+// node answers and takes this client's secret as the admin's, so that a
+// node that is down or a missing secret fails the load at once.
+absl::Status CheckNodesFirst(const std::vector<transport::HostPort>& nodes) {
+  absl::StatusOr<transport::TcpOptions> options =
+      ClientOptions(transport::Role::kAdmin, "dmg-load");
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<transport::TcpControl>> c =
+      transport::TcpControl::Connect(nodes, *options);
+  return c.status();
+}
+
 }  // namespace
 
 std::vector<std::string> LoadFlagNames() {
@@ -155,6 +168,11 @@ int LoadCommand() {
           FLAGS_layout_memory_nodes, nodes.size())));
     }
     options->layout.num_memory_nodes = nodes.size();
+  }
+  if (!nodes.empty()) {
+    if (absl::Status s = CheckNodesFirst(nodes); !s.ok()) {
+      return ReportError(s);
+    }
   }
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<store::StoreImage> image = [&] {

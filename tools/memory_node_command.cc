@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +18,9 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "memory_node/memory_node.h"
@@ -94,22 +98,237 @@ std::vector<std::string> MemoryNodeFlagNames() {
   return names;
 }
 
-int MemoryNodeCommand() {
+namespace {
+
+// What a memory node serves at start: nothing yet (`dmg load` gives it a
+// store), its last snapshot (a restart), or a slice of --image.
+struct Served {
+  uint32_t node_id = 0;
+  uint64_t load_id = 0;
+  bool restored = false;  // from a snapshot
+  std::vector<transport::JobRegions> restored_jobs = {};
+};
+
+// The flags checked before anything is started: the address, the
+// transport, the connection limits.
+absl::StatusOr<transport::HostPort> CheckFlags() {
   absl::StatusOr<std::vector<transport::HostPort>> listen =
       transport::ParseHostPorts(FLAGS_listen, /*allow_any_port=*/true);
   if (!listen.ok() || listen->size() != 1) {
-    return ReportError(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "--listen=HOST:PORT is required (one address; port 0 picks a free "
-        "one)"));
+        "one)");
   }
-  // The shared --transport flag's default ("local") means tcp here.
+  // The shared --transport flag's default ("local", dmg run's) means tcp
+  // here (the help says so).
   if (gflags::GetCommandLineFlagInfoOrDie("transport").is_default) {
     FLAGS_transport = "tcp";
   }
   if (FLAGS_transport != "tcp" && FLAGS_transport != "rdma") {
-    return ReportError(absl::InvalidArgumentError(
-        "memory-node --transport must be tcp or rdma"));
+    return absl::InvalidArgumentError(
+        "memory-node --transport must be tcp or rdma");
   }
+  if (FLAGS_max_connections < 1 || FLAGS_handshake_timeout_ms < 1 ||
+      FLAGS_frame_timeout_ms < 1 || FLAGS_idle_timeout_s < 0 ||
+      FLAGS_max_buffer_mb < 1) {
+    return absl::InvalidArgumentError(
+        "--max_connections, --handshake_timeout_ms, --frame_timeout_ms and "
+        "--max_buffer_mb must be positive, --idle_timeout_s at least 0");
+  }
+  return (*listen)[0];
+}
+
+// A restart: serve what the last complete snapshot holds, and give its
+// job state back to its jobs, kept for `dmg run --resume`
+// (TcpServerOptions::restored_jobs).
+absl::Status RestoreSnapshot(memory_node::SnapshotDir& dir,
+                             memory_node::MemoryNode& node, Served& served) {
+  std::optional<memory_node::Snapshot> snap = dir.LoadNewest();
+  if (!snap) return absl::OkStatus();
+  if (!gflags::GetCommandLineFlagInfoOrDie("node_id").is_default &&
+      FLAGS_node_id != snap->node_id) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--node_id=%d but the snapshot in %s is of memory node %d",
+        FLAGS_node_id, FLAGS_snapshot_dir, snap->node_id));
+  }
+  served.node_id = snap->node_id;
+  served.load_id = snap->load_id;
+  const uint64_t bytes = snap->store.size();
+  DMG_RETURN_IF_ERROR(node.LoadStore(std::move(snap->store)));
+  node.AssignNodeId(served.node_id, "the snapshot in " + FLAGS_snapshot_dir);
+  served.restored = true;
+  LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
+            << FLAGS_snapshot_dir << " (node " << served.node_id << ", "
+            << bytes << " bytes)";
+  std::map<std::string, std::vector<uint32_t>> by_job;
+  for (memory_node::JobRegion& region : snap->jobs) {
+    absl::StatusOr<transport::RegionInfo> info =
+        node.AddRegion(std::move(region.bytes), region.name);
+    if (!info.ok()) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot restore region '%s' of job '%s' from the snapshot in %s: "
+          "%s (raise --memory_mb)",
+          region.name, region.job, FLAGS_snapshot_dir,
+          info.status().message()));
+    }
+    by_job[region.job].push_back(info->id);
+  }
+  for (auto& [job, regions] : by_job) {
+    served.restored_jobs.push_back({job, std::move(regions)});
+  }
+  return absl::OkStatus();
+}
+
+// --image: this node's slice of the image.
+absl::Status ServeImage(memory_node::MemoryNode& node, Served& served) {
+  DMG_ASSIGN_OR_RETURN(store::StoreImage image,
+                       store::ReadImageFile(FLAGS_image));
+  const store::Superblock sb = image.superblock();
+  // Every node started from this image holds the same load.
+  served.load_id = uint64_t{sb.crc32} | uint64_t{1} << 32;
+  if (FLAGS_node_id >= sb.num_memory_nodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--node_id=%d but %s is laid out for %d memory node(s)", FLAGS_node_id,
+        FLAGS_image, sb.num_memory_nodes));
+  }
+  auto [begin, end] = store::NodeSlice(sb, FLAGS_node_id);
+  AlignedBuffer slice(end - begin);
+  std::memcpy(slice.data(), image.bytes().data() + begin, end - begin);
+  DMG_RETURN_IF_ERROR(node.LoadStore(std::move(slice)));
+  LOG(INFO) << "serving " << FLAGS_image << " (node " << FLAGS_node_id
+            << " of " << sb.num_memory_nodes << ", " << (end - begin)
+            << " bytes)";
+  return absl::OkStatus();
+}
+
+// Snapshots of the store (after each load) and, on `dmg snapshot --jobs`,
+// of the jobs kept with no connection open: it asks the running server
+// which those are (their state does not change while idle).
+std::unique_ptr<memory_node::Snapshotter> MakeSnapshotter(
+    std::unique_ptr<memory_node::SnapshotDir> dir,
+    memory_node::MemoryNode& node,
+    std::atomic<transport::TcpServer*>& running_server) {
+  return std::make_unique<memory_node::Snapshotter>(
+      std::move(dir), &node, [&node, &running_server] {
+        memory_node::JobState state;
+        transport::TcpServer* server = running_server.load();
+        if (server == nullptr) return state;
+        transport::IdleJobs idle = server->idle_jobs();
+        state.running = idle.running;
+        state.jobs = static_cast<uint32_t>(idle.jobs.size());
+        for (const transport::JobRegions& job : idle.jobs) {
+          for (uint32_t id : job.regions) {
+            std::string name;
+            std::shared_ptr<const AlignedBuffer> bytes =
+                node.RegionBytes(id, &name);
+            if (bytes != nullptr) {
+              state.regions.push_back({job.job, name, bytes});
+            }
+          }
+        }
+        state.still_idle = [server, at = idle.adoptions] {
+          return server->adoptions() == at;
+        };
+        return state;
+      });
+}
+
+// The node id and load id of the store served now (a load changes them),
+// for the snapshots the server asks for.
+struct CurrentStore {
+  std::mutex mu;
+  uint32_t node_id GUARDED_BY(mu) = 0;
+  uint64_t load_id GUARDED_BY(mu) = 0;
+};
+
+absl::StatusOr<transport::TcpServerOptions> ServerOptions(
+    Served& served, memory_node::Snapshotter* snapshotter,
+    CurrentStore& current) {
+  transport::TcpServerOptions o;
+  o.io_threads = FLAGS_io_threads;
+  o.node_id = served.node_id;
+  o.initial_load_id = served.load_id;
+  o.restored_jobs = std::move(served.restored_jobs);
+  {
+    std::lock_guard lock(current.mu);
+    current.node_id = served.node_id;
+    current.load_id = served.load_id;
+  }
+  if (snapshotter != nullptr) {
+    o.on_commit = [&current, snapshotter](uint32_t id, uint64_t load) {
+      {
+        std::lock_guard lock(current.mu);
+        current.node_id = id;
+        current.load_id = load;
+      }
+      snapshotter->Request(id, load);
+    };
+    o.snapshot = [&current, snapshotter](bool with_jobs) {
+      uint32_t id;
+      uint64_t load;
+      {
+        std::lock_guard lock(current.mu);
+        id = current.node_id;
+        load = current.load_id;
+      }
+      return snapshotter->Wait(snapshotter->Request(id, load, with_jobs));
+    };
+  }
+  DMG_ASSIGN_OR_RETURN(std::optional<transport::Secret> secret,
+                       SecretFromFlags());
+  if (secret && !secret->admin()) {
+    return absl::InvalidArgumentError(
+        "a memory node needs the cluster secret, not a job-only key");
+  }
+  o.secret = std::move(secret);
+  o.limits.max_connections = FLAGS_max_connections;
+  o.limits.handshake_timeout_ms = FLAGS_handshake_timeout_ms;
+  o.limits.frame_timeout_ms = FLAGS_frame_timeout_ms;
+  o.limits.idle_timeout_ms = FLAGS_idle_timeout_s * 1000;
+  o.limits.max_buffer_bytes = FLAGS_max_buffer_mb << 20;
+  return o;
+}
+
+bool SameFile(int a, int b) {
+  struct stat x, y;
+  return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev &&
+         x.st_ino == y.st_ino;
+}
+
+// "memory node K listening on HOST:PORT (tcp)": on stdout for scripts, in
+// the log for people; once when both go to the same file (a launcher's
+// log). And the warning of a node open to anyone.
+void Announce(const transport::HostPort& listen, int port,
+              const Served& served, bool has_secret) {
+  // Without --image the daemon has no place yet: `dmg load` gives it one
+  // (and its slice), so its number is not claimed before that.
+  const std::string name =
+      FLAGS_image.empty() && !served.restored &&
+              gflags::GetCommandLineFlagInfoOrDie("node_id").is_default
+          ? std::string("memory node (no store yet)")
+          : absl::StrFormat("memory node %d", served.node_id);
+  const std::string line = absl::StrFormat(
+      "%s listening on %s:%d (%s)", name, listen.host, port, FLAGS_transport);
+  if (!SameFile(STDOUT_FILENO, STDERR_FILENO)) LOG(INFO) << line;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (!has_secret && !IsLoopback(listen.host)) {
+    std::fprintf(
+        stderr,
+        "dmg: WARNING: memory node on %s:%d is OPEN: it was started without "
+        "--secret_file, so anyone who reaches this port can read and write "
+        "every region, load a store and stop it. Start it with "
+        "--secret_file=FILE (`dmg secret --output=FILE` writes one) and give "
+        "the same file to dmg load and dmg run.\n",
+        listen.host.c_str(), port);
+  }
+}
+
+}  // namespace
+
+int MemoryNodeCommand() {
+  absl::StatusOr<transport::HostPort> listen = CheckFlags();
+  if (!listen.ok()) return ReportError(listen.status());
   // Signals are taken by one thread with sigwait; block them everywhere else
   // (threads inherit this mask).
   sigset_t signals;
@@ -121,193 +340,51 @@ int MemoryNodeCommand() {
   memory_node::MemoryNode::Options options;
   options.capacity_bytes = FLAGS_memory_mb << 20;
   memory_node::MemoryNode node(FLAGS_node_id, options);
-  uint64_t load_id = 0;
-  uint32_t node_id = FLAGS_node_id;
-  bool restored = false;
-  std::vector<transport::JobRegions> restored_jobs;
+  Served served;
+  served.node_id = FLAGS_node_id;
   std::unique_ptr<memory_node::SnapshotDir> snapshot_dir;
   if (!FLAGS_snapshot_dir.empty()) {
     absl::StatusOr<std::unique_ptr<memory_node::SnapshotDir>> dir =
         memory_node::SnapshotDir::Open(FLAGS_snapshot_dir);
     if (!dir.ok()) return ReportError(dir.status());
     snapshot_dir = *std::move(dir);
-  }
-  if (snapshot_dir != nullptr && FLAGS_image.empty()) {
-    // A restart: serve what the last complete snapshot holds.
-    if (std::optional<memory_node::Snapshot> snap =
-            snapshot_dir->LoadNewest()) {
-      if (!gflags::GetCommandLineFlagInfoOrDie("node_id").is_default &&
-          FLAGS_node_id != snap->node_id) {
-        return ReportError(absl::InvalidArgumentError(absl::StrFormat(
-            "--node_id=%d but the snapshot in %s is of memory node %d",
-            FLAGS_node_id, FLAGS_snapshot_dir, snap->node_id)));
-      }
-      node_id = snap->node_id;
-      load_id = snap->load_id;
-      const uint64_t bytes = snap->store.size();
-      if (absl::Status s = node.LoadStore(std::move(snap->store)); !s.ok()) {
+    if (FLAGS_image.empty()) {
+      if (absl::Status s = RestoreSnapshot(*snapshot_dir, node, served);
+          !s.ok()) {
         return ReportError(s);
-      }
-      node.AssignNodeId(node_id, "the snapshot in " + FLAGS_snapshot_dir);
-      restored = true;
-      LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
-                << FLAGS_snapshot_dir << " (node " << node_id << ", " << bytes
-                << " bytes)";
-      // The job state it holds goes back as regions of their jobs, kept
-      // for `dmg run --resume` (TcpServerOptions::restored_jobs).
-      std::map<std::string, std::vector<uint32_t>> by_job;
-      for (memory_node::JobRegion& region : snap->jobs) {
-        absl::StatusOr<transport::RegionInfo> info =
-            node.AddRegion(std::move(region.bytes), region.name);
-        if (!info.ok()) {
-          return ReportError(absl::ResourceExhaustedError(absl::StrFormat(
-              "cannot restore region '%s' of job '%s' from the snapshot in "
-              "%s: %s (raise --memory_mb)",
-              region.name, region.job, FLAGS_snapshot_dir,
-              info.status().message())));
-        }
-        by_job[region.job].push_back(info->id);
-      }
-      for (auto& [job, regions] : by_job) {
-        restored_jobs.push_back({job, std::move(regions)});
       }
     }
   }
   if (!FLAGS_image.empty()) {
-    absl::StatusOr<store::StoreImage> image = store::ReadImageFile(FLAGS_image);
-    if (!image.ok()) return ReportError(image.status());
-    const store::Superblock sb = image->superblock();
-    // Every node started from this image holds the same load.
-    load_id = uint64_t{sb.crc32} | uint64_t{1} << 32;
-    if (FLAGS_node_id >= sb.num_memory_nodes) {
-      return ReportError(absl::InvalidArgumentError(absl::StrFormat(
-          "--node_id=%d but %s is laid out for %d memory node(s)",
-          FLAGS_node_id, FLAGS_image, sb.num_memory_nodes)));
-    }
-    auto [begin, end] = store::NodeSlice(sb, FLAGS_node_id);
-    AlignedBuffer slice(end - begin);
-    std::memcpy(slice.data(), image->bytes().data() + begin, end - begin);
-    if (absl::Status s = node.LoadStore(std::move(slice)); !s.ok()) {
+    if (absl::Status s = ServeImage(node, served); !s.ok()) {
       return ReportError(s);
     }
-    LOG(INFO) << "serving " << FLAGS_image << " (node " << FLAGS_node_id
-              << " of " << sb.num_memory_nodes << ", " << (end - begin)
-              << " bytes)";
   }
-
-  // The server, once it runs: a snapshot of job state asks it which jobs
-  // are kept with no connection open (their state does not change).
   std::atomic<transport::TcpServer*> running_server{nullptr};
   std::unique_ptr<memory_node::Snapshotter> snapshotter;
   if (snapshot_dir != nullptr) {
-    snapshotter = std::make_unique<memory_node::Snapshotter>(
-        std::move(snapshot_dir), &node, [&node, &running_server] {
-          memory_node::JobState state;
-          transport::TcpServer* server = running_server.load();
-          if (server == nullptr) return state;
-          transport::IdleJobs idle = server->idle_jobs();
-          state.running = idle.running;
-          state.jobs = static_cast<uint32_t>(idle.jobs.size());
-          for (const transport::JobRegions& job : idle.jobs) {
-            for (uint32_t id : job.regions) {
-              std::string name;
-              std::shared_ptr<const AlignedBuffer> bytes =
-                  node.RegionBytes(id, &name);
-              if (bytes != nullptr)
-                state.regions.push_back({job.job, name, bytes});
-            }
-          }
-          state.still_idle = [server, at = idle.adoptions] {
-            return server->adoptions() == at;
-          };
-          return state;
-        });
-    if (!FLAGS_image.empty()) snapshotter->Request(node_id, load_id);
+    snapshotter = MakeSnapshotter(std::move(snapshot_dir), node, running_server);
+    if (!FLAGS_image.empty()) {
+      snapshotter->Request(served.node_id, served.load_id);
+    }
   }
-
-  transport::TcpServerOptions server_options;
-  server_options.io_threads = FLAGS_io_threads;
-  server_options.node_id = node_id;
-  server_options.restored_jobs = std::move(restored_jobs);
-  // The node id and load id of the store served now (a load changes them).
-  std::mutex current_mu;
-  uint32_t current_node_id = node_id;
-  uint64_t current_load_id = load_id;
-  if (snapshotter != nullptr) {
-    server_options.on_commit = [&, s = snapshotter.get()](uint32_t id,
-                                                          uint64_t load) {
-      {
-        std::lock_guard lock(current_mu);
-        current_node_id = id;
-        current_load_id = load;
-      }
-      s->Request(id, load);
-    };
-    server_options.snapshot = [&, s = snapshotter.get()](bool with_jobs) {
-      uint32_t id;
-      uint64_t load;
-      {
-        std::lock_guard lock(current_mu);
-        id = current_node_id;
-        load = current_load_id;
-      }
-      return s->Wait(s->Request(id, load, with_jobs));
-    };
-  }
-  server_options.initial_load_id = load_id;
-  absl::StatusOr<std::optional<transport::Secret>> secret = SecretFromFlags();
-  if (!secret.ok()) return ReportError(secret.status());
-  if (*secret && !(*secret)->admin()) {
-    return ReportError(absl::InvalidArgumentError(
-        "a memory node needs the cluster secret, not a job-only key"));
-  }
-  server_options.secret = *std::move(secret);
-  if (FLAGS_max_connections < 1 || FLAGS_handshake_timeout_ms < 1 ||
-      FLAGS_frame_timeout_ms < 1 || FLAGS_idle_timeout_s < 0 ||
-      FLAGS_max_buffer_mb < 1) {
-    return ReportError(absl::InvalidArgumentError(
-        "--max_connections, --handshake_timeout_ms, --frame_timeout_ms and "
-        "--max_buffer_mb must be positive, --idle_timeout_s at least 0"));
-  }
-  server_options.limits.max_connections = FLAGS_max_connections;
-  server_options.limits.handshake_timeout_ms = FLAGS_handshake_timeout_ms;
-  server_options.limits.frame_timeout_ms = FLAGS_frame_timeout_ms;
-  server_options.limits.idle_timeout_ms = FLAGS_idle_timeout_s * 1000;
-  server_options.limits.max_buffer_bytes = FLAGS_max_buffer_mb << 20;
+  CurrentStore current;
+  absl::StatusOr<transport::TcpServerOptions> server_options =
+      ServerOptions(served, snapshotter.get(), current);
+  if (!server_options.ok()) return ReportError(server_options.status());
   RaiseDescriptorLimit(FLAGS_max_connections);
   absl::StatusOr<std::unique_ptr<RdmaService>> rdma;
   if (FLAGS_transport == "rdma") {
-    rdma = StartRdmaService((*listen)[0], &node, &server_options);
+    rdma = StartRdmaService(*listen, &node, &*server_options);
     if (!rdma.ok()) return ReportError(rdma.status());
   }
   absl::StatusOr<std::unique_ptr<transport::TcpServer>> server =
-      transport::TcpServer::Start(&node, (*listen)[0].host, (*listen)[0].port,
-                                  server_options);
+      transport::TcpServer::Start(&node, listen->host, listen->port,
+                                  *server_options);
   if (!server.ok()) return ReportError(server.status());
   running_server.store(server->get());
-  // Without --image the daemon has no place yet: `dmg load` gives it one
-  // (and its slice), so its number is not claimed before that.
-  const std::string name =
-      FLAGS_image.empty() && !restored &&
-              gflags::GetCommandLineFlagInfoOrDie("node_id").is_default
-          ? std::string("memory node (no store yet)")
-          : absl::StrFormat("memory node %d", node_id);
-  const std::string line =
-      absl::StrFormat("%s listening on %s:%d (%s)", name, (*listen)[0].host,
-                      (*server)->port(), FLAGS_transport);
-  LOG(INFO) << line;
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-  if (!server_options.secret && !IsLoopback((*listen)[0].host)) {
-    std::fprintf(
-        stderr,
-        "dmg: WARNING: memory node on %s:%d is OPEN: it was started without "
-        "--secret_file, so anyone who reaches this port can read and write "
-        "every region, load a store and stop it. Start it with "
-        "--secret_file=FILE (`dmg secret --output=FILE` writes one) and give "
-        "the same file to dmg load and dmg run.\n",
-        (*listen)[0].host.c_str(), (*server)->port());
-  }
+  Announce(*listen, (*server)->port(), served,
+           server_options->secret.has_value());
 
   std::thread signal_thread([&] {
     int sig = 0;

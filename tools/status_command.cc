@@ -45,6 +45,13 @@ MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
   }
   absl::StatusOr<std::unique_ptr<transport::TcpControl>> c =
       transport::TcpControl::Connect({node}, *options);
+  if (absl::IsPermissionDenied(c.status())) {
+    // It answered: running, but this client may not ask it anything.
+    st.line = absl::StrFormat(
+        "memory node %s (position %d): up, but it refused this client: %s",
+        node.ToString(), position, c.status().message());
+    return st;
+  }
   if (!c.ok()) {
     st.line = absl::StrFormat("memory node %s (position %d): down: %s",
                               node.ToString(), position, c.status().message());
