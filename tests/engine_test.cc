@@ -4,11 +4,13 @@
 // compute side counts are the bytes the memory node served.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <string>
 #include <tuple>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "compute_node/vertex_program.h"
 #include "gtest/gtest.h"
 #include "reference/compare.h"
@@ -72,99 +74,69 @@ std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, int threads,
   return *std::move(c);
 }
 
-// All four algorithms on one cluster configuration, checked against the
-// reference. Returns the results for cross-thread comparisons.
-struct Results {
-  std::vector<double> pr;
-  std::vector<int32_t> bfs;
-  std::vector<store::VertexId> cc;
-  std::vector<int64_t> sssp;
-  std::vector<double> bc;
-  uint64_t tc = 0;
-  std::vector<uint32_t> kcore;
-};
+// Every registered algorithm on one cluster configuration, each on a fresh
+// cluster, checked against its reference with the registry's comparison.
+// An algorithm whose reference refuses the graph (triangle counting and
+// k-core need a symmetric one) must fail on the engine too. Returns the
+// values by algorithm, for comparisons across configurations.
+using Results = std::map<std::string, algorithms::Values>;
 
 Results RunAllAndCheck(const store::Graph& g, int threads,
                        uint32_t block_size = 4096, bool guard = false,
                        CacheConfig cache = {}) {
+  algorithms::Params p;
+  while (p.source + 1 < g.num_vertices() && g.out.degree(p.source) == 0) {
+    ++p.source;
+  }
+  p.max_iters = 1000;
+  p.tolerance = 1e-10;
+  p.precision = algorithms::Precision::kDouble;
+  p.unit_weights = !g.weighted();
   Results out;
-  store::VertexId source = 0;
-  while (source + 1 < g.num_vertices() && g.out.degree(source) == 0) ++source;
-  {
-    auto c = Start(g, threads, block_size, guard, cache);
-    auto pr = algorithms::PageRank(c->engine(), 1000, 1e-10);
-    EXPECT_TRUE(pr.ok()) << pr.status();
-    auto ref = reference::PageRank(g, 1000, 1e-10);
-    EXPECT_EQ(pr->iterations, ref->iterations);
-    EXPECT_LE(reference::L1Distance(ref->scores, pr->scores), 1e-9);
-    out.pr = pr->scores;
-  }
-  {
-    auto c = Start(g, threads, block_size, guard, cache);
-    auto bfs = algorithms::Bfs(c->engine(), source);
-    EXPECT_TRUE(bfs.ok()) << bfs.status();
-    auto m = reference::CompareExact(*reference::Bfs(g, source), *bfs);
-    EXPECT_FALSE(m.any) << "bfs: " << m.message;
-    out.bfs = *bfs;
-  }
-  {
-    auto c = Start(g, threads, block_size, guard, cache);
-    auto cc = algorithms::ConnectedComponents(c->engine());
-    EXPECT_TRUE(cc.ok()) << cc.status();
-    auto m = reference::CompareExact(reference::ConnectedComponents(g), *cc);
-    EXPECT_FALSE(m.any) << "cc: " << m.message;
-    out.cc = *cc;
-    // Label propagation (cc_lp, and cc on several nodes): the same labels.
-    auto l = Start(g, threads, block_size, guard, cache);
-    auto lp = algorithms::ConnectedComponentsLp(l->engine());
-    EXPECT_TRUE(lp.ok()) << lp.status();
-    EXPECT_EQ(*lp, *cc);
-  }
-  {
-    auto c = Start(g, threads, block_size, guard, cache);
-    bool unit = !g.weighted();
-    auto sssp = algorithms::Sssp(c->engine(), source, unit);
-    EXPECT_TRUE(sssp.ok()) << sssp.status();
-    auto m = reference::CompareExact(*reference::Sssp(g, source, unit), *sssp);
-    EXPECT_FALSE(m.any) << "sssp: " << m.message;
-    out.sssp = *sssp;
-  }
-  {
+  for (const algorithms::Algorithm& a : algorithms::Registry()) {
+    SCOPED_TRACE(a.name);
+    algorithms::Params params = p;
     // Brandes from three sources (one repeated: it counts twice).
-    std::vector<store::VertexId> sources = {
-        source, static_cast<store::VertexId>(g.num_vertices() / 2), source};
+    params.sources =
+        a.sources == algorithms::Sources::kMany
+            ? std::vector<store::VertexId>{p.source,
+                                           static_cast<store::VertexId>(
+                                               g.num_vertices() / 2),
+                                           p.source}
+            : std::vector<store::VertexId>{p.source};
+    const absl::StatusOr<algorithms::Values> expected = a.reference(g, params);
     auto c = Start(g, threads, block_size, guard, cache);
-    auto bc = algorithms::Bc(c->engine(), sources);
-    EXPECT_TRUE(bc.ok()) << bc.status();
-    auto m = reference::CompareRelative(*reference::Bc(g, sources), *bc, 1e-9);
-    EXPECT_FALSE(m.any) << "bc: " << m.message;
-    out.bc = *bc;
-  }
-  if (g.out.targets == g.in.targets && g.out.offsets == g.in.offsets) {
-    auto c = Start(g, threads, block_size, guard, cache);
-    auto tc = algorithms::TriangleCount(c->engine());
-    EXPECT_TRUE(tc.ok()) << tc.status();
-    EXPECT_EQ(*tc, *reference::TriangleCount(g));
-    out.tc = *tc;
-    auto k = Start(g, threads, block_size, guard, cache);
-    auto kcore = algorithms::KCore(k->engine());
-    EXPECT_TRUE(kcore.ok()) << kcore.status();
-    auto m = reference::CompareExact(*reference::KCore(g), *kcore);
-    EXPECT_FALSE(m.any) << "kcore: " << m.message;
-    out.kcore = *kcore;
+    absl::StatusOr<algorithms::Outcome> r = a.run(c->engine(), params);
+    if (!expected.ok()) {
+      EXPECT_FALSE(r.ok()) << "the reference refused: " << expected.status();
+      continue;
+    }
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) continue;
+    const reference::Mismatch m = a.compare(*expected, r->values, params);
+    EXPECT_FALSE(m.any) << a.name << ": " << m.message;
+    out[a.name] = std::move(r->values);
   }
   return out;
 }
 
-// The same answers (PageRank to 1e-12 in L1, BC relative 1e-12).
+// The same answers: exact, but for floating-point values, which differ
+// by summation order (within 1e-12 of their L1 norm).
 void ExpectSameResults(const Results& a, const Results& b) {
-  EXPECT_LE(reference::L1Distance(a.pr, b.pr), 1e-12);
-  EXPECT_EQ(a.bfs, b.bfs);
-  EXPECT_EQ(a.cc, b.cc);
-  EXPECT_EQ(a.sssp, b.sssp);
-  EXPECT_EQ(a.tc, b.tc);
-  EXPECT_EQ(a.kcore, b.kcore);
-  EXPECT_FALSE(reference::CompareRelative(a.bc, b.bc, 1e-12).any);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, values] : a) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(b.count(name), 1u);
+    const algorithms::Values& other = b.at(name);
+    if (const auto* x = std::get_if<std::vector<double>>(&values)) {
+      const auto& y = std::get<std::vector<double>>(other);
+      double norm = 0;
+      for (double v : *x) norm += std::abs(v);
+      EXPECT_LE(reference::L1Distance(*x, y), 1e-12 * std::max(1.0, norm));
+    } else {
+      EXPECT_TRUE(values == other);
+    }
+  }
 }
 
 class GeneratedGraphs : public ::testing::TestWithParam<

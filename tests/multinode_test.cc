@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "compute_node/vertex_program.h"
 #include "gtest/gtest.h"
 #include "reference/compare.h"
@@ -87,84 +88,43 @@ std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, const Config& c) {
   return *std::move(cluster);
 }
 
-// Runs `algo` on every compute node and checks every node's answer with
-// `check`.
-template <typename Algo, typename Check>
-void OnEveryNode(const store::Graph& g, const Config& c, const char* name,
-                 Algo algo, Check check) {
-  SCOPED_TRACE(absl::StrCat(name, ", ", Describe(c)));
-  auto cluster = Start(g, c);
-  if (cluster == nullptr) return;
-  auto results = cluster->RunEverywhere([&](compute::Engine& e) {
-    auto r = algo(e);
-    e.Finish();
-    return r;
-  });
-  for (size_t k = 0; k < results.size(); ++k) {
-    SCOPED_TRACE(absl::StrCat("compute node ", k));
-    ASSERT_TRUE(results[k].ok()) << results[k].status();
-    check(*results[k]);
-  }
-}
-
+// Every registered algorithm on every compute node of the cluster, each
+// node's answer against the in-memory reference (with the registry's own
+// comparison). An algorithm whose reference refuses the graph (triangle
+// counting and k-core need a symmetric one) must fail on every node too.
 void CheckAll(const store::Graph& g, const Config& c) {
-  store::VertexId source = 0;
-  while (source + 1 < g.num_vertices() && g.out.degree(source) == 0) ++source;
-  const auto ref_pr = reference::PageRank(g, 100, 1e-10);
-  OnEveryNode(
-      g, c, "pagerank",
-      [](compute::Engine& e) { return algorithms::PageRank(e, 100, 1e-10); },
-      [&](const algorithms::PageRankResult& r) {
-        EXPECT_EQ(r.iterations, ref_pr->iterations);
-        EXPECT_LE(reference::L1Distance(ref_pr->scores, r.scores), 1e-12);
-      });
-  const auto ref_bfs = reference::Bfs(g, source);
-  OnEveryNode(
-      g, c, "bfs",
-      [&](compute::Engine& e) { return algorithms::Bfs(e, source); },
-      [&](const std::vector<int32_t>& r) {
-        auto m = reference::CompareExact(*ref_bfs, r);
-        EXPECT_FALSE(m.any) << m.message;
-      });
-  const auto ref_cc = reference::ConnectedComponents(g);
-  OnEveryNode(
-      g, c, "cc",
-      [](compute::Engine& e) { return algorithms::ConnectedComponents(e); },
-      [&](const std::vector<store::VertexId>& r) {
-        auto m = reference::CompareExact(ref_cc, r);
-        EXPECT_FALSE(m.any) << m.message;
-      });
-  const auto ref_sssp = reference::Sssp(g, source, false);
-  OnEveryNode(
-      g, c, "sssp",
-      [&](compute::Engine& e) { return algorithms::Sssp(e, source, false); },
-      [&](const std::vector<int64_t>& r) {
-        auto m = reference::CompareExact(*ref_sssp, r);
-        EXPECT_FALSE(m.any) << m.message;
-      });
-  const std::vector<store::VertexId> sources = {
-      source, static_cast<store::VertexId>(g.num_vertices() / 2)};
-  const auto ref_bc = reference::Bc(g, sources);
-  OnEveryNode(
-      g, c, "bc",
-      [&](compute::Engine& e) { return algorithms::Bc(e, sources); },
-      [&](const std::vector<double>& r) {
-        auto m = reference::CompareRelative(*ref_bc, r, 1e-9);
-        EXPECT_FALSE(m.any) << m.message;
-      });
-  if (g.out.offsets == g.in.offsets && g.out.targets == g.in.targets) {
-    const uint64_t ref_tc = *reference::TriangleCount(g);
-    OnEveryNode(
-        g, c, "tc",
-        [](compute::Engine& e) { return algorithms::TriangleCount(e); },
-        [&](uint64_t r) { EXPECT_EQ(r, ref_tc); });
-    const auto ref_kcore = reference::KCore(g);
-    OnEveryNode(
-        g, c, "kcore", [](compute::Engine& e) { return algorithms::KCore(e); },
-        [&](const std::vector<uint32_t>& r) {
-          auto m = reference::CompareExact(*ref_kcore, r);
-          EXPECT_FALSE(m.any) << m.message;
-        });
+  algorithms::Params p;
+  while (p.source + 1 < g.num_vertices() && g.out.degree(p.source) == 0) {
+    ++p.source;
+  }
+  p.sources = {p.source, static_cast<store::VertexId>(g.num_vertices() / 2)};
+  p.max_iters = 100;
+  p.tolerance = 1e-10;
+  p.precision = algorithms::Precision::kDouble;
+  for (const algorithms::Algorithm& a : algorithms::Registry()) {
+    SCOPED_TRACE(absl::StrCat(a.name, ", ", Describe(c)));
+    algorithms::Params params = p;
+    if (a.sources == algorithms::Sources::kOne) params.sources = {p.source};
+    const absl::StatusOr<algorithms::Values> expected = a.reference(g, params);
+    auto cluster = Start(g, c);
+    if (cluster == nullptr) return;
+    auto results = cluster->RunEverywhere([&](compute::Engine& e) {
+      absl::StatusOr<algorithms::Outcome> r = a.run(e, params);
+      if (r.ok()) e.Finish();
+      return r;
+    });
+    for (size_t k = 0; k < results.size(); ++k) {
+      SCOPED_TRACE(absl::StrCat("compute node ", k));
+      if (!expected.ok()) {
+        EXPECT_FALSE(results[k].ok()) << "the reference refused: "
+                                      << expected.status();
+        continue;
+      }
+      ASSERT_TRUE(results[k].ok()) << results[k].status();
+      const reference::Mismatch m =
+          a.compare(*expected, results[k]->values, params);
+      EXPECT_FALSE(m.any) << m.message;
+    }
   }
 }
 
