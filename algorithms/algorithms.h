@@ -2,7 +2,9 @@
 // vertex_program.h). Each is one short file:
 //   pagerank.cc  every vertex gathers its in-neighbours' contributions
 //   bfs.cc       direction-optimising frontier expansion (Claim)
-//   cc.cc        min-label propagation over both directions (Min)
+//   cc.cc        Afforest: neighbour sampling, link, compress (one compute
+//                node; label propagation on several)
+//   cc_lp.cc     min-label propagation over both directions (Min)
 //   sssp.cc      frontier Bellman-Ford (Min)
 //   bc.cc        Brandes betweenness centrality from given sources
 //   tc.cc        triangle counting, each triangle once, degree-ordered

@@ -132,8 +132,9 @@ struct EngineOptions {
   // `checkpoint_supersteps` supersteps (0 or 1: every one), or the first
   // superstep end `checkpoint_seconds` after the last checkpoint (0: no
   // time bound), whichever comes first; and, over a network, early when a
-  // paged array's claim log is half full (a commit empties it; past full,
-  // claims would page their pages in). Several compute nodes checkpoint
+  // paged array's claim log may fill in the next superstep (ClaimLog::
+  // EndSuperstep; a commit empties it; past full, claims would page their
+  // pages in). Several compute nodes checkpoint
   // every superstep: versions are how they see each other's changes.
   int checkpoint_supersteps = 1;
   double checkpoint_seconds = 0;
