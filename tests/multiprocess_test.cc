@@ -11,6 +11,8 @@
 #include <regex>
 #include <thread>
 
+#include "absl/algorithm/container.h"
+#include "algorithms/registry.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_util.h"
 #include "tests/test_util.h"
@@ -34,23 +36,28 @@ void CompareWithEmbedded(const std::string& graph, const std::string& wgraph) {
     testing::CommandResult load =
         RunDmg("load --graph=" + g + " --memory_nodes=" + nodes);
     ASSERT_EQ(load.exit_code, 0) << load.err;
-    std::vector<std::string> algos = {"sssp"};
-    if (g == graph) algos = {"pagerank", "bfs", "cc", "bc", "tc"};
-    for (const std::string& algo : algos) {
+    for (const algorithms::Algorithm& entry : algorithms::Registry()) {
+      // The weighted graph: only where the weights count.
+      const bool weights = absl::c_linear_search(entry.flags, "unit_weights");
+      if (g != graph && !weights) continue;
+      const std::string& algo = entry.name;
       std::string args = "run --algo=" + algo + " --threads=2 ";
-      if (algo == "pagerank") {
+      if (absl::c_linear_search(entry.flags, "precision")) {
         args += "--precision=double --tolerance=1e-10 --max_iters=1000 ";
       }
-      if (algo == "bc") args += "--sources=3 ";
-      if (algo == "sssp" && g == graph) args += "--unit_weights ";
+      if (absl::c_linear_search(entry.flags, "sources")) {
+        args += "--sources=3 ";
+      }
+      if (weights && g == graph) args += "--unit_weights ";
       std::string remote = dir.file(algo + ".tcp"), local = dir.file(algo);
       testing::CommandResult r =
           RunDmg(args + "--transport=tcp --memory_nodes=" + nodes +
                  " --output=" + remote);
       testing::CommandResult e =
           RunDmg(args + "--graph=" + g + " --output=" + local);
-      // Triangle counting refuses a directed graph, the same way on both.
-      if (algo == "tc" && e.exit_code == 2) {
+      // Triangle counting and k-core refuse a directed graph, the same way
+      // on both.
+      if (e.exit_code == 2) {
         EXPECT_EQ(r.exit_code, 2) << r.err;
         EXPECT_NE(r.err.find("--symmetrize"), std::string::npos) << r.err;
         continue;
