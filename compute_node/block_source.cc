@@ -468,7 +468,8 @@ class GraphAwareBlockSource::FrontierReader {
                  const HeaderCache* headers, const PerPiece& per_piece);
 
   // Hands the pieces of the frontier's members in the unit to per_piece,
-  // in order.
+  // in order: plans the READs (which byte ranges of which blocks, in
+  // batches that fit the worker's buffer), then executes the plan.
   absl::Status Run();
 
  private:
@@ -555,8 +556,29 @@ class GraphAwareBlockSource::FrontierReader {
   // The headers READ are their entries' blocks'; marks them checked.
   absl::Status CheckSparseHeaders();
 
-  // Flushes the batch's READs and hands its items to per_piece.
-  absl::Status Deliver();
+  // A READ of the plan: `bytes` at `offset` of a node's region, into the
+  // worker's buffer (or its offset scratch).
+  struct PlannedRead {
+    uint32_t node;
+    uint32_t region;
+    uint64_t offset;
+    std::byte* into;
+    uint32_t bytes;
+  };
+  void PlanRead(uint32_t node, uint32_t region, uint64_t offset,
+                std::byte* into, uint64_t bytes) {
+    reads_.push_back(
+        {node, region, offset, into, static_cast<uint32_t>(bytes)});
+  }
+  // Ends the batch being planned: the next one reuses the buffer from 0.
+  void NextBatch();
+  // The executor: each batch's READs in one round trip, then its items to
+  // per_piece.
+  absl::Status Execute();
+  // Posts reads_[begin, end) and waits for them.
+  absl::Status PostAndWait(size_t begin, size_t end);
+  // Hands a batch's items to per_piece.
+  absl::Status Deliver(size_t begin, size_t end);
 
   // One member's edge range (or compressed segment) from the buffer.
   absl::Status DeliverRange(const Item& it);
@@ -610,8 +632,16 @@ class GraphAwareBlockSource::FrontierReader {
   std::byte* const base_;
   OffsetScratch& sc_;
   std::atomic<uint8_t>* const checked_;
+  // The plan: READs and items in order, cut into batches; a batch ends
+  // at these indices of reads_ and items_.
+  struct Batch {
+    size_t reads_end;
+    size_t items_end;
+  };
+  std::vector<PlannedRead> reads_;
   std::vector<Item> items_;
-  uint64_t used_ = 0;
+  std::vector<Batch> batches_;
+  uint64_t used_ = 0;  // bytes of the buffer the open batch fills
 };
 GraphAwareBlockSource::FrontierReader::FrontierReader(
     GraphAwareBlockSource& source, int worker, Direction d, const Unit& unit,
@@ -656,15 +686,16 @@ absl::Status GraphAwareBlockSource::FrontierReader::Run() {
   for (uint32_t i = unit_.first; i < unit_.last; ++i) {
     DMG_RETURN_IF_ERROR(ReadBlock(i));
   }
-  // Delivered at the end of the unit, so a vertex's pieces stay in order.
-  return Deliver();
+  NextBatch();
+  return Execute();
 }
 
 absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberOffsets() {
   const uint64_t total = PlanOffsetRuns();
   if (sc_.runs.empty()) return absl::OkStatus();
   PostOffsetReads(total);
-  if (absl::Status s = ep_.Flush(); !s.ok()) return s;
+  DMG_RETURN_IF_ERROR(PostAndWait(0, reads_.size()));
+  reads_.clear();
   // Before any range is READ: the offsets (each member's [lo, hi)
   // inside the block), then the headers.
   DMG_RETURN_IF_ERROR(CheckOffsetRuns());
@@ -716,7 +747,7 @@ void GraphAwareBlockSource::FrontierReader::PostOffsetReads(uint64_t total) {
     const RemoteGraph::Location loc = graph_.Locate(d_, e);
     const uint64_t index_at = packed_ ? store::ByteOffsetsAt(e.vertex_count)
                                       : sizeof(store::BlockHeader);
-    ep_.Read(loc.node, loc.region,
+    PlanRead(loc.node, loc.region,
              loc.offset + index_at + uint64_t{index_width_} * r.first,
              words + index_width_ * r.at, index_width_ * r.count);
   }
@@ -728,7 +759,8 @@ void GraphAwareBlockSource::FrontierReader::PostOffsetReads(uint64_t total) {
   sc_.headers.resize(sc_.sparse.size());
   for (size_t k = 0; k < sc_.sparse.size(); ++k) {
     const RemoteGraph::Location loc = graph_.Locate(d_, dir_[sc_.sparse[k]]);
-    ep_.Read(loc.node, loc.region, loc.offset, &sc_.headers[k],
+    PlanRead(loc.node, loc.region, loc.offset,
+             reinterpret_cast<std::byte*>(&sc_.headers[k]),
              sizeof(store::BlockHeader));
   }
 }
@@ -767,10 +799,40 @@ absl::Status GraphAwareBlockSource::FrontierReader::CheckSparseHeaders() {
   return absl::OkStatus();
 }
 
-absl::Status GraphAwareBlockSource::FrontierReader::Deliver() {
-  if (items_.empty()) return absl::OkStatus();
-  if (absl::Status s = ep_.Flush(); !s.ok()) return s;
-  for (const Item& it : items_) {
+void GraphAwareBlockSource::FrontierReader::NextBatch() {
+  if (batches_.empty() ? !items_.empty()
+                       : items_.size() > batches_.back().items_end) {
+    batches_.push_back({reads_.size(), items_.size()});
+  }
+  used_ = 0;
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::Execute() {
+  size_t reads = 0, items = 0;
+  for (const Batch& batch : batches_) {
+    DMG_RETURN_IF_ERROR(PostAndWait(reads, batch.reads_end));
+    // Delivered in plan order, so a vertex's pieces stay in order.
+    DMG_RETURN_IF_ERROR(Deliver(items, batch.items_end));
+    reads = batch.reads_end;
+    items = batch.items_end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::PostAndWait(size_t begin,
+                                                                size_t end) {
+  if (begin == end) return absl::OkStatus();
+  for (size_t k = begin; k < end; ++k) {
+    const PlannedRead& r = reads_[k];
+    ep_.Read(r.node, r.region, r.offset, r.into, r.bytes);
+  }
+  return ep_.Flush();
+}
+
+absl::Status GraphAwareBlockSource::FrontierReader::Deliver(size_t begin,
+                                                            size_t end) {
+  for (size_t k = begin; k < end; ++k) {
+    const Item& it = items_[k];
     if (it.whole) {
       absl::Status s = DeliverFrontier(dir_, it.entry, it.bytes, frontier_,
                                        per_piece_, cache_);
@@ -782,8 +844,6 @@ absl::Status GraphAwareBlockSource::FrontierReader::Deliver() {
     }
     DMG_RETURN_IF_ERROR(DeliverRange(it));
   }
-  items_.clear();
-  used_ = 0;
   return absl::OkStatus();
 }
 
@@ -884,10 +944,8 @@ void GraphAwareBlockSource::FrontierReader::RangeOf(SparseBlock& b, uint32_t j,
 absl::Status GraphAwareBlockSource::FrontierReader::ReadWholeBlock(
     uint32_t i, const RemoteGraph::Location& loc) {
   const DirectoryEntry& e = dir_[i];
-  if (used_ + Align8(e.length) > source_.batch_bytes_) {
-    if (absl::Status s = Deliver(); !s.ok()) return s;
-  }
-  ep_.Read(loc.node, loc.region, loc.offset, base_ + used_, e.length);
+  if (used_ + Align8(e.length) > source_.batch_bytes_) NextBatch();
+  PlanRead(loc.node, loc.region, loc.offset, base_ + used_, e.length);
   items_.push_back({i, true, true, base_ + used_, 0, 0, 0});
   used_ += Align8(e.length);
   return absl::OkStatus();
@@ -920,8 +978,8 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberRanges(
 
 void GraphAwareBlockSource::FrontierReader::CloseSpan(SparseBlock& b) {
   if (!b.span.open) return;
-  ep_.Read(b.loc.node, b.loc.region, b.span_base + b.span.lo, base_ + b.span.at,
-           b.span.hi - b.span.lo);
+  PlanRead(b.loc.node, b.loc.region, b.span_base + b.span.lo,
+           base_ + b.span.at, b.span.hi - b.span.lo);
   used_ = b.span.at + Align8(b.span.hi - b.span.lo);
   b.span.open = false;
 }
@@ -943,9 +1001,7 @@ absl::Status GraphAwareBlockSource::FrontierReader::AddToSpan(SparseBlock& b,
     span.hi = b1;
   } else {
     CloseSpan(b);
-    if (used_ + Align8(b1 - b0) > source_.batch_bytes_) {
-      DMG_RETURN_IF_ERROR(Deliver());
-    }
+    if (used_ + Align8(b1 - b0) > source_.batch_bytes_) NextBatch();
     span = {true, b0, b1, used_};
   }
   items_.push_back(
@@ -958,11 +1014,9 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadSegment(SparseBlock& b,
                                                                 uint32_t lo,
                                                                 uint32_t hi) {
   const uint32_t bytes = hi - lo;
-  if (used_ + Align8(bytes) > source_.batch_bytes_) {
-    DMG_RETURN_IF_ERROR(Deliver());
-  }
+  if (used_ + Align8(bytes) > source_.batch_bytes_) NextBatch();
   if (bytes > 0) {
-    ep_.Read(b.loc.node, b.loc.region,
+    PlanRead(b.loc.node, b.loc.region,
              b.loc.offset + StreamStart(dir_[b.entry]) + lo, base_ + used_,
              bytes);
   }
@@ -975,14 +1029,12 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadWeightedRange(
     SparseBlock& b, VertexId v, uint32_t lo, uint32_t hi) {
   const uint32_t edges = hi - lo;
   const uint64_t bytes = Align8(uint64_t{edges} * edge_bytes_);
-  if (used_ + bytes > source_.batch_bytes_) {
-    DMG_RETURN_IF_ERROR(Deliver());
-  }
+  if (used_ + bytes > source_.batch_bytes_) NextBatch();
   if (edges > 0) {
-    ep_.Read(b.loc.node, b.loc.region, b.targets_at + 4 * uint64_t{lo},
+    PlanRead(b.loc.node, b.loc.region, b.targets_at + 4 * uint64_t{lo},
              base_ + used_, 4 * edges);
     if (weighted_) {
-      ep_.Read(b.loc.node, b.loc.region,
+      PlanRead(b.loc.node, b.loc.region,
                b.targets_at + 4 * b.edges_in_block + 4 * uint64_t{lo},
                base_ + used_ + 4 * uint64_t{edges}, 4 * edges);
     }
