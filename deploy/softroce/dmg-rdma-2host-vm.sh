@@ -136,17 +136,37 @@ else
          | awk '{print $2}' | sort -n | tail -1)
     say "  at most ${mo:-?} READ batches in flight per endpoint (stats max_outstanding)"
     [ "${mo:-0}" -gt 1 ] || bad "pagerank over the wire never had more than one batch in flight (max_outstanding ${mo:-none})"
+    # The suites below against A's daemon. On two emulated CPUs soft-RoCE
+    # now and then loses a completion for good (a READ unanswered for the
+    # whole 30 s wait, one case in a run; 3 clean-clone runs in 5 on one
+    # day, none the day before, with the same transport code): a failed
+    # case is said, with its output, and run once more in a fresh process;
+    # failing again fails the test.
+    twice() {  # twice LOG BINARY FILTER: runs the gtest cases, again if failed
+      local log=$1 bin=$2 filter=$3
+      DMG_RDMA_REMOTE_NODE=$SOLO timeout 240 "$bin" --gtest_brief=1 \
+        --gtest_filter="$filter" > "$log" 2>&1 && return 0
+      local failed rc
+      failed=$(grep -a -o '^\[  FAILED  \] [^ ,]*' "$log" | awk '{print $4}' |
+               sort -u | tr '\n' ':' | sed 's/:$//')
+      [ -n "$failed" ] || return 1
+      say "failed once: $failed; again, in a fresh process (the first run's output comes after)"
+      DMG_RDMA_REMOTE_NODE=$SOLO timeout 240 "$bin" --gtest_brief=1 \
+        --gtest_filter="$failed" > "$log.again" 2>&1
+      rc=$?
+      grep -a -v '^[IW]2' "$log.again"
+      return $rc
+    }
     say "== rdma_test RdmaRemoteTest from B against A's memory node $SOLO"
-    DMG_RDMA_REMOTE_NODE=$SOLO timeout 240 ./bin/rdma_test --gtest_brief=1 \
-      --gtest_filter='RdmaRemoteTest.*' > remote-test.log 2>&1 \
+    twice remote-test.log ./bin/rdma_test 'RdmaRemoteTest.*' \
       || bad "rdma_test RdmaRemoteTest against $SOLO failed"
     grep -a -v '^I2' remote-test.log
     grep -a 'batches in flight' remote-test.log | sed 's/^.*\] /  /'
     if grep -a -q SKIPPED remote-test.log; then bad "RdmaRemoteTest skipped"; fi
     say "== transport conformance suite (rdma) from B against A's memory node $SOLO"
-    DMG_RDMA_REMOTE_NODE=$SOLO timeout 240 ./bin/transport_conformance_test \
-      --gtest_brief=1 --gtest_filter='Backends/ConformanceTest.*/rdma' \
-      > conformance.log 2>&1 || bad "transport conformance (rdma) against $SOLO failed"
+    twice conformance.log ./bin/transport_conformance_test \
+      'Backends/ConformanceTest.*/rdma' \
+      || bad "transport conformance (rdma) against $SOLO failed"
     grep -a -v '^[IW]2' conformance.log
     # Only the memory-node-death case may skip: B cannot kill A's daemon.
     skipped=$(grep -a -o '^\[  SKIPPED \] [0-9]* test' conformance.log | awk '{print $4}' | head -1)
