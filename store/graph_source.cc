@@ -184,10 +184,11 @@ absl::Status CheckSameGraph(const std::string& spec,
     }
     if (sb->arc_digest != 0) why = ", other arcs";
   } else if (given == held && !IsGeneratorSpec(spec) &&
-             CheckRegularFile(spec).ok() &&
-             FileBytes(spec) != loaded.source_bytes) {
-    why = absl::StrFormat(", the file %d bytes, the one loaded %d",
-                          FileBytes(spec), loaded.source_bytes);
+             CheckRegularFile(spec).ok()) {
+    if (const uint64_t bytes = FileBytes(spec); bytes != loaded.source_bytes) {
+      why = absl::StrFormat(", the file %d bytes, the one loaded %d", bytes,
+                            loaded.source_bytes);
+    }
   }
   if (given == held && why.empty()) return absl::OkStatus();
   const std::string read_as =

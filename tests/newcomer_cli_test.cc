@@ -114,8 +114,8 @@ TEST(GraphFingerprintTest, ImagesRecordTheirSourceAndValidationChecksIt) {
   std::string bytes = testing::Slurp(image);
   store::Superblock changed = *sb;
   changed.arc_digest ^= 1;
-  changed.crc32 = store::Crc32(
-      {reinterpret_cast<const std::byte*>(&changed), store::kSuperblockSize - 4});
+  changed.crc32 = store::Crc32({reinterpret_cast<const std::byte*>(&changed),
+                                store::kSuperblockSize - 4});
   std::memcpy(bytes.data(), &changed, sizeof(changed));
   dir.Write("k.img", bytes);
   absl::StatusOr<store::StoreImage> read = store::ReadImageFile(image);
@@ -165,15 +165,15 @@ TEST(MessagesTest, MisspeltFlagsAndCommandsGetADidYouMean) {
 
 // Item 7: --help everywhere, and the overview lists every command.
 TEST(MessagesTest, HelpEverywhere) {
-  for (const std::string args : {"--help", "help", "help --help", "help help",
-                                 "-h"}) {
+  for (const std::string args :
+       {"--help", "help", "help --help", "help help", "-h"}) {
     CommandResult r = RunDmg(args);
     EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
-    for (const std::string command : {"run", "info", "load", "memory-node",
-                                      "status", "snapshot", "doctor",
-                                      "secret"}) {
-      EXPECT_TRUE(Has(r.out, "\n  " + command + " ")) << args << " lacks "
-                                                      << command;
+    for (const std::string command :
+         {"run", "info", "load", "memory-node", "status", "snapshot", "doctor",
+          "secret"}) {
+      EXPECT_TRUE(Has(r.out, "\n  " + command + " "))
+          << args << " lacks " << command;
     }
   }
   for (const std::string command : {"run", "info", "load", "memory-node",
@@ -192,7 +192,8 @@ TEST(MessagesTest, HelpEverywhere) {
 
 // Item 7: cache bounds named by what is wrong with them.
 TEST(MessagesTest, CacheFlagsSayWhatIsWrong) {
-  CommandResult negative = RunDmg("run --algo=bfs --graph=kron:6 --cache_mb=-5");
+  CommandResult negative =
+      RunDmg("run --algo=bfs --graph=kron:6 --cache_mb=-5");
   EXPECT_EQ(negative.exit_code, 2);
   EXPECT_TRUE(Has(negative.err, "--cache_mb=-5 is negative")) << negative.err;
   CommandResult fraction =
@@ -200,8 +201,8 @@ TEST(MessagesTest, CacheFlagsSayWhatIsWrong) {
   EXPECT_EQ(fraction.exit_code, 2) << fraction.out;
   EXPECT_TRUE(Has(fraction.err, "--cache_fraction=2 is not in 0..1"))
       << fraction.err;
-  CommandResult both = RunDmg(
-      "run --algo=bfs --graph=kron:6 --cache_fraction=0.5 --cache_mb=1");
+  CommandResult both =
+      RunDmg("run --algo=bfs --graph=kron:6 --cache_fraction=0.5 --cache_mb=1");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_TRUE(Has(both.err, "at most one")) << both.err;
   CommandResult whole =
@@ -223,8 +224,9 @@ TEST(MessagesTest, CountsAndProgress) {
       " run --algo=pagerank --graph=kron:8 --max_iters=4 --tolerance=0 "
       "--trials=2' /dev/null");
   ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
-  EXPECT_TRUE(Has(tty.out, "pagerank: trial 2 of 2, superstep 4 of at most "
-                           "4 (100%)"))
+  EXPECT_TRUE(Has(tty.out,
+                  "pagerank: trial 2 of 2, superstep 4 of at most "
+                  "4 (100%)"))
       << tty.out;
 }
 
@@ -264,8 +266,9 @@ TEST(MessagesTest, StatusWithoutTheSecretAndASubsetOfTheNodes) {
   CommandResult subset =
       RunDmg("run --algo=bfs --memory_nodes=" + a.address() + secret);
   EXPECT_EQ(subset.exit_code, 2) << subset.err;
-  EXPECT_TRUE(Has(subset.err, "laid out over 2 memory node(s), but the job "
-                              "was given 1"))
+  EXPECT_TRUE(Has(subset.err,
+                  "laid out over 2 memory node(s), but the job "
+                  "was given 1"))
       << subset.err;
 }
 

@@ -56,7 +56,9 @@ struct RunConfig {
 
   // dmg run --compute_nodes=N --memory_nodes=... without an id starts the
   // N compute nodes as processes of its own (SpawnComputeNodes).
-  bool spawns_nodes() const { return place.nodes > 1 && place.id < 0 && remote; }
+  bool spawns_nodes() const {
+    return place.nodes > 1 && place.id < 0 && remote;
+  }
 };
 
 // With several compute nodes a recorded superstep ends with a barrier of

@@ -135,15 +135,14 @@ RunReport::RunReport(const RunConfig& config, TrialRunner& runner)
     : config_(config), runner_(runner) {
   RunSummary& s = summary_;
   s.version = VersionString();
-  // On memory nodes without --graph: the graph they hold, by its
-  // fingerprint (the store's source name).
-  s.graph = FLAGS_graph.empty() && config.remote
-                ? std::string(store::SourceOf(
-                      runner.engine().graph().superblock()))
-                : FLAGS_graph;
   const store::Superblock& sb = runner.engine().graph().superblock();
   s.graph_source = std::string(store::SourceOf(sb));
-  if (sb.arc_digest != 0) s.graph_digest = absl::StrFormat("%016x", sb.arc_digest);
+  if (sb.arc_digest != 0) {
+    s.graph_digest = absl::StrFormat("%016x", sb.arc_digest);
+  }
+  // On memory nodes without --graph: the graph they hold, by its
+  // fingerprint (the store's source name).
+  s.graph = FLAGS_graph.empty() && config.remote ? s.graph_source : FLAGS_graph;
   s.algorithm = config.algo->name;
   if (absl::c_linear_search(config.algo->flags, "precision")) {
     s.precision = FLAGS_precision;
@@ -195,7 +194,8 @@ absl::StatusOr<bool> RunReport::VerifyTrial(int trial) {
   CorruptForTest(values);
   if (!reference_.has_value()) {
     ProgressTicker ticker("verify: reading " + FLAGS_graph);
-    DMG_ASSIGN_OR_RETURN(reference_, store::LoadGraph(FLAGS_graph, config_.graph));
+    DMG_ASSIGN_OR_RETURN(reference_,
+                         store::LoadGraph(FLAGS_graph, config_.graph));
   }
   const compute::Engine& engine = runner_.engine();
   if (reference_->num_vertices() != engine.num_vertices() ||
@@ -213,10 +213,10 @@ absl::StatusOr<bool> RunReport::VerifyTrial(int trial) {
   const reference::Mismatch m =
       algo.compare(expected, values, runner_.params());
   if (!m.any) return true;
-  std::fprintf(stderr, "verify: MISMATCH%s: %s\n",
-               FLAGS_trials > 1 ? absl::StrCat(" in trial ", trial + 1).c_str()
-                                : "",
-               m.message.c_str());
+  std::fprintf(
+      stderr, "verify: MISMATCH%s: %s\n",
+      FLAGS_trials > 1 ? absl::StrCat(" in trial ", trial + 1).c_str() : "",
+      m.message.c_str());
   summary_.verify = "mismatch";
   DMG_RETURN_IF_ERROR(WriteSummary());
   return false;
@@ -232,7 +232,8 @@ void RunReport::PrintSummaryLine() {
   std::string trials_note;
   if (FLAGS_trials > 1) {
     std::vector<double> seconds;
-    for (const TrialSummary& ts : summary_.trials) seconds.push_back(ts.seconds);
+    for (const TrialSummary& ts : summary_.trials)
+      seconds.push_back(ts.seconds);
     const Spread spread = SpreadOf(seconds);
     trials_note =
         absl::StrFormat("; %d trials, average %.3f s (min %.3f s, max %.3f s)",

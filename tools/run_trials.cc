@@ -166,8 +166,8 @@ absl::Status TrialRunner::LoadEmbedded() {
     return NegativeWeightError(config_.graph, image.superblock().min_weight);
   }
   rss_start_ = compute::CurrentRssBytes();
-  DMG_ASSIGN_OR_RETURN(cluster_,
-                       EmbeddedCluster::Start(std::move(image), config_.engine));
+  DMG_ASSIGN_OR_RETURN(
+      cluster_, EmbeddedCluster::Start(std::move(image), config_.engine));
   return absl::OkStatus();
 }
 
