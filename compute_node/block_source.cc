@@ -264,6 +264,44 @@ absl::Status BlockSource::ReadRanges(int worker, Direction d,
   return absl::OkStatus();
 }
 
+absl::Status BlockSource::ReadSpans(int worker, Direction d,
+                                    std::span<const EdgeSpan> spans,
+                                    const HeaderCache&,
+                                    const PerSpans& per_batch) {
+  std::span<const DirectoryEntry> dir = directory(d);
+  std::vector<const VertexId*> targets;
+  std::vector<const store::Weight*> weights;
+  for (size_t k = 0; k < spans.size();) {
+    const uint32_t entry = spans[k].entry;
+    size_t end = k;
+    while (end < spans.size() && spans[end].entry == entry) ++end;
+    absl::Status s = Read(
+        worker, d, Unit{entry, entry + 1}, false,
+        [&](uint32_t, const std::byte* bytes, uint32_t) -> absl::Status {
+          // ParseBlock checked every target.
+          absl::StatusOr<BlockView> b =
+              ParseBlock(dir, entry, bytes, dir[entry].length);
+          if (!b.ok()) return b.status();
+          targets.clear();
+          weights.clear();
+          for (size_t j = k; j < end; ++j) {
+            const EdgeSpan& r = spans[j];
+            if (r.begin > r.end || r.end > b->edge_count()) {
+              return absl::InternalError("edge span outside its block");
+            }
+            targets.push_back(b->all_targets().data() + r.begin);
+            weights.push_back(b->weighted() ? b->all_weights().data() + r.begin
+                                            : nullptr);
+          }
+          per_batch(k, end, targets, weights);
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    k = end;
+  }
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Graph-aware
 
@@ -978,8 +1016,8 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberRanges(
 
 void GraphAwareBlockSource::FrontierReader::CloseSpan(SparseBlock& b) {
   if (!b.span.open) return;
-  PlanRead(b.loc.node, b.loc.region, b.span_base + b.span.lo,
-           base_ + b.span.at, b.span.hi - b.span.lo);
+  PlanRead(b.loc.node, b.loc.region, b.span_base + b.span.lo, base_ + b.span.at,
+           b.span.hi - b.span.lo);
   used_ = b.span.at + Align8(b.span.hi - b.span.lo);
   b.span.open = false;
 }
@@ -1108,6 +1146,28 @@ absl::Status PageLruBlockSource::Read(int worker, Direction d, const Unit& unit,
 // costs fewer bytes than another operation's round-trip bookkeeping.
 constexpr uint32_t kMergeGapEdges = 16;
 
+namespace {
+
+// Block `entry`'s view in the hot-block cache (null when not cached). A
+// cached block was validated when admitted (ParseBlock: its targets are
+// vertices) and is read through its view; one that failed has no view,
+// and its error is the reader's.
+absl::Status LookUpCached(HotBlockCache* cache,
+                          std::span<const DirectoryEntry> dir, uint32_t entry,
+                          const BlockView** view) {
+  const std::byte* bytes = cache != nullptr ? cache->Lookup(entry) : nullptr;
+  *view = bytes != nullptr ? cache->View(entry, bytes) : nullptr;
+  if (bytes != nullptr && *view == nullptr) {
+    absl::StatusOr<BlockView> b =
+        ParseBlock(dir, entry, bytes, dir[entry].length);
+    return b.ok() ? absl::InternalError("cached block has no view")
+                  : b.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // One ReadRanges call on blocks that are not compressed: the ranges, the
 // worker's endpoint and buffer, and the batch being filled, shared by its
 // steps.
@@ -1151,9 +1211,6 @@ class GraphAwareBlockSource::RangeReader {
   absl::Status Deliver(size_t end);
 
   // Looked up once per block (a lookup counts a hit of the whole block).
-  // A cached block was validated when admitted (ParseBlock: its targets
-  // are vertices) and is read through its view; one that failed has no
-  // view, and its error is this read's.
   absl::Status LookUp(uint32_t entry);
 
   // Extends the last READ when the range (edges [begin, end) of `entry`)
@@ -1275,15 +1332,7 @@ absl::Status GraphAwareBlockSource::RangeReader::Deliver(size_t end) {
 absl::Status GraphAwareBlockSource::RangeReader::LookUp(uint32_t entry) {
   if (entry == looked_up_) return absl::OkStatus();
   looked_up_ = entry;
-  const std::byte* bytes = cache_ != nullptr ? cache_->Lookup(entry) : nullptr;
-  cached_ = bytes != nullptr ? cache_->View(entry, bytes) : nullptr;
-  if (bytes != nullptr && cached_ == nullptr) {
-    absl::StatusOr<BlockView> b =
-        ParseBlock(dir_, entry, bytes, dir_[entry].length);
-    return b.ok() ? absl::InternalError("cached block has no view")
-                  : b.status();
-  }
-  return absl::OkStatus();
+  return LookUpCached(cache_, dir_, entry, &cached_);
 }
 
 bool GraphAwareBlockSource::RangeReader::ExtendLastRead(uint32_t entry,
@@ -1352,6 +1401,214 @@ absl::Status GraphAwareBlockSource::ReadRanges(
     return BlockSource::ReadRanges(worker, d, ranges, headers, per_range);
   }
   return RangeReader(*this, worker, d, ranges, headers, per_range).Run();
+}
+
+// One ReadSpans call on blocks that are not compressed. With prefetch
+// slots, batches alternate between two of them: the next batch's READs are
+// in flight while this one's spans are delivered (over a network the
+// memory node serves them while the worker visits); without, one batch at
+// a time in slot 0.
+class GraphAwareBlockSource::SpanReader {
+ public:
+  SpanReader(GraphAwareBlockSource& source, int worker, Direction d,
+             std::span<const EdgeSpan> spans, const HeaderCache& headers,
+             const PerSpans& per_batch)
+      : source_(source),
+        worker_(worker),
+        d_(d),
+        spans_(spans),
+        headers_(headers),
+        per_batch_(per_batch),
+        dir_(source.directory(d)),
+        cache_(source.hot(d)),
+        weighted_(source.graph_.weighted()),
+        ep_(source.pool_.endpoint(worker)) {}
+
+  absl::Status Run();
+
+ private:
+  struct Batch {
+    int slot = 0;
+    size_t first = 0, end = 0;
+    bool posted = false;
+    uint64_t ticket = 0;
+    std::vector<const VertexId*> targets;
+    std::vector<const store::Weight*> weights;
+    std::vector<uint32_t> reads;  // spans READ (the others were cached)
+  };
+
+  // Buffer bytes of `edges` edges: targets, then weights if any.
+  uint64_t Footprint(uint64_t edges) const {
+    return Align8(4 * edges) * (weighted_ ? 2 : 1);
+  }
+  // Fills b with the spans from `first` on that fit its slot, and posts
+  // their READs.
+  absl::Status Plan(size_t first, Batch& b);
+  // Waits for b's READs, checks their targets, hands b's spans over.
+  absl::Status Deliver(Batch& b);
+  // The span's place in its block, checked against the cached headers.
+  absl::Status CheckSpan(const EdgeSpan& r) const;
+
+  GraphAwareBlockSource& source_;
+  const int worker_;
+  const Direction d_;
+  const std::span<const EdgeSpan> spans_;
+  const HeaderCache& headers_;
+  const PerSpans& per_batch_;
+  const std::span<const DirectoryEntry> dir_;
+  HotBlockCache* const cache_;
+  const bool weighted_;
+  transport::Endpoint& ep_;
+  uint32_t looked_up_ = ~0u;
+  const BlockView* cached_ = nullptr;
+};
+
+absl::Status GraphAwareBlockSource::SpanReader::CheckSpan(
+    const EdgeSpan& r) const {
+  if (r.entry >= dir_.size() || r.begin > r.end ||
+      r.end > headers_.offsets(r.entry)[dir_[r.entry].vertex_count] ||
+      r.end - r.begin > source_.MaxSpanEdges()) {
+    return absl::InternalError("edge span outside its block");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::SpanReader::Plan(size_t first, Batch& b) {
+  b.first = first;
+  b.posted = false;
+  b.targets.clear();
+  b.weights.clear();
+  b.reads.clear();
+  std::byte* const base = source_.buffer(worker_, b.slot);
+  uint64_t used = 0;
+  size_t k = first;
+  for (; k < spans_.size(); ++k) {
+    const EdgeSpan& r = spans_[k];
+    DMG_RETURN_IF_ERROR(CheckSpan(r));
+    if (r.entry != looked_up_) {
+      looked_up_ = r.entry;
+      DMG_RETURN_IF_ERROR(LookUpCached(cache_, dir_, r.entry, &cached_));
+    }
+    if (cached_ != nullptr) {
+      if (r.end > cached_->edge_count()) {
+        return absl::DataLossError(absl::StrFormat(
+            "block %d read from memory node %d: its edge count disagrees "
+            "with its header read before",
+            r.entry, dir_[r.entry].memory_node));
+      }
+      b.targets.push_back(cached_->all_targets().data() + r.begin);
+      b.weights.push_back(weighted_ ? cached_->all_weights().data() + r.begin
+                                    : nullptr);
+      continue;
+    }
+    const uint64_t edges = r.end - r.begin;
+    if (edges == 0) {  // nothing to READ (a split vertex's empty piece)
+      b.targets.push_back(reinterpret_cast<const VertexId*>(base));
+      b.weights.push_back(nullptr);
+      continue;
+    }
+    if (used + Footprint(edges) > source_.batch_bytes_) break;
+    const DirectoryEntry& e = dir_[r.entry];
+    const RemoteGraph::Location loc = source_.graph_.Locate(d_, e);
+    const uint64_t targets_at = loc.offset + sizeof(store::BlockHeader) +
+                                4 * (uint64_t{e.vertex_count} + 1);
+    const uint32_t bytes = static_cast<uint32_t>(4 * edges);
+    ep_.Read(loc.node, loc.region, targets_at + 4 * uint64_t{r.begin},
+             base + used, bytes);
+    b.targets.push_back(reinterpret_cast<const VertexId*>(base + used));
+    b.weights.push_back(nullptr);
+    if (weighted_) {
+      const uint64_t block_edges = headers_.offsets(r.entry)[e.vertex_count];
+      std::byte* at = base + used + Align8(bytes);
+      ep_.Read(loc.node, loc.region, targets_at + 4 * (block_edges + r.begin),
+               at, bytes);
+      b.weights.back() = reinterpret_cast<const store::Weight*>(at);
+    }
+    b.reads.push_back(static_cast<uint32_t>(k));
+    used += Footprint(edges);
+  }
+  b.end = k;
+  if (!b.reads.empty()) {
+    b.ticket = ep_.Post();
+    b.posted = true;
+    const uint64_t depth = ep_.TakeMaxInFlight();
+    uint64_t seen = source_.max_outstanding_.load(std::memory_order_relaxed);
+    while (depth > seen &&
+           !source_.max_outstanding_.compare_exchange_weak(seen, depth)) {
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::SpanReader::Deliver(Batch& b) {
+  if (b.posted) {
+    b.posted = false;
+    DMG_RETURN_IF_ERROR(ep_.Wait(b.ticket));
+    for (uint32_t k : b.reads) {
+      const EdgeSpan& r = spans_[k];
+      const std::span<const VertexId> t(b.targets[k - b.first],
+                                        r.end - r.begin);
+      if (store::AnyIdAtLeast(t, source_.graph_.num_vertices())) {
+        // Cold: whose edge it is, from the block's offsets.
+        const uint32_t* off = headers_.offsets(r.entry);
+        const uint64_t edge =
+            r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
+        const uint32_t j = static_cast<uint32_t>(
+            std::upper_bound(off, off + dir_[r.entry].vertex_count + 1, edge) -
+            off - 1);
+        return CheckTargets(t, source_.graph_.num_vertices(), dir_, r.entry,
+                            dir_[r.entry].first_vertex + j);
+      }
+    }
+  }
+  if (b.end > b.first) per_batch_(b.first, b.end, b.targets, b.weights);
+  return absl::OkStatus();
+}
+
+absl::Status GraphAwareBlockSource::SpanReader::Run() {
+  if (source_.window_ < 2) {
+    Batch b;
+    for (size_t k = 0; k < spans_.size(); k = b.end) {
+      DMG_RETURN_IF_ERROR(Plan(k, b));
+      if (b.end == k)
+        return absl::InternalError("edge span larger than a batch");
+      DMG_RETURN_IF_ERROR(Deliver(b));
+    }
+    return absl::OkStatus();
+  }
+  Batch now, next;
+  now.slot = 1;
+  next.slot = 2;
+  // A batch still posted when an error returns completes first: its slot
+  // is this worker's next READ's.
+  auto drain = [&](absl::Status s) {
+    if (next.posted) (void)ep_.Wait(next.ticket);
+    if (now.posted) (void)ep_.Wait(now.ticket);
+    return s;
+  };
+  absl::Status s = Plan(0, now);
+  while (s.ok() && now.first < spans_.size()) {
+    if (now.end == now.first) {
+      return drain(absl::InternalError("edge span larger than a batch"));
+    }
+    if (now.end < spans_.size()) s = Plan(now.end, next);
+    if (s.ok()) s = Deliver(now);
+    if (!s.ok()) break;
+    if (now.end == spans_.size()) break;
+    std::swap(now, next);
+  }
+  return s.ok() ? s : drain(s);
+}
+
+absl::Status GraphAwareBlockSource::ReadSpans(int worker, Direction d,
+                                              std::span<const EdgeSpan> spans,
+                                              const HeaderCache& headers,
+                                              const PerSpans& per_batch) {
+  // Edge spans have no fixed place in a compressed block: whole blocks.
+  if (graph_.compressed()) {
+    return BlockSource::ReadSpans(worker, d, spans, headers, per_batch);
+  }
+  return SpanReader(*this, worker, d, spans, headers, per_batch).Run();
 }
 
 }  // namespace dmg::compute

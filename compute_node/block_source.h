@@ -113,6 +113,28 @@ class BlockSource {
                                   const HeaderCache& headers,
                                   const PerRange& per_range);
 
+  // Consecutive edges [begin, end) of block `entry`, counted from the
+  // block's first edge, READ as one piece: a bottom-up step's prefixes of
+  // neighbouring candidates with the gaps between them (one READ and one
+  // delivery for several vertices, where a range is one vertex's).
+  struct EdgeSpan {
+    uint32_t entry;
+    uint32_t begin, end;
+  };
+  // Called once per batch of spans [first, end) whose targets were
+  // checked: targets[k - first] points at span k's first target and
+  // weights[k - first] at its first weight (null when unweighted).
+  using PerSpans = std::function<void(
+      size_t first, size_t end, std::span<const VertexId* const> targets,
+      std::span<const store::Weight* const> weights)>;
+  // Reads `spans` (entries ascending), each of at most MaxSpanEdges()
+  // edges, in batches and in order. The default reads the blocks whole.
+  virtual absl::Status ReadSpans(int worker, Direction d,
+                                 std::span<const EdgeSpan> spans,
+                                 const HeaderCache& headers,
+                                 const PerSpans& per_batch);
+  virtual uint32_t MaxSpanEdges() const { return ~uint32_t{0}; }
+
   // True if ReadRanges reads just the ranges (else whole blocks).
   virtual bool ReadsRanges() const { return false; }
 
@@ -158,6 +180,14 @@ class GraphAwareBlockSource : public BlockSource {
                           std::span<const EdgeRange> ranges,
                           const HeaderCache& headers,
                           const PerRange& per_range) override;
+  absl::Status ReadSpans(int worker, Direction d,
+                         std::span<const EdgeSpan> spans,
+                         const HeaderCache& headers,
+                         const PerSpans& per_batch) override;
+  // A span's targets and weights take at most a quarter of a batch.
+  uint32_t MaxSpanEdges() const override {
+    return static_cast<uint32_t>(batch_bytes_ / 32);
+  }
   bool ReadsRanges() const override { return true; }
   void SetFrontierKeepsBlocks(Direction d, bool keep) override {
     keep_[static_cast<int>(d)] = keep;
@@ -218,10 +248,11 @@ class GraphAwareBlockSource : public BlockSource {
   // directory, O(blocks) and not in the bound.
   std::unique_ptr<std::atomic<uint8_t>[]> header_checked_[2];
 
-  // The steps of one ReadFrontier and of one ReadRanges call, and what they
-  // share.
+  // The steps of one ReadFrontier, ReadRanges or ReadSpans call, and what
+  // they share.
   class FrontierReader;
   class RangeReader;
+  class SpanReader;
 };
 
 class PageLruBlockSource : public BlockSource {

@@ -392,35 +392,34 @@ absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
     const Frontier& frontier, Direction along, State<T>& target, Value& value,
     Candidate& candidate) {
   Frontier next = NewFrontier();
-  DMG_ASSIGN_OR_RETURN(const bool scanned,
-                       ScanPrefixes(
-                           internal::Opposite(along),
-                           [&](VertexId begin, VertexId end, uint8_t* out) {
-                             for (VertexId v = begin; v < end; ++v) {
-                               out[v - begin] = candidate(v);
-                             }
-                           },
-                           [&](int w, VertexId v, std::span<const VertexId> in,
-                               std::span<const Weight> weights) {
-                             for (size_t k = 0; k < in.size(); ++k) {
-                               const VertexId u = in[k];
-                               if (!frontier.Contains(u)) continue;
-                               const T x =
-                                   value(u, v, internal::WeightAt(weights, k));
-                               if (taking_[w] != 0) {
-                                 // A chunk taken from v's owner: the claim is
-                                 // the owner's to make.
-                                 ToOutbox<Op, T>(w, v, x);
-                               } else if (target.template Apply<Op>(w, v, x)) {
-                                 // v's chunk (4096-aligned) is this worker's
-                                 // alone.
-                                 next.AddExclusive(w, v);
-                               }
-                               return true;
-                             }
-                             return false;
-                           },
-                           /*may_steal=*/true));
+  DMG_ASSIGN_OR_RETURN(
+      const bool scanned,
+      ScanPrefixes(
+          internal::Opposite(along),
+          [&](VertexId begin, VertexId end, uint8_t* out) {
+            for (VertexId v = begin; v < end; ++v) {
+              out[v - begin] = candidate(v);
+            }
+          },
+          [&](int w, VertexId v, std::span<const VertexId> in,
+              std::span<const Weight> weights) {
+            for (size_t k = 0; k < in.size(); ++k) {
+              const VertexId u = in[k];
+              if (!frontier.Contains(u)) continue;
+              const T x = value(u, v, internal::WeightAt(weights, k));
+              if (taking_[w] != 0) {
+                // A chunk taken from v's owner: the claim is the owner's
+                // to make.
+                ToOutbox<Op, T>(w, v, x);
+              } else if (target.template ApplyOwned<Op>(w, v, x)) {
+                // v's chunk (4096-aligned) is this worker's alone.
+                next.AddExclusive(w, v);
+              }
+              return true;
+            }
+            return false;
+          },
+          /*may_steal=*/true));
   if (!scanned) return std::optional<Frontier>();
   next.Seal();
   if (scan_shared_) {

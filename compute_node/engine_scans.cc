@@ -83,18 +83,18 @@ uint64_t ScaledOwnShare(uint64_t ns, uint64_t done, uint64_t all, int workers) {
 }
 
 // Pass 2 of a bottom-up chunk: the rest of the edges of the candidates
-// their prefixes left unresolved (`rest`, indices into `ranges`), piece by
-// piece, in order, until a visit resolves each.
+// their prefixes left unresolved (`rest`: each one's prefix, edges [0, to)
+// of its piece in block `entry`), piece by piece, in order, until a visit
+// resolves each.
 absl::Status ReadRests(
     BlockSource& source, int w, Direction d,
     std::span<const DirectoryEntry> dir, const HeaderCache& h,
-    std::span<const BlockSource::EdgeRange> ranges,
-    std::span<const uint32_t> rest, std::vector<BlockSource::EdgeRange>& tail,
+    std::span<const BlockSource::EdgeRange> rest,
+    std::vector<BlockSource::EdgeRange>& tail,
     const std::function<bool(int, VertexId, std::span<const VertexId>,
                              std::span<const Weight>)>& visit) {
   tail.clear();
-  for (uint32_t k : rest) {
-    const BlockSource::EdgeRange& r = ranges[k];
+  for (const BlockSource::EdgeRange& r : rest) {
     uint32_t e = r.entry;
     const uint32_t* off = h.offsets(e);
     const uint32_t j = r.v - dir[e].first_vertex;
@@ -120,6 +120,75 @@ absl::Status ReadRests(
       });
 }
 
+// Edges a bottom-up step reads first from each candidate: in a BFS's
+// bottom-up levels most unvisited vertices find a frontier neighbour among
+// their first few (the frontier then holds the hubs); the rest read on.
+constexpr uint32_t kPrefixEdges = 8;
+// Prefixes of one block closer than this many edges share a span (one
+// READ, one delivery): the gap costs fewer bytes than another operation.
+constexpr uint32_t kSpanGapEdges = 16;
+
+// A chunk's prefixes: its candidates in order, and the spans that hold
+// their prefixes (span k holds candidates [first[k], first[k + 1])).
+struct PrefixPlan {
+  std::vector<VertexId> candidates;
+  std::vector<BlockSource::EdgeSpan> spans;
+  std::vector<uint32_t> first;
+  std::vector<uint8_t> is_candidate;
+
+  void Clear() {
+    candidates.clear();
+    spans.clear();
+    first.clear();
+  }
+  uint32_t End(size_t k) const {
+    return k + 1 < first.size() ? first[k + 1]
+                                : static_cast<uint32_t>(candidates.size());
+  }
+};
+
+// Adds block i's candidates among [first_v, end_v) (those with edges in
+// the block, or a split vertex's first piece) and their prefixes' spans.
+void PlanPrefixes(std::span<const DirectoryEntry> dir, const HeaderCache& h,
+                  size_t i, VertexId first_v, VertexId end_v, uint32_t max_span,
+                  PrefixPlan& plan) {
+  const DirectoryEntry& e = dir[i];
+  const uint32_t* off = h.offsets(i);
+  const bool split = ContinuesInNext(dir, i);
+  const uint32_t lo = e.first_vertex < first_v ? first_v - e.first_vertex : 0;
+  const uint32_t hi = static_cast<uint32_t>(
+      std::min<uint64_t>(e.vertex_count, uint64_t{end_v} - e.first_vertex));
+  // Branch-free: whether a vertex has edges and is a candidate is
+  // data-dependent (coin flips on a kron graph), so every vertex is
+  // written and only the wanted ones advance the end.
+  const size_t c0 = plan.candidates.size();
+  plan.candidates.resize(c0 + (hi - lo));
+  VertexId* out = plan.candidates.data();
+  size_t count = c0;
+  for (uint32_t j = lo; j < hi; ++j) {
+    const bool last = split && j + 1 == e.vertex_count;
+    const VertexId v = e.first_vertex + j;
+    out[count] = v;
+    count += (off[j + 1] != off[j] || last) & plan.is_candidate[v - first_v];
+  }
+  plan.candidates.resize(count);
+  bool open = false;
+  for (size_t c = c0; c < count; ++c) {
+    const uint32_t j = out[c] - e.first_vertex;
+    const uint32_t begin = off[j];
+    const uint32_t end = begin + std::min(off[j + 1] - begin, kPrefixEdges);
+    BlockSource::EdgeSpan* back = open ? &plan.spans.back() : nullptr;
+    if (back != nullptr && begin - back->end <= kSpanGapEdges &&
+        end - back->begin <= max_span) {
+      back->end = end;
+      continue;
+    }
+    plan.spans.push_back({static_cast<uint32_t>(i), begin, end});
+    plan.first.push_back(static_cast<uint32_t>(c));
+    open = true;
+  }
+}
+
 // Whether `unit` holds a vertex `want` accepts.
 bool UnitWanted(std::span<const DirectoryEntry> dir, const Unit& unit,
                 uint64_t num_vertices,
@@ -133,11 +202,6 @@ bool UnitWanted(std::span<const DirectoryEntry> dir, const Unit& unit,
 }
 
 }  // namespace
-
-// Edges a bottom-up step reads first from each candidate: in a BFS's
-// bottom-up levels most unvisited vertices find a frontier neighbour among
-// their first few (the frontier then holds the hubs); the rest read on.
-constexpr uint32_t kPrefixEdges = 8;
 
 absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
                                           const CandidatesFn& candidates,
@@ -154,67 +218,59 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
   using EdgeRange = BlockSource::EdgeRange;
   // Per worker, reused from chunk to chunk.
   struct Scratch {
-    std::vector<EdgeRange> ranges, tail;
-    std::vector<uint8_t> more, is_candidate;
-    std::vector<uint32_t> rest;
+    PrefixPlan plan;
+    std::vector<EdgeRange> rest, tail;
   };
   std::vector<Scratch> scratch(threads());
+  const uint32_t max_span = source_->MaxSpanEdges();
   auto scan_chunk = [&](int w, VertexId first_v,
                         VertexId end_v) -> absl::Status {
-    // Pass 1: every candidate's prefix (of its first piece).
+    // Pass 1: every candidate's prefix (of its first piece), block by
+    // block, in spans.
     Scratch& sc = scratch[w];
-    std::vector<EdgeRange>& ranges = sc.ranges;
-    std::vector<uint8_t>& more = sc.more;  // per range: edges left
-    ranges.clear();
-    more.clear();
-    // Which vertices of the chunk are candidates (one call).
-    std::vector<uint8_t>& is_candidate = sc.is_candidate;
-    is_candidate.resize(end_v - first_v);
-    candidates(first_v, end_v, is_candidate.data());
-    // Block by block: each block's offsets are read in one sweep.
+    PrefixPlan& plan = sc.plan;
+    plan.Clear();
+    plan.is_candidate.resize(end_v - first_v);
+    candidates(first_v, end_v, plan.is_candidate.data());
     for (size_t i = store::FindBlocks(dir, first_v).first;
          i < dir.size() && dir[i].first_vertex < end_v; ++i) {
-      const DirectoryEntry& e = dir[i];
-      const uint32_t* off = h->offsets(i);
-      const bool split = ContinuesInNext(dir, i);
-      const uint32_t lo =
-          e.first_vertex < first_v ? first_v - e.first_vertex : 0;
-      const uint32_t hi = static_cast<uint32_t>(
-          std::min<uint64_t>(e.vertex_count, uint64_t{end_v} - e.first_vertex));
-      // Branch-free: whether a vertex has edges and is a candidate is
-      // data-dependent (coin flips on a kron graph), so every vertex is
-      // written and only the wanted ones advance the end.
-      size_t count = ranges.size();
-      ranges.resize(count + (hi - lo));
-      more.resize(count + (hi - lo));
-      uint32_t at = off[lo];
-      for (uint32_t j = lo; j < hi; ++j) {
-        const uint32_t next = off[j + 1];
-        const uint32_t len = next - at;
-        at = next;
-        const bool last = split && j + 1 == e.vertex_count;
-        const VertexId v = e.first_vertex + j;
-        const uint32_t take = std::min(len, kPrefixEdges);
-        ranges[count] = {static_cast<uint32_t>(i), v, 0, take};
-        more[count] = take < len || last;
-        count += (len != 0 || last) & is_candidate[v - first_v];
-      }
-      ranges.resize(count);
-      more.resize(count);
+      PlanPrefixes(dir, *h, i, first_v, end_v, max_span, plan);
       // The later pieces of a split vertex hold no other vertex.
       while (ContinuesInNext(dir, i)) ++i;
     }
-    std::vector<uint32_t>& rest = sc.rest;  // indices into ranges
+    std::vector<EdgeRange>& rest = sc.rest;
     rest.clear();
-    DMG_RETURN_IF_ERROR(source_->ReadRanges(
-        w, d, ranges, *h,
-        [&](size_t k, std::span<const VertexId> t, std::span<const Weight> wt) {
-          if (!visit(w, ranges[k].v, t, wt) && more[k]) {
-            rest.push_back(static_cast<uint32_t>(k));
+    DMG_RETURN_IF_ERROR(source_->ReadSpans(
+        w, d, plan.spans, *h,
+        [&](size_t first, size_t end, std::span<const VertexId* const> targets,
+            std::span<const Weight* const> weights) {
+          for (size_t k = first; k < end; ++k) {
+            const BlockSource::EdgeSpan& sp = plan.spans[k];
+            const DirectoryEntry& e = dir[sp.entry];
+            const uint32_t* off = h->offsets(sp.entry);
+            const bool split = ContinuesInNext(dir, sp.entry);
+            const VertexId* t = targets[k - first];
+            const Weight* wt = weights[k - first];
+            for (uint32_t c = plan.first[k], c_end = plan.End(k); c < c_end;
+                 ++c) {
+              const VertexId v = plan.candidates[c];
+              const uint32_t j = v - e.first_vertex;
+              const uint32_t at = off[j] - sp.begin;
+              const uint32_t len = off[j + 1] - off[j];
+              const uint32_t take = std::min(len, kPrefixEdges);
+              const bool more =
+                  take < len || (split && j + 1 == e.vertex_count);
+              if (!visit(w, v, {t + at, take},
+                         wt != nullptr ? std::span<const Weight>(wt + at, take)
+                                       : std::span<const Weight>()) &&
+                  more) {
+                rest.push_back({sp.entry, v, 0, take});
+              }
+            }
           }
         }));
     if (rest.empty()) return absl::OkStatus();
-    return ReadRests(*source_, w, d, dir, *h, ranges, rest, sc.tail, visit);
+    return ReadRests(*source_, w, d, dir, *h, rest, sc.tail, visit);
   };
   // Chunks of 4096 vertices keep every frontier-bitmap word and every page
   // of state one worker's. Chunks of 16,384 cut a kron:20 bottom-up level

@@ -19,6 +19,14 @@ namespace dmg::compute {
 
 using store::VertexId;
 
+// One worker's additions of a round, alone on its cache line: workers
+// append side by side, and vectors packed together put two workers' end
+// pointers on one line (in a kron:20 bottom-up level, half the visit's
+// time went to that line moving between the cores).
+struct alignas(64) WorkerAdds {
+  HugePageVector<store::VertexId> ids;
+};
+
 // Storage that frontiers of one engine hand on to the next: a BFS level's
 // frontier dies as the next one fills, and first-touch page faults of fresh
 // buffers (~10 us per 4 KiB page on virtual machines) cost more than a
@@ -27,7 +35,7 @@ class FrontierSpares {
  public:
   struct Storage {
     std::vector<uint64_t> bits;  // all zero
-    std::vector<HugePageVector<store::VertexId>> pending;
+    std::vector<WorkerAdds> pending;
   };
   // Spare storage sized for n vertices and `workers` workers, or empty.
   Storage Take(uint64_t words, int workers) {
@@ -66,9 +74,9 @@ class Frontier {
   }
   ~Frontier() {
     if (spares_ == nullptr || bits_.empty()) return;
-    for (auto& p : pending_) {
-      for (VertexId v : p) bits_[v >> 6] = 0;  // added, never sealed
-      p.clear();
+    for (WorkerAdds& p : pending_) {
+      for (VertexId v : p.ids) bits_[v >> 6] = 0;  // added, never sealed
+      p.ids.clear();
     }
     Clear();
     spares_->Give({std::move(bits_), std::move(pending_)});
@@ -91,7 +99,7 @@ class Frontier {
     std::atomic_ref<uint64_t> word(bits_[v >> 6]);
     if (word.load(std::memory_order_relaxed) & mask) return false;
     if (word.fetch_or(mask, std::memory_order_relaxed) & mask) return false;
-    pending_[worker].push_back(v);
+    pending_[worker].ids.push_back(v);
     return true;
   }
   // Add for a caller that alone touches v's 64-vertex word this round (a
@@ -100,24 +108,24 @@ class Frontier {
     uint64_t mask = uint64_t{1} << (v & 63);
     if (bits_[v >> 6] & mask) return false;
     bits_[v >> 6] |= mask;
-    pending_[worker].push_back(v);
+    pending_[worker].ids.push_back(v);
     return true;
   }
   // Add for a vertex no other call adds this round (its first-wins claim
   // succeeded): no atomic; Seal sets its bit.
-  void AddUnique(int worker, VertexId v) { pending_[worker].push_back(v); }
+  void AddUnique(int worker, VertexId v) { pending_[worker].ids.push_back(v); }
   // Makes the added vertices visible through vertices(); call between rounds.
   void Seal() {
     if (list_.empty()) {
       size_t total = 0;
-      for (const auto& p : pending_) total += p.size();
+      for (const WorkerAdds& p : pending_) total += p.ids.size();
       ReserveHuge(list_, total);
     }
-    for (auto& p : pending_) {
+    for (WorkerAdds& p : pending_) {
       // (AddUnique left these bits unset; for the others it is a no-op.)
-      for (VertexId v : p) bits_[v >> 6] |= uint64_t{1} << (v & 63);
-      list_.insert(list_.end(), p.begin(), p.end());
-      p.clear();
+      for (VertexId v : p.ids) bits_[v >> 6] |= uint64_t{1} << (v & 63);
+      list_.insert(list_.end(), p.ids.begin(), p.ids.end());
+      p.ids.clear();
     }
   }
   // Adds the members of another sealed frontier (between rounds).
@@ -190,7 +198,7 @@ class Frontier {
  private:
   std::vector<uint64_t> bits_;
   HugePageVector<VertexId> list_;
-  std::vector<HugePageVector<VertexId>> pending_;
+  std::vector<WorkerAdds> pending_;
   std::shared_ptr<FrontierSpares> spares_;
 };
 

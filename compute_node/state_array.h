@@ -568,7 +568,9 @@ class StateArrayBase : public PageSource {
   Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   uint64_t reserved_ = 0;  // budget bytes held by a resident copy
-  struct Handle {
+  // A line each: a worker writes its own at every page change and every
+  // claim, and handles packed together put two workers' on one line.
+  struct alignas(64) Handle {
     uint64_t page = ~uint64_t{0};
     std::byte* base = nullptr;
     bool dirty = false;
@@ -690,6 +692,23 @@ class StateArray : public StateArrayBase {
     }
     return Update(w, v,
                   [&](std::atomic_ref<T> a) { return Op::Apply(a, x, unset); });
+  }
+
+  // A first-wins claim (Claim) by the only worker that writes v this
+  // round (a bottom-up step's chunk is its worker's alone): a load and a
+  // store where resident, not a locked compare-and-swap, which took three
+  // quarters of a kron:20 bottom-up level's claims. Paged arrays apply it
+  // as Apply<Claim> does (the claim filter's bit is the test).
+  template <typename Op>
+  bool ApplyOwned(int w, store::VertexId v, T x) {
+    static_assert(Op::kFirstWins);
+    const T unset = initial();
+    if (!resident() || x == unset) return Apply<Op>(w, v, x);
+    std::atomic_ref<T> a(data()[v]);
+    if (a.load(kRelaxed) != unset) return false;
+    a.store(x, kRelaxed);
+    MarkDirty(v);
+    return true;
   }
 
   // Sets v to `desired` if it holds `expected`, atomically (a union-find's

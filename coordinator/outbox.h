@@ -37,7 +37,8 @@ struct RemoteUpdate {
   T x;
 };
 
-class UpdateOutbox {
+// A cache line of its own (alignas): workers add to theirs side by side.
+class alignas(64) UpdateOutbox {
  public:
   // Empties the outbox for a step over `num_vertices` vertices; memory
   // stays for the next step.

@@ -220,6 +220,10 @@ class BlockView {
   std::span<const VertexId> all_targets() const {
     return {targets_, header_->edge_count};
   }
+  // Empty if the block is unweighted.
+  std::span<const Weight> all_weights() const {
+    return {weights_, weighted() ? header_->edge_count : 0};
+  }
 
  private:
   const BlockHeader* header_ = nullptr;

@@ -804,6 +804,166 @@ TEST_P(BlockSourceTest, ReadRangesDeliversExactlyTheAskedEdges) {
   }
 }
 
+// Block e's edges in block order, from the CSR (a split vertex's piece
+// holds the part of its adjacency after its earlier pieces').
+std::pair<std::vector<VertexId>, std::vector<store::Weight>> BlockEdges(
+    const store::Csr& csr, std::span<const DirectoryEntry> dir,
+    const HeaderCache& headers, uint32_t e) {
+  std::vector<VertexId> targets;
+  std::vector<store::Weight> weights;
+  const uint32_t* off = headers.offsets(e);
+  for (uint32_t j = 0; j < dir[e].vertex_count; ++j) {
+    const VertexId v = dir[e].first_vertex + j;
+    uint64_t before = 0;  // v's edges in its earlier pieces
+    for (size_t p = store::FindBlocks(dir, v).first; p < e; ++p) {
+      const uint32_t* po = headers.offsets(p);
+      const uint32_t pj = v - dir[p].first_vertex;
+      before += po[pj + 1] - po[pj];
+    }
+    const uint32_t len = off[j + 1] - off[j];
+    std::span<const VertexId> t = csr.neighbors(v).subspan(before, len);
+    targets.insert(targets.end(), t.begin(), t.end());
+    if (!csr.weights.empty()) {
+      std::span<const store::Weight> w =
+          csr.neighbor_weights(v).subspan(before, len);
+      weights.insert(weights.end(), w.begin(), w.end());
+    }
+  }
+  return {targets, weights};
+}
+
+// ReadSpans: spans cut from every block (its start, its middle, its end,
+// empty ones, each at most MaxSpanEdges) arrive in order, in batches that
+// cover them all once, with exactly the block's edges; at windows 1 and 2
+// (batches posted ahead), through the base source (whole blocks), and
+// from the hot-block cache without a READ.
+TEST_P(BlockSourceTest, ReadSpansDeliversExactlyTheAskedEdges) {
+  Node node(*store_, 1);
+  const RemoteGraph& g = node.graph();
+  const uint64_t batch = 4 * kBlockSize;
+  for (Direction d : {Direction::kOut, Direction::kIn}) {
+    SCOPED_TRACE(testing::Message() << "direction " << static_cast<int>(d));
+    const store::Csr& csr = store_->csr(d);
+    std::span<const DirectoryEntry> dir = g.directory(d);
+    GraphAwareBlockSource fill(g, node.pool(), batch, 1);
+    HeaderCache headers(dir);
+    ASSERT_TRUE(FillHeaders(fill, d, batch, headers, g));
+    const uint32_t most = fill.MaxSpanEdges();
+    ASSERT_GT(most, 0u);
+    std::vector<BlockSource::EdgeSpan> spans;
+    for (uint32_t e = 0; e < dir.size(); ++e) {
+      const uint32_t edges = headers.offsets(e)[dir[e].vertex_count];
+      const uint32_t a = std::min(edges, most);
+      spans.push_back({e, 0, a});
+      if (edges > 2) spans.push_back({e, edges / 2, edges / 2});  // empty
+      if (edges > a) {
+        spans.push_back({e, edges / 2, std::min(edges, edges / 2 + most)});
+        spans.push_back({e, edges - std::min(edges - a, most), edges});
+      }
+    }
+    auto check = [&](BlockSource& src) {
+      node.ResetCounts();
+      size_t next = 0;
+      absl::Status s = src.ReadSpans(
+          0, d, spans, headers,
+          [&](size_t first, size_t end,
+              std::span<const VertexId* const> targets,
+              std::span<const store::Weight* const> weights) {
+            ASSERT_EQ(first, next) << "batches out of order";
+            ASSERT_GT(end, first);
+            ASSERT_EQ(targets.size(), end - first);
+            ASSERT_EQ(weights.size(), end - first);
+            for (size_t k = first; k < end; ++k) {
+              const BlockSource::EdgeSpan& r = spans[k];
+              auto [want, want_w] = BlockEdges(csr, dir, headers, r.entry);
+              EXPECT_TRUE(std::equal(targets[k - first],
+                                     targets[k - first] + (r.end - r.begin),
+                                     want.begin() + r.begin))
+                  << "span " << k << " of block " << r.entry;
+              if (g.weighted() && r.end > r.begin) {
+                ASSERT_NE(weights[k - first], nullptr);
+                EXPECT_TRUE(std::equal(weights[k - first],
+                                       weights[k - first] + (r.end - r.begin),
+                                       want_w.begin() + r.begin));
+              }
+            }
+            next = end;
+          });
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_EQ(next, spans.size());
+      return node.BytesRead();
+    };
+    for (int window : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "window " << window);
+      GraphAwareBlockSource source(g, node.pool(), batch, window);
+      EXPECT_GT(check(source), 0u);
+      for (const auto& b : node.Batches()) {
+        uint64_t bytes = 0;
+        for (const ReadRecord& r : b) bytes += r.length;
+        EXPECT_LE(bytes, batch);  // every batch within a slot
+      }
+      if (!GetParam().compressed) {
+        // Spans are READ, not their blocks.
+        uint64_t span_bytes = 0;
+        for (const auto& r : spans) {
+          span_bytes += (r.end - r.begin) * (g.weighted() ? 8 : 4);
+        }
+        EXPECT_EQ(node.BytesRead(), span_bytes);
+      }
+    }
+    PageCache pages(8, node.pool().size(), 1);
+    PageLruBlockSource whole(g, node.pool(), pages);
+    check(whole);
+    // With every block in the hot-block cache, no READ at all.
+    uint64_t all_bytes = 0;
+    for (const DirectoryEntry& e : dir) all_bytes += e.length;
+    HotBlockCache cache(dir, g.num_arcs(), all_bytes);
+    GraphAwareBlockSource source(g, node.pool(), batch, 2);
+    source.SetHotBlocks(d, &cache);
+    ASSERT_TRUE(ReadEveryBlockTwice(source, d, batch, g));
+    EXPECT_EQ(check(source), 0u);
+  }
+}
+
+// A span's target past the last vertex is DataLoss before anything of its
+// batch is delivered; a span outside its block is refused.
+TEST_P(BlockSourceTest, ReadSpansRejectsTargetsOffTheGraphAndSpansOffTheBlock) {
+  Node node(*store_, 1);
+  const RemoteGraph& g = node.graph();
+  std::span<const DirectoryEntry> dir = g.directory(Direction::kOut);
+  for (int window : {1, 2}) {
+    GraphAwareBlockSource source(g, node.pool(), 4 * kBlockSize, window);
+    HeaderCache headers(dir);
+    ASSERT_TRUE(
+        FillHeaders(source, Direction::kOut, 4 * kBlockSize, headers, g));
+    std::vector<BlockSource::EdgeSpan> spans;
+    for (uint32_t e = 0; e < dir.size(); ++e) {
+      const uint32_t edges = headers.offsets(e)[dir[e].vertex_count];
+      if (edges > 0) spans.push_back({e, 0, std::min(edges, 4u)});
+    }
+    ASSERT_FALSE(spans.empty());
+    const auto never = [](size_t, size_t, std::span<const VertexId* const>,
+                          std::span<const store::Weight* const>) {
+      ADD_FAILURE() << "a corrupt span was delivered";
+    };
+    node.SetPoison(true);  // the first target becomes 2^32 - 1
+    absl::Status s =
+        source.ReadSpans(0, Direction::kOut, spans, headers, never);
+    node.SetPoison(false);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    if (!GetParam().compressed) {
+      EXPECT_NE(s.message().find("not a vertex"), std::string::npos) << s;
+    }
+    const uint32_t e = spans[0].entry;
+    const uint32_t edges = headers.offsets(e)[dir[e].vertex_count];
+    std::vector<BlockSource::EdgeSpan> bad = {{e, 0, edges + 1}};
+    if (!GetParam().compressed) {
+      s = source.ReadSpans(0, Direction::kOut, bad, headers, never);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+    }
+  }
+}
+
 // A target id past the last vertex, read over the wire, is an error (not
 // an index into a frontier or a state array).
 TEST_P(BlockSourceTest, ReadRangesRejectsTargetsThatAreNotVertices) {

@@ -336,10 +336,15 @@ TEST(MultiNodeTest, SkewedWorkIsStolen) {
     ASSERT_EQ(stats.nodes.size(), 2u);
     EXPECT_EQ(stats.nodes[0].own_end, half)
         << "the split is not the skewed one";
+    // Who takes from whom follows the measured times: node 1 has the
+    // lighter share, but on a loaded machine node 0 may measure faster in a
+    // level and take from node 1 instead (ctest -j2 once: 1 item, by node 0).
+    const uint64_t stolen =
+        stats.nodes[0].stolen_items + stats.nodes[1].stolen_items;
     if (steal) {
-      EXPECT_GT(stats.nodes[1].stolen_items, 0u);
+      EXPECT_GT(stolen, 0u);
     } else {
-      EXPECT_EQ(stats.nodes[1].stolen_items, 0u);
+      EXPECT_EQ(stolen, 0u);
     }
     PrintBusy(steal, stats);
   }
