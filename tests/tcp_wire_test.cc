@@ -221,6 +221,41 @@ TEST(TcpWireTest, AReusedReplyBufferCarriesNoStaleBytes) {
   }
 }
 
+// A closed connection's large buffers serve the next connection (dmg run
+// connects again every trial; fresh buffers cost page faults each time),
+// and a reply from a reused buffer is exactly its READ.
+TEST(TcpWireTest, ClosedConnectionsBuffersServeTheNextOne) {
+  memory_node::MemoryNode node(0);
+  auto region = node.ServeAllocate(1 << 20, "data");
+  ASSERT_TRUE(region.ok());
+  std::string pattern(1 << 20, '\0');
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = char(i * 5 + 3);
+  ASSERT_TRUE(
+      node.ServeWrite(region->id, 0, pattern.data(), pattern.size()).ok());
+  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok());
+  wire::FrameHeader h;
+  std::string reply;
+  for (int round = 0; round < 3; ++round) {
+    {
+      RawClient client((*server)->port());
+      ASSERT_TRUE(client.Hello(Role::kAdmin, "test").ok());
+      const uint64_t offset = 1000 * round;
+      client.Send(wire::kBatch, ReadOp(region->id, offset, 700 << 10));
+      ASSERT_TRUE(client.Receive(&h, &reply));
+      EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
+      EXPECT_EQ(reply, pattern.substr(offset, 700 << 10)) << "round " << round;
+    }  // closed
+    // The server has given the buffer back once it counts no connection.
+    for (int i = 0; i < 200 && (*server)->stats().connections > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_GT((*server)->stats().shelved_bytes, 700u << 10);
+  }
+  EXPECT_GE((*server)->stats().reused_buffers, 2u);
+  EXPECT_EQ((*server)->stats().buffered_bytes, 0u);
+}
+
 // A one-connection server that answers every frame with `reply_length`
 // bytes of 0xAB in a reply of the frame's type.
 class FakeServer {
