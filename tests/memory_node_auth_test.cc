@@ -352,6 +352,10 @@ TEST(MemoryNodeAuthTest, HostileConnectionsCannotExhaustTheDaemon) {
   limits.frame_timeout_ms = 400;
   limits.max_buffer_bytes = 16u << 20;
   limits.max_connections = 4000;
+  // Every one of them waits for its deadline here (the limits that close
+  // half-open ones sooner have tests of their own below).
+  limits.max_handshakes = 4000;
+  limits.max_peer_connections = 0;
   SecuredNode n(secret, limits);
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int i = 0; i < 2000; ++i) {  // idle
@@ -403,11 +407,13 @@ TEST(MemoryNodeAuthTest, HostileConnectionsCannotExhaustTheDaemon) {
   EXPECT_TRUE(n.StoreIntact());
 }
 
-// Over the connection limit a client is closed at once; the ones inside it
-// are served, and a slot that frees up is taken again.
+// Over the connection limit a client is refused at once, with the reason
+// as the reply to its hello; the ones inside it are served, and a slot that
+// frees up is taken again.
 TEST(MemoryNodeAuthTest, ConnectionsOverTheLimitAreClosed) {
   transport::TcpServerLimits limits;
   limits.max_connections = 8;
+  limits.admin_slots = 0;
   SecuredNode n(std::nullopt, limits);
   std::vector<std::unique_ptr<RawClient>> inside;
   for (int i = 0; i < 8; ++i) {
@@ -415,6 +421,11 @@ TEST(MemoryNodeAuthTest, ConnectionsOverTheLimitAreClosed) {
     ASSERT_TRUE(inside.back()->Hello(Role::kJob, "j").ok());
   }
   RawClient over(n.port());
+  absl::Status refused = over.Hello(Role::kJob, "j");
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_NE(refused.message().find("8 connections open (--max_connections=8)"),
+            std::string::npos)
+      << refused;
   EXPECT_TRUE(over.Closed());
   EXPECT_GE(n.server().stats().refused_connections, 1u);
   inside.pop_back();
@@ -451,6 +462,168 @@ TEST(MemoryNodeAuthTest, ARequestOverTheBufferCapGetsABusyError) {
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   EXPECT_TRUE(
       Request(c, wire::kBatch, OneOp(transport::OpKind::kRead, 0, 0, 64)).ok());
+  EXPECT_LE(n.server().stats().max_buffered_bytes, limits.max_buffer_bytes);
+}
+
+// Issue 39 item 1: the loader's staging region belongs to the admin, not
+// to the job name its connection gives: a job-key client that says hello
+// as `dmg-load` neither sees it nor reads, writes or frees it (100 tries
+// each), and the staged bytes stay the loader's.
+TEST(MemoryNodeAuthTest, AJobCannotReachTheLoadersStaging) {
+  const Secret secret = NewSecret();
+  SecuredNode n(secret);
+  RawClient loader(n.port());
+  ASSERT_TRUE(
+      loader.Hello(Role::kAdmin, "dmg-load", *secret.KeyFor(Role::kAdmin))
+          .ok());
+  std::string create;
+  wire::Writer cw(&create);
+  cw.Put(uint64_t{4096});
+  cw.Put(uint32_t{0});
+  cw.Put(uint64_t{7});
+  std::string reply;
+  ASSERT_TRUE(Request(loader, wire::kCreateStore, create, &reply).ok());
+  transport::RegionInfo staging;
+  wire::Reader rr(reply.data(), reply.size());
+  ASSERT_TRUE(wire::GetRegion(rr, 0, &staging));
+  const std::string staged(4096, 'S');
+  ASSERT_TRUE(Request(loader, wire::kBatch,
+                      OneOp(transport::OpKind::kWrite, staging.id, 0, 4096,
+                            staged))
+                  .ok());
+  RawClient job(n.port());
+  ASSERT_TRUE(
+      job.Hello(Role::kJob, "dmg-load", *secret.KeyFor(Role::kJob)).ok());
+  std::string listed;
+  ASSERT_TRUE(Request(job, wire::kListRegions, "", &listed).ok());
+  wire::Reader lr(listed.data(), listed.size());
+  uint32_t count = 0;
+  ASSERT_TRUE(lr.Get(&count));
+  for (uint32_t i = 0; i < count; ++i) {
+    transport::RegionInfo region;
+    ASSERT_TRUE(wire::GetRegion(lr, 0, &region));
+    EXPECT_NE(region.id, staging.id) << "the job sees the staging region";
+  }
+  int served = 0;
+  for (int i = 0; i < 100; ++i) {
+    served += Request(job, wire::kBatch,
+                      OneOp(transport::OpKind::kWrite, staging.id, i, 8,
+                            std::string(8, 'X')))
+                  .ok();
+    served += Request(job, wire::kBatch,
+                      OneOp(transport::OpKind::kRead, staging.id, i, 8))
+                  .ok();
+    std::string free;
+    wire::Writer(&free).Put(staging.id);
+    served += Request(job, wire::kFree, free).ok();
+  }
+  EXPECT_EQ(served, 0);
+  std::string back;
+  ASSERT_TRUE(Request(loader, wire::kBatch,
+                      OneOp(transport::OpKind::kRead, staging.id, 0, 4096),
+                      &back)
+                  .ok());
+  EXPECT_EQ(back, staged);
+}
+
+// The last slots are the admin's: with jobs (or someone holding the job
+// key) in every other one, a job's hello is refused with the reason and an
+// admin still gets in.
+TEST(MemoryNodeAuthTest, TheLastSlotsAreKeptForTheAdmin) {
+  const Secret secret = NewSecret();
+  transport::TcpServerLimits limits;
+  limits.max_connections = 8;
+  limits.admin_slots = 2;
+  SecuredNode n(secret, limits);
+  std::vector<std::unique_ptr<RawClient>> jobs;
+  for (int i = 0; i < 6; ++i) {
+    jobs.push_back(std::make_unique<RawClient>(n.port()));
+    ASSERT_TRUE(
+        jobs.back()->Hello(Role::kJob, "j", *secret.KeyFor(Role::kJob)).ok());
+  }
+  RawClient late_job(n.port());
+  absl::Status s = late_job.Hello(Role::kJob, "j", *secret.KeyFor(Role::kJob));
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("kept for the admin"), std::string::npos) << s;
+  EXPECT_TRUE(late_job.Closed());
+  for (int wait = 0; wait < 100 && n.server().stats().connections > 6; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  RawClient admin1(n.port()), admin2(n.port());
+  EXPECT_TRUE(
+      admin1.Hello(Role::kAdmin, "ops", *secret.KeyFor(Role::kAdmin)).ok());
+  EXPECT_TRUE(
+      admin2.Hello(Role::kAdmin, "ops", *secret.KeyFor(Role::kAdmin)).ok());
+  EXPECT_GE(n.server().stats().admin_only_refusals, 1u);
+}
+
+// Half-open handshakes cannot keep clients out: 1,100 connections that
+// never finish the hello, and more opened all along, while jobs and the
+// admin connect and read 8 times each. Past --max_handshakes the oldest
+// half-open one is closed, so a client that answers at once gets through.
+TEST(MemoryNodeAuthTest, HalfOpenHandshakesCannotKeepClientsOut) {
+  struct rlimit rl;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 4000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  const Secret secret = NewSecret();
+  SecuredNode n(secret);  // default limits
+  std::vector<std::unique_ptr<RawClient>> half;
+  auto open_half = [&] {
+    auto c = std::make_unique<RawClient>(n.port());
+    const std::string hello = RawClient::Frame(
+        wire::kHello,
+        RawClient::HelloPayload(Role::kJob, "x", transport::NewNonce()));
+    c->Write(hello.substr(0, 10));
+    half.push_back(std::move(c));
+  };
+  for (int i = 0; i < 1100; ++i) open_half();
+  int jobs_ok = 0, admins_ok = 0;
+  for (int round = 0; round < 8; ++round) {
+    for (int i = 0; i < 100; ++i) open_half();  // the attack goes on
+    auto t = transport::TcpTransport::Connect(
+        {n.address()}, Client(Role::kJob, "legit", secret));
+    if (t.ok()) {
+      auto ep = (*t)->NewEndpoint();
+      std::string bytes(4096, '\0');
+      if (ep.ok()) {
+        (*ep)->Read(0, 0, 0, bytes.data(), bytes.size());
+        jobs_ok += (*ep)->Flush().ok();
+      }
+    }
+    RawClient admin(n.port());
+    admins_ok +=
+        admin.Hello(Role::kAdmin, "ops", *secret.KeyFor(Role::kAdmin)).ok();
+  }
+  EXPECT_EQ(jobs_ok, 8);
+  EXPECT_EQ(admins_ok, 8);
+  const transport::TcpServerStats st = n.server().stats();
+  EXPECT_GE(st.evicted_handshakes, 1900u - 128u);
+  EXPECT_TRUE(n.StoreIntact());
+}
+
+// Idle connections keep no large buffer: 40 of them, each after a 1 MiB
+// READ, hold a few KiB together, so a cap of 8 MiB still serves them all
+// and then a new one.
+TEST(MemoryNodeAuthTest, IdleConnectionsHoldNoLargeBuffers) {
+  transport::TcpServerLimits limits;
+  limits.max_buffer_bytes = 8u << 20;
+  SecuredNode n(std::nullopt, limits);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 40; ++i) {
+    idle.push_back(std::make_unique<RawClient>(n.port()));
+    ASSERT_TRUE(idle.back()->Hello(Role::kJob, "j").ok());
+    absl::Status s = Request(*idle.back(), wire::kBatch,
+                             OneOp(transport::OpKind::kRead, 0, 0, 1 << 20));
+    ASSERT_TRUE(s.ok()) << "connection " << i << ": " << s;
+  }
+  EXPECT_LT(n.server().stats().buffered_bytes, 40u * (64u << 10));
+  RawClient fresh(n.port());
+  ASSERT_TRUE(fresh.Hello(Role::kJob, "j").ok());
+  EXPECT_TRUE(Request(fresh, wire::kBatch,
+                      OneOp(transport::OpKind::kRead, 0, 0, 1 << 20))
+                  .ok());
   EXPECT_LE(n.server().stats().max_buffered_bytes, limits.max_buffer_bytes);
 }
 

@@ -140,6 +140,7 @@ TEST(SecretProcessTest,
   constexpr uint64_t kCapMb = 64;
   Daemon node("--transport=tcp --secret_file=" + secret +
                   " --handshake_timeout_ms=1000 --max_connections=4000"
+                  " --max_handshakes=4000 --max_peer_connections=0"
                   " --max_buffer_mb=" +
                   std::to_string(kCapMb),
               dir.file("node.log"));

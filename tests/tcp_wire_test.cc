@@ -221,6 +221,34 @@ TEST(TcpWireTest, AReusedReplyBufferCarriesNoStaleBytes) {
   }
 }
 
+// Issue 39 item 5: a client without the secret cannot flood the log.
+// 9,000 malformed hellos, each on its own connection, each answered with
+// its error: at most 100 WARNING lines (10 a kind per 10 s, the rest
+// counted in the next line that gets through).
+TEST(TcpWireTest, BadHellosCannotFloodTheLog) {
+  memory_node::MemoryNode node(0);
+  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok());
+  WarningCollector warnings;
+  std::string bad;
+  wire::Writer w(&bad);
+  w.Put(wire::kProtocolVersion);
+  w.Put(uint8_t{9});  // no such role
+  int answered = 0;
+  for (int i = 0; i < 9000; ++i) {
+    RawClient c((*server)->port());
+    c.Send(wire::kHello, bad);
+    wire::FrameHeader h;
+    std::string reply;
+    answered += c.Receive(&h, &reply) && (h.type & wire::kErrorBit);
+  }
+  EXPECT_EQ(answered, 9000);
+  const std::string text = warnings.text();
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  EXPECT_LE(lines, 100) << text.substr(0, 2000);
+  EXPECT_NE(text.find("similar lines suppressed"), std::string::npos);
+}
+
 // A closed connection's large buffers serve the next connection (dmg run
 // connects again every trial; fresh buffers cost page faults each time),
 // and a reply from a reused buffer is exactly its READ.

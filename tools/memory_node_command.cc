@@ -41,6 +41,16 @@ DEFINE_int32(io_threads, 2, "memory-node: I/O threads");
 DEFINE_int32(max_connections, 1024,
              "memory-node: connections open at once; more are closed at "
              "accept");
+DEFINE_int32(admin_slots, 16,
+             "memory-node: the last connection slots of --max_connections, "
+             "kept for the admin (dmg load, status, snapshot): a job "
+             "connection that would take one is refused");
+DEFINE_int32(max_handshakes, 128,
+             "memory-node: connections still in their handshake at once; a "
+             "new one past it closes the oldest of them");
+DEFINE_int32(max_peer_connections, 512,
+             "memory-node: connections open at once from one address (0: no "
+             "limit)");
 DEFINE_int32(handshake_timeout_ms, 10000,
              "memory-node: a connection that has not finished its hello and "
              "proof of the secret by then is closed");
@@ -93,7 +103,9 @@ std::vector<std::string> MemoryNodeFlagNames() {
                                     "node_id",          "io_threads",
                                     "max_connections",  "handshake_timeout_ms",
                                     "frame_timeout_ms", "idle_timeout_s",
-                                    "max_buffer_mb",    "snapshot_dir"};
+                                    "max_buffer_mb",    "snapshot_dir",
+                                    "admin_slots",      "max_handshakes",
+                                    "max_peer_connections"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -130,10 +142,19 @@ absl::StatusOr<transport::HostPort> CheckFlags() {
   }
   if (FLAGS_max_connections < 1 || FLAGS_handshake_timeout_ms < 1 ||
       FLAGS_frame_timeout_ms < 1 || FLAGS_idle_timeout_s < 0 ||
-      FLAGS_max_buffer_mb < 1) {
+      FLAGS_max_buffer_mb < 1 || FLAGS_max_handshakes < 1 ||
+      FLAGS_admin_slots < 0 || FLAGS_max_peer_connections < 0) {
     return absl::InvalidArgumentError(
-        "--max_connections, --handshake_timeout_ms, --frame_timeout_ms and "
-        "--max_buffer_mb must be positive, --idle_timeout_s at least 0");
+        "--max_connections, --handshake_timeout_ms, --frame_timeout_ms, "
+        "--max_handshakes and --max_buffer_mb must be positive, "
+        "--idle_timeout_s, --admin_slots and --max_peer_connections at "
+        "least 0");
+  }
+  if (FLAGS_admin_slots >= FLAGS_max_connections) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--admin_slots=%d leaves no connection for jobs: keep it under "
+        "--max_connections=%d",
+        FLAGS_admin_slots, FLAGS_max_connections));
   }
   return (*listen)[0];
 }
@@ -282,6 +303,9 @@ absl::StatusOr<transport::TcpServerOptions> ServerOptions(
   }
   o.secret = std::move(secret);
   o.limits.max_connections = FLAGS_max_connections;
+  o.limits.admin_slots = FLAGS_admin_slots;
+  o.limits.max_handshakes = FLAGS_max_handshakes;
+  o.limits.max_peer_connections = FLAGS_max_peer_connections;
   o.limits.handshake_timeout_ms = FLAGS_handshake_timeout_ms;
   o.limits.frame_timeout_ms = FLAGS_frame_timeout_ms;
   o.limits.idle_timeout_ms = FLAGS_idle_timeout_s * 1000;

@@ -11,6 +11,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -71,11 +72,16 @@ class LogLimiter {
   uint64_t suppressed_ = 0;
 };
 
-// LOG(WARNING) through a LogLimiter.
+// LOG(WARNING) and LOG(INFO) through a LogLimiter: every line a client can
+// cause goes through one.
 #define DMG_LOG_LIMITED(limiter)                           \
   if (std::string dmg_note; !(limiter).Allow(&dmg_note)) { \
   } else                                                   \
     LOG(WARNING) << dmg_note
+#define DMG_INFO_LIMITED(limiter)                          \
+  if (std::string dmg_note; !(limiter).Allow(&dmg_note)) { \
+  } else                                                   \
+    LOG(INFO) << dmg_note
 
 // Buffers that connections gave back, for the next connection that asks:
 // `dmg run` opens its connections again every trial, and each new
@@ -222,6 +228,12 @@ struct TcpServer::Impl {
     uint64_t staging_load_id = 0;
     ByteBuffer payload, frame;  // kept across requests, up to a bound
     uint64_t held = 0;          // bytes of its buffers counted against the cap
+    // Not yet through the handshake (counted in `handshakes`); read by the
+    // accept loop when it needs room, so atomic.
+    std::atomic<bool> in_handshake{true};
+    // Accepted into one of the admin's slots: only an admin hello is taken.
+    bool admin_only = false;
+    std::string address;  // the peer's address without its port
   };
 
   std::mutex mu;
@@ -230,7 +242,11 @@ struct TcpServer::Impl {
   std::set<std::shared_ptr<Conn>> conns;  // guarded by mu
 
   // The job each region was allocated by (absent: the store, and regions a
-  // process added in-process).
+  // process added in-process). A loader's staging region belongs to no job
+  // (kStagingOwner, longer than any job name): a job connection that calls
+  // itself `dmg-load` must not reach what becomes the store.
+  static inline const std::string kStagingOwner =
+      std::string(wire::kMaxJobName + 1, '-');
   std::shared_mutex owners_mu;
   std::unordered_map<uint32_t, std::string> owners;  // guarded by owners_mu
 
@@ -259,12 +275,20 @@ struct TcpServer::Impl {
   uint64_t load_id = 0;             // guarded by pins_mu
 
   std::atomic<int> connections{0};
+  // Connections still in their handshake, oldest first (some of the
+  // entries may be through it or gone: skipped when met).
+  std::deque<std::weak_ptr<Conn>> handshaking;  // guarded by mu
+  std::atomic<int> handshakes{0};
+  std::unordered_map<std::string, int> per_peer;  // guarded by mu
+  std::atomic<uint64_t> evicted{0}, admin_only_refusals{0};
   std::atomic<uint64_t> buffered{0}, max_buffered{0};
   // Buffers closed connections gave back: at most a quarter of the cap
   // (up to 64 MiB) beside what connections hold (set in Start).
   BufferShelf shelf;
   std::atomic<uint64_t> refused{0}, auth_failures{0}, timeouts{0}, denied{0};
   LogLimiter refuse_log, auth_log, frame_log, timeout_log, denied_log;
+  LogLimiter rejected_log, failed_log, accept_log, close_log, adopt_log,
+      keep_log, evict_log, load_log;
 
   void RequestStop() {
     std::lock_guard lock(mu);
@@ -334,8 +358,15 @@ struct TcpServer::Impl {
 
   // A job's first connection pins the current store; later ones of the same
   // job get the same generation, so a job never mixes two stores.
+  // c is through its handshake (or closing): it stops counting against
+  // max_handshakes.
+  void LeaveHandshake(Conn& c) {
+    if (c.in_handshake.exchange(false)) --handshakes;
+  }
+
   void Authenticated(Conn& c) {
     c.authenticated = true;
+    LeaveHandshake(c);
     if (c.role != Role::kJob) return;
     {
       std::lock_guard lock(pins_mu);
@@ -358,8 +389,9 @@ struct TcpServer::Impl {
     auto it = kept.find(c.job);
     if (it == kept.end() || it->second.orphans.empty()) return;
     Kept& k = it->second;
-    LOG(INFO) << c.peer << " of job '" << c.job << "' adopts its "
-              << k.orphans.size() << " kept region(s)";
+    DMG_INFO_LIMITED(adopt_log)
+        << c.peer << " of job '" << c.job << "' adopts its " << k.orphans.size()
+        << " kept region(s)";
     kept_regions -= k.orphans.size();
     ++adoptions;
     c.owned.insert(c.owned.end(), k.orphans.begin(), k.orphans.end());
@@ -415,7 +447,9 @@ struct TcpServer::Impl {
     for (uint32_t region : regions) {
       if (options.deregister_region) options.deregister_region(region);
       absl::Status s = target->ServeFree(region);
-      LOG_IF(WARNING, !s.ok()) << "freeing region " << region << ": " << s;
+      if (!s.ok()) {
+        DMG_LOG_LIMITED(failed_log) << "freeing region " << region << ": " << s;
+      }
     }
   }
 
@@ -510,8 +544,9 @@ struct TcpServer::Impl {
             ++it;
             continue;
           }
-          LOG(INFO) << "job '" << it->first << "' did not come back: freeing "
-                    << it->second.orphans.size() << " kept region(s)";
+          DMG_INFO_LIMITED(keep_log)
+              << "job '" << it->first << "' did not come back: freeing "
+              << it->second.orphans.size() << " kept region(s)";
           for (uint32_t region : it->second.orphans) {
             owners.erase(region);
             to_free.push_back(region);
@@ -578,13 +613,14 @@ struct TcpServer::Impl {
     node_id.store(c.staging_node_id);
     target->AssignNodeId(c.staging_node_id, "dmg load");
     if (options.on_commit) options.on_commit(c.staging_node_id, load_id);
-    LOG(INFO) << "load " << absl::StrFormat("%016x", load_id) << " from "
-              << c.peer << " committed: serving its store as memory node "
-              << c.staging_node_id;
+    DMG_INFO_LIMITED(load_log)
+        << "load " << absl::StrFormat("%016x", load_id) << " from " << c.peer
+        << " committed: serving its store as memory node " << c.staging_node_id;
     if (!users.empty()) {
-      LOG(WARNING) << "store replaced by a forced load from " << c.peer
-                   << " while " << users.size() << " job(s) ran on it ('"
-                   << absl::StrJoin(users, "', '") << "'): they fail";
+      DMG_LOG_LIMITED(load_log)
+          << "store replaced by a forced load from " << c.peer << " while "
+          << users.size() << " job(s) ran on it ('"
+          << absl::StrJoin(users, "', '") << "'): they fail";
     }
     std::string out;
     wire::Writer(&out).Put(target->store_generation());
@@ -697,6 +733,14 @@ struct TcpServer::Impl {
       return absl::InvalidArgumentError("malformed hello");
     }
     if (c.hello) return absl::FailedPreconditionError("a second hello");
+    if (c.admin_only && role != static_cast<uint8_t>(Role::kAdmin)) {
+      ++admin_only_refusals;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "memory node full: %d connections open, and the last %d of "
+          "--max_connections=%d are kept for the admin; retry later",
+          connections.load(), options.limits.admin_slots,
+          options.limits.max_connections));
+    }
     c.hello = true;
     c.role = static_cast<Role>(role);
     c.job = std::move(job);
@@ -823,15 +867,16 @@ struct TcpServer::Impl {
         c.owned.push_back(region->id);
         {
           std::unique_lock lock(owners_mu);
-          owners[region->id] = c.job;
+          owners[region->id] = staging ? kStagingOwner : c.job;
         }
         if (staging) {
           // Written over tcp only; registered with a NIC once committed.
           c.staging = region->id;
           c.staging_node_id = id;
           c.staging_load_id = load;
-          LOG(INFO) << "load " << absl::StrFormat("%016x", load) << " from "
-                    << c.peer << " stages " << bytes << " bytes";
+          DMG_INFO_LIMITED(load_log)
+              << "load " << absl::StrFormat("%016x", load) << " from " << c.peer
+              << " stages " << bytes << " bytes";
           wire::PutRegion(w, *region);
           return out;
         }
@@ -1018,8 +1063,9 @@ struct TcpServer::Impl {
             target->store_generation() != generation) {
           return Replaced(c);
         }
-        LOG(WARNING) << "rejected operation " << i << " of a batch from "
-                     << c.peer << ": " << s;
+        DMG_LOG_LIMITED(rejected_log)
+            << "rejected operation " << i << " of a batch from " << c.peer
+            << ": " << s;
         return absl::Status(s.code(),
                             absl::StrFormat("operation %d of the batch: %s", i,
                                             std::string(s.message())));
@@ -1043,9 +1089,6 @@ struct TcpServer::Impl {
     boost::system::error_code ec;
     auto token = asio::redirect_error(asio::use_awaitable, ec);
     SetDeadline(*c, options.limits.handshake_timeout_ms, "hello");
-    // Kept across requests (up to a bound), so large batches cost no
-    // allocation or page faults each time.
-    constexpr size_t kKeepBytes = 64u << 20;
     std::string error_frame;
     while (true) {
       wire::FrameHeader h;
@@ -1145,7 +1188,8 @@ struct TcpServer::Impl {
         reply_size = error_frame.size();
         if (h.type != wire::kBatch &&
             status.code() != absl::StatusCode::kPermissionDenied) {
-          LOG(WARNING) << "request from " << c->peer << " failed: " << status;
+          DMG_LOG_LIMITED(failed_log)
+              << "request from " << c->peer << " failed: " << status;
         }
       }
       rh.length = static_cast<uint32_t>(reply_size - sizeof(rh));
@@ -1159,8 +1203,16 @@ struct TcpServer::Impl {
       co_await asio::async_write(c->socket, asio::buffer(out, reply_size),
                                  token);
       if (ec || close_after) break;
-      if (c->frame.capacity() > kKeepBytes) c->frame.Release(shelf);
-      if (c->payload.capacity() > kKeepBytes) c->payload.Release(shelf);
+      // Between requests a connection keeps no buffer of 64 KiB or more:
+      // they wait on the shelf, warm, for its next request or another
+      // connection's. So idle connections hold a few KiB each and cannot
+      // fill --max_buffer_mb (31 idle ones holding 64 MiB each did).
+      if (c->frame.capacity() >= BufferShelf::kMinClassBytes) {
+        c->frame.Release(shelf);
+      }
+      if (c->payload.capacity() >= BufferShelf::kMinClassBytes) {
+        c->payload.Release(shelf);
+      }
       Account(*c, c->payload.capacity() + c->frame.capacity());
       SetWaitingDeadline(*c);
       if (shutdown) {
@@ -1169,6 +1221,7 @@ struct TcpServer::Impl {
       }
     }
     c->done = true;
+    LeaveHandshake(*c);
     c->timer.cancel();
     boost::system::error_code ignored;
     c->socket.close(ignored);
@@ -1201,22 +1254,28 @@ struct TcpServer::Impl {
     // their regions kept or gone, never still owned.
     Unpin(*c);
     if (c->staging != 0) {
-      LOG(INFO) << "load " << absl::StrFormat("%016x", c->staging_load_id)
-                << " from " << c->peer
-                << " ended before its commit: its staging region is freed, "
-                   "the store this node had still serves";
+      DMG_INFO_LIMITED(load_log)
+          << "load " << absl::StrFormat("%016x", c->staging_load_id) << " from "
+          << c->peer
+          << " ended before its commit: its staging region is freed, "
+             "the store this node had still serves";
     }
     if (!to_free.empty()) {
-      LOG(INFO) << c->peer << " disconnected; freed its " << to_free.size()
-                << " region(s)";
+      DMG_INFO_LIMITED(close_log) << c->peer << " disconnected; freed its "
+                                  << to_free.size() << " region(s)";
     }
     if (kept_now > 0) {
-      LOG(INFO) << c->peer << " disconnected; kept its " << kept_now
-                << " region(s) for job '" << c->job << "' (kKeepJob)";
+      DMG_INFO_LIMITED(close_log)
+          << c->peer << " disconnected; kept its " << kept_now
+          << " region(s) for job '" << c->job << "' (kKeepJob)";
     }
     --connections;
     std::lock_guard lock(mu);
     conns.erase(c);
+    if (auto it = per_peer.find(c->address);
+        it != per_peer.end() && --it->second == 0) {
+      per_peer.erase(it);
+    }
   }
 
   // Closes a connection whose deadline passed: a handshake never finished,
@@ -1247,6 +1306,91 @@ struct TcpServer::Impl {
     }
   }
 
+  // Takes c in, or says why not (--max_connections, one address's share).
+  // When c would pass max_handshakes, the oldest connection still in its
+  // handshake is closed to make room; in the admin's slots c may only say
+  // hello as the admin.
+  std::string Admit(const std::shared_ptr<Conn>& c) {
+    const TcpServerLimits& l = options.limits;
+    std::shared_ptr<Conn> evict;
+    {
+      std::lock_guard lock(mu);
+      const int open = connections.load();
+      if (open >= l.max_connections) {
+        return absl::StrFormat("%d connections open (--max_connections=%d)",
+                               open, l.max_connections);
+      }
+      auto [peer, added] = per_peer.try_emplace(c->address, 0);
+      if (l.max_peer_connections > 0 &&
+          peer->second >= l.max_peer_connections) {
+        return absl::StrFormat(
+            "%d connections open from %s (--max_peer_connections=%d)",
+            peer->second, c->address, l.max_peer_connections);
+      }
+      ++peer->second;
+      ++connections;
+      conns.insert(c);
+      c->admin_only = open >= l.max_connections - l.admin_slots;
+      // Entries through their handshake (or gone) leave from the front.
+      while (!handshaking.empty()) {
+        std::shared_ptr<Conn> old = handshaking.front().lock();
+        if (old == nullptr || !old->in_handshake.load()) {
+          handshaking.pop_front();
+          continue;
+        }
+        if (handshakes.load() < l.max_handshakes) break;
+        handshaking.pop_front();
+        evict = std::move(old);
+        break;
+      }
+      ++handshakes;
+      handshaking.push_back(c);
+    }
+    if (evict != nullptr) {
+      ++evicted;
+      LeaveHandshake(*evict);
+      DMG_LOG_LIMITED(evict_log)
+          << "closing " << evict->peer << ": still in its handshake while "
+          << l.max_handshakes << " others are (--max_handshakes)";
+      asio::post(evict->socket.get_executor(), [evict] {
+        boost::system::error_code e;
+        evict->socket.close(e);
+      });
+    }
+    return "";
+  }
+
+  // Tells a refused connection why (an error reply to the hello it is about
+  // to send), then closes it. At most kMaxRefusing wait at once to let the
+  // reply be read; past that a refused connection is closed at once.
+  static constexpr int kMaxRefusing = 64;
+  std::atomic<int> refusing{0};
+  asio::awaitable<void> Refuse(std::shared_ptr<Conn> c, std::string why) {
+    boost::system::error_code ec;
+    if (refusing.fetch_add(1) < kMaxRefusing) {
+      std::string payload;
+      wire::Writer w(&payload);
+      wire::PutStatus(w, absl::UnavailableError(
+                             "memory node refused the connection: " + why));
+      wire::FrameHeader h{wire::kMagic,
+                          static_cast<uint16_t>(wire::kHello | wire::kReplyBit |
+                                                wire::kErrorBit),
+                          0, static_cast<uint32_t>(payload.size()), 0};
+      std::string frame(reinterpret_cast<const char*>(&h), sizeof(h));
+      frame += payload;
+      co_await asio::async_write(c->socket, asio::buffer(frame),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      c->socket.shutdown(tcp::socket::shutdown_send, ec);
+      // A close with the client's hello unread would reset the connection
+      // and could take the reply with it: let the hello arrive first.
+      asio::steady_timer t(c->socket.get_executor());
+      t.expires_after(std::chrono::milliseconds(50));
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    --refusing;
+    c->socket.close(ec);
+  }
+
   asio::awaitable<void> Accept() {
     boost::system::error_code ec;
     while (true) {
@@ -1255,7 +1399,7 @@ struct TcpServer::Impl {
           c->socket, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) break;
-        LOG(WARNING) << "accept failed: " << ec.message();
+        DMG_LOG_LIMITED(accept_log) << "accept failed: " << ec.message();
         // Out of descriptors, say: wait instead of spinning on it.
         asio::steady_timer pause(io, std::chrono::milliseconds(100));
         co_await pause.async_wait(
@@ -1265,25 +1409,17 @@ struct TcpServer::Impl {
       {
         boost::system::error_code e2;
         auto ep = c->socket.remote_endpoint(e2);
-        c->peer =
-            e2 ? "?"
-               : ep.address().to_string() + ":" + std::to_string(ep.port());
+        c->address = e2 ? "?" : ep.address().to_string();
+        c->peer = e2 ? "?" : c->address + ":" + std::to_string(ep.port());
       }
-      if (connections.load() >= options.limits.max_connections) {
+      if (std::string why = Admit(c); !why.empty()) {
         ++refused;
-        DMG_LOG_LIMITED(refuse_log)
-            << "refusing " << c->peer << ": " << connections.load()
-            << " connections open (--max_connections="
-            << options.limits.max_connections << ")";
-        c->socket.close(ec);
+        DMG_LOG_LIMITED(refuse_log) << "refusing " << c->peer << ": " << why;
+        asio::co_spawn(c->socket.get_executor(), Refuse(c, why),
+                       asio::detached);
         continue;
       }
-      ++connections;
       c->socket.set_option(tcp::no_delay(true), ec);
-      {
-        std::lock_guard lock(mu);
-        conns.insert(c);
-      }
       asio::co_spawn(c->socket.get_executor(), Session(c), asio::detached);
       asio::co_spawn(c->socket.get_executor(), Watchdog(c), asio::detached);
     }
@@ -1352,6 +1488,8 @@ TcpServerStats TcpServer::stats() const {
   s.buffered_bytes = impl_->buffered.load();
   s.max_buffered_bytes = impl_->max_buffered.load();
   s.reused_buffers = impl_->shelf.reused();
+  s.evicted_handshakes = impl_->evicted.load();
+  s.admin_only_refusals = impl_->admin_only_refusals.load();
   s.shelved_bytes = impl_->shelf.kept_bytes();
   s.refused_connections = impl_->refused.load();
   s.auth_failures = impl_->auth_failures.load();

@@ -33,8 +33,20 @@
 namespace dmg::transport {
 
 struct TcpServerLimits {
-  // Connections open at once; more are closed as soon as accepted.
+  // Connections open at once; more are refused as soon as accepted (with
+  // the reason). The last `admin_slots` of them are the admin's: a job
+  // connection that would take one is refused at its hello, so `dmg load`,
+  // `dmg status` and snapshots get in when jobs (or an attacker holding
+  // the job key) fill the rest.
   int max_connections = 1024;
+  int admin_slots = 16;
+  // Connections that have not finished the handshake, at once; past it the
+  // oldest of them is closed (with the reason) to make room, so that
+  // half-open connections held by someone without the secret cannot keep
+  // clients that answer at once out.
+  int max_handshakes = 128;
+  // Connections open at once from one address (0: no limit).
+  int max_peer_connections = 512;
   // The hello and the challenge-response must be done within this.
   int handshake_timeout_ms = 10000;
   // A frame begun must arrive whole, and its reply be taken, within this.
@@ -63,6 +75,8 @@ struct TcpServerStats {
   // gave back (no allocation, no page faults), and the bytes kept so.
   uint64_t reused_buffers = 0;
   uint64_t shelved_bytes = 0;
+  uint64_t evicted_handshakes = 0;   // closed to make room (max_handshakes)
+  uint64_t admin_only_refusals = 0;  // job hellos in the admin's slots
 };
 
 // A job's regions on this node, by id.
