@@ -487,10 +487,10 @@ TEST(MemoryNodeAuthTest, AJobCannotReachTheLoadersStaging) {
   wire::Reader rr(reply.data(), reply.size());
   ASSERT_TRUE(wire::GetRegion(rr, 0, &staging));
   const std::string staged(4096, 'S');
-  ASSERT_TRUE(Request(loader, wire::kBatch,
-                      OneOp(transport::OpKind::kWrite, staging.id, 0, 4096,
-                            staged))
-                  .ok());
+  ASSERT_TRUE(
+      Request(loader, wire::kBatch,
+              OneOp(transport::OpKind::kWrite, staging.id, 0, 4096, staged))
+          .ok());
   RawClient job(n.port());
   ASSERT_TRUE(
       job.Hello(Role::kJob, "dmg-load", *secret.KeyFor(Role::kJob)).ok());
