@@ -34,6 +34,7 @@ inline int FuzzGraphFile(const uint8_t* data, size_t size,
   store::ReadOptions read;
   read.max_vertices = kFuzzMaxVertices;
   read.memory_bytes = uint64_t{1} << 30;
+  read.max_input_bytes = uint64_t{64} << 20;  // not the host's memory room
   absl::StatusOr<store::EdgeList> edges = store::ReadGraphFile(path, read);
   if (!edges.ok()) return 0;  // an error is a fine answer to bad bytes
   FUZZ_CHECK(edges->num_vertices <= kFuzzMaxVertices);

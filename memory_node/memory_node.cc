@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <cstring>
-#include <fstream>
 #include <new>
 
 #include "absl/strings/str_format.h"
+#include "common/memory_limits.h"
 #include "glog/logging.h"
 
 namespace dmg::memory_node {
@@ -31,18 +31,6 @@ void MemoryNode::Guard(const Region& r, bool open) {
 }
 
 namespace {
-
-// MemAvailable from /proc/meminfo in bytes (0 when unknown).
-uint64_t AvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
 
 // One-sided copies between region bytes and a client's buffer. Region
 // memory is remote memory with RDMA semantics: several clients' READs,
@@ -109,18 +97,20 @@ void WriteRegion(std::byte* region, const void* src, uint64_t n) {
 absl::StatusOr<AlignedBuffer> MemoryNode::NewBuffer(uint64_t bytes,
                                                     const std::string& name,
                                                     AlignedBuffer::Init init) {
-  // Without a --memory_mb capacity, what the machine has: a client asking
-  // for more (2^40 bytes, say) gets an error reply instead of a daemon that
-  // throws while allocating or is OOM-killed while zeroing the pages.
-  if (options_.capacity_bytes == 0) {
-    const uint64_t available = AvailableBytes();
-    if (available > 0 && bytes > available) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "memory node %d: %d bytes for '%s' are more than the %d bytes this "
-          "machine has available",
-          id(), bytes, name, available));
-    }
-  } else if (bytes > options_.capacity_bytes) {
+  // What the daemon may still take, the least of MemAvailable and its
+  // cgroup's room (read now: other processes and the cgroup's use change),
+  // bounds every allocation, with or without --memory_mb: a client asking
+  // for more (2^40 bytes, or 4 GiB in a 3 GiB cgroup on a larger host) gets
+  // an error reply instead of a daemon that throws while allocating or is
+  // OOM-killed while zeroing the pages.
+  const MemoryRoom room = ReadMemoryRoom();
+  if (room.known() && bytes > room.bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory node %d: %d bytes for '%s' are more than the %d bytes this "
+        "daemon may still take (the least limit is %s)",
+        id(), bytes, name, room.bytes, room.Source()));
+  }
+  if (options_.capacity_bytes > 0 && bytes > options_.capacity_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "memory node %d: %d bytes for '%s' exceed its %d-byte capacity", id(),
         bytes, name, options_.capacity_bytes));

@@ -211,7 +211,8 @@ inline bool ParseWeight(absl::string_view tok, Weight* w) {
 // The vertex counts a read may reach: ReadOptions with the memory resolved.
 struct Limits {
   uint64_t max_vertices;
-  uint64_t memory_bytes;  // 0: unknown, not checked
+  uint64_t memory_bytes;      // 0: unknown, not checked
+  std::string memory_source;  // what bounds memory_bytes, for messages
   bool reject_negative_weights;
 
   // The smallest vertex count that is refused.
@@ -223,10 +224,6 @@ struct Limits {
     return n;
   }
 };
-
-std::string GiB(uint64_t bytes) {
-  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-}
 
 // Why `count` vertices are refused ("" if they are not). `what` says where
 // the count comes from ("the 'p' line declares", ...), the count follows.
@@ -240,9 +237,9 @@ std::string TooManyVertices(uint64_t count, absl::string_view what,
   if (limits.memory_bytes != 0 &&
       count > limits.memory_bytes / kBytesPerVertexEstimate) {
     return absl::StrCat(what, " ", count, " vertices, about ",
-                        GiB(count * kBytesPerVertexEstimate),
-                        " of memory; only ", GiB(limits.memory_bytes),
-                        " is available (MemAvailable)");
+                        ByteAmount(count * kBytesPerVertexEstimate),
+                        " of memory; only ", ByteAmount(limits.memory_bytes),
+                        " is available (", limits.memory_source, ")");
   }
   return "";
 }
@@ -777,11 +774,36 @@ Format SniffFormat(absl::string_view data) {
 
 }  // namespace
 
+InputBound DefaultMaxInputBytes(const MemoryRoom& room) {
+  InputBound bound;
+  if (!room.known()) {
+    bound.max_bytes = kUnknownRoomMaxInputBytes;
+    bound.origin = "the default when the memory available is unknown";
+  } else {
+    bound.max_bytes = room.bytes / kInputShareOfRoom;
+    bound.origin =
+        absl::StrCat("the default: half of the ", ByteAmount(room.bytes),
+                     " left by ", room.Source());
+  }
+  return bound;
+}
+
 absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path,
                                        const ReadOptions& options) {
-  absl::StatusOr<std::string> contents = ReadInputFile(path);
+  // Read once, for both bounds that are not given.
+  MemoryRoom room;
+  if (options.memory_bytes == 0 || options.max_input_bytes == 0) {
+    room = ReadMemoryRoom();
+  }
+  InputBound bound;
+  if (options.max_input_bytes != 0) {
+    bound.max_bytes = options.max_input_bytes;
+  } else {
+    bound = DefaultMaxInputBytes(room);
+  }
+  absl::StatusOr<InputText> contents = ReadInputFile(path, bound);
   if (!contents.ok()) return contents.status();
-  absl::string_view data = *contents;
+  absl::string_view data = contents->view();
   if (absl::StartsWith(data, "\xEF\xBB\xBF")) data.remove_prefix(3);  // BOM
   // Text formats have no NUL bytes: a binary file (a damaged store image,
   // say) is named as such, not parsed into nonsense arcs.
@@ -797,10 +819,14 @@ absl::StatusOr<EdgeList> ReadGraphFile(const std::string& path,
                              "): not a text graph file"));
     }
   }
-  const Limits limits{
-      options.max_vertices,
-      options.memory_bytes != 0 ? options.memory_bytes : AvailableMemoryBytes(),
-      options.reject_negative_weights};
+  Limits limits{options.max_vertices, options.memory_bytes,
+                "the bound the reader was given",
+                options.reject_negative_weights};
+  if (options.memory_bytes == 0 && room.known()) {
+    // A full cgroup leaves 0 bytes: refuse rather than leave it unchecked.
+    limits.memory_bytes = std::max<uint64_t>(room.bytes, 1);
+    limits.memory_source = room.Source();
+  }
 
   Format format = FormatFromName(path);
   if (format == Format::kUnknown) {

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/memory_limits.h"
 #include "store/graph.h"
+#include "store/input_file.h"
 
 namespace dmg::store {
 
@@ -22,13 +24,32 @@ struct ReadOptions {
   // its line (the message names --max_vertices, the flag that sets it).
   uint64_t max_vertices = uint64_t{1} << 31;
   // Memory the graph may take; a vertex count needing more (at
-  // kBytesPerVertexEstimate a vertex) is refused at its line. 0: read
-  // MemAvailable from /proc/meminfo (unknown there: no memory check).
+  // kBytesPerVertexEstimate a vertex) is refused at its line. 0: the room
+  // ReadMemoryRoom finds (the least of MemAvailable and the cgroup's
+  // limits; unknown there: no memory check).
   uint64_t memory_bytes = 0;
+  // The most bytes the file, and what it decompresses to, may take
+  // (--max_input_bytes); past it the read stops with an error naming the
+  // flag. 0: DefaultMaxInputBytes.
+  uint64_t max_input_bytes = 0;
   // Refuse the first negative weight, at its line (for algorithms that need
   // non-negative weights; used to locate one after the fact).
   bool reject_negative_weights = false;
 };
+
+// The text of a graph is held in memory while its arcs are parsed into
+// about as many bytes again, then laid out: a text past half the memory
+// this process may take cannot be loaded, so that is the default bound
+// (and a gzip bomb stops there).
+inline constexpr uint64_t kInputShareOfRoom = 2;
+// The default when the memory is unknown (no /proc): large enough for any
+// graph a single host loads.
+inline constexpr uint64_t kUnknownRoomMaxInputBytes = uint64_t{64} << 30;
+
+// The --max_input_bytes a read with options.max_input_bytes == 0 uses, and
+// how it was chosen (for messages): ReadMemoryRoom's bytes /
+// kInputShareOfRoom, or kUnknownRoomMaxInputBytes.
+InputBound DefaultMaxInputBytes(const MemoryRoom& room);
 
 // Reads `path` into an edge list. The format is chosen by extension (after
 // stripping .gz/.xz), falling back to sniffing the content. Ids are converted

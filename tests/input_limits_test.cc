@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/memory_limits.h"
 #include "gtest/gtest.h"
 #include "store/graph_source.h"
 #include "store/image_file.h"
@@ -125,7 +126,7 @@ TEST(MaxVerticesTest, SmallFileLargeDeclaredCountFollowsTheMemoryBound) {
 
 TEST(MaxVerticesTest, AvailableMemoryIsRead) {
   if (!std::filesystem::exists("/proc/meminfo")) GTEST_SKIP();
-  EXPECT_GT(store::AvailableMemoryBytes(), 0u);
+  EXPECT_GT(MemAvailableBytes(), 0u);
 }
 
 // --- 3: only regular files ---------------------------------------------------

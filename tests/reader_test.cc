@@ -123,7 +123,7 @@ bool HaveTool(const char* name) {
 
 TEST_F(ReaderTest, MissingFile) {
   const std::string path = dir_ + "/nope.el";
-  absl::StatusOr<std::string> in = ReadInputFile(path);
+  absl::StatusOr<InputText> in = ReadInputFile(path);
   ASSERT_FALSE(in.ok());
   EXPECT_EQ(in.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(in.status().message(), path + ": no such file");
@@ -138,7 +138,7 @@ TEST_F(ReaderTest, EmptyFile) {
 }
 
 TEST_F(ReaderTest, DirectoryIsAnError) {
-  absl::StatusOr<std::string> in = ReadInputFile(dir_);
+  absl::StatusOr<InputText> in = ReadInputFile(dir_);
   ASSERT_FALSE(in.ok());
   EXPECT_TRUE(absl::StartsWith(in.status().message(), dir_ + ": "))
       << in.status();
@@ -146,23 +146,23 @@ TEST_F(ReaderTest, DirectoryIsAnError) {
 
 TEST_F(ReaderTest, PlainFileIsReturnedAsIs) {
   const std::string path = Write("plain.txt", "hello\r\n\x1f");
-  absl::StatusOr<std::string> in = ReadInputFile(path);
+  absl::StatusOr<InputText> in = ReadInputFile(path);
   ASSERT_TRUE(in.ok()) << in.status();
-  EXPECT_EQ(*in, "hello\r\n\x1f");
+  EXPECT_EQ(in->view(), "hello\r\n\x1f");
 }
 
 TEST_F(ReaderTest, GzipIsDetectedByMagicNotName) {
-  absl::StatusOr<std::string> in =
+  absl::StatusOr<InputText> in =
       ReadInputFile(Write("small.bin", Bytes(kSmallGz)));
   ASSERT_TRUE(in.ok()) << in.status();
-  EXPECT_EQ(*in, "0 1\n1 2\n2 0\n");
+  EXPECT_EQ(in->view(), "0 1\n1 2\n2 0\n");
 }
 
 TEST_F(ReaderTest, XzIsDetectedByMagicNotName) {
-  absl::StatusOr<std::string> in =
+  absl::StatusOr<InputText> in =
       ReadInputFile(Write("small.bin", Bytes(kSmallXz)));
   ASSERT_TRUE(in.ok()) << in.status();
-  EXPECT_EQ(*in, "0 1\n1 2\n2 0\n");
+  EXPECT_EQ(in->view(), "0 1\n1 2\n2 0\n");
 }
 
 TEST_F(ReaderTest, GzipAndXzGraphsReadCorrectly) {
@@ -179,9 +179,9 @@ TEST_F(ReaderTest, ConcatenatedGzipMembersAndXzStreams) {
   for (const std::string& path :
        {Write("g2.el.gz", Bytes(kSmallGz) + Bytes(kSmallGz)),
         Write("g2.el.xz", Bytes(kSmallXz) + Bytes(kSmallXz))}) {
-    absl::StatusOr<std::string> in = ReadInputFile(path);
+    absl::StatusOr<InputText> in = ReadInputFile(path);
     ASSERT_TRUE(in.ok()) << in.status();
-    EXPECT_EQ(*in, "0 1\n1 2\n2 0\n0 1\n1 2\n2 0\n");
+    EXPECT_EQ(in->view(), "0 1\n1 2\n2 0\n0 1\n1 2\n2 0\n");
   }
 }
 

@@ -15,15 +15,15 @@ cd "$(dirname "$0")/.."
 mode="${1:-}"
 
 # ASan + UBSan: the unit-level tests of the readers and the store (formats,
-# generator, CSR build, layout, codec, image, block validation), the
-# compute node's parts (wire codec, outbox, page / hot-block / header
-# caches, state arrays, cache planner, block source, frontier, barrier,
-# unit scheduler, progress record), every transport's conformance suite,
-# Endpoint::Wait, the tcp server and wire (tcp_wire, auth, load
-# transactions, snapshots), the engine and several compute nodes in one
-# process, the workload runner.
-ASAN_TARGETS=(reader_test generator_test build_graph_test layout_test
-  block_codec_test image_test block_validation_test reference_test
+# bounded decompression and the memory room, generator, CSR build, layout,
+# codec, image, block validation), the compute node's parts (wire codec,
+# outbox, page / hot-block / header caches, state arrays, cache planner,
+# block source, frontier, barrier, unit scheduler, progress record), every
+# transport's conformance suite, Endpoint::Wait, the tcp server and wire
+# (tcp_wire, auth, load transactions, snapshots), the engine and several
+# compute nodes in one process, the workload runner.
+ASAN_TARGETS=(reader_test memory_limits_test generator_test build_graph_test
+  layout_test block_codec_test image_test block_validation_test reference_test
   wire_codec_test outbox_test coordinator_test page_cache_test state_array_test
   claim_log_test pending_lines_test line_runs_test state_slices_test
   hot_block_cache_test

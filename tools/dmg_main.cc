@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/memory_limits.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "store/graph_source.h"
@@ -191,7 +195,8 @@ const std::vector<Command>& Commands() {
        "connection to a memory node then proves it holds the secret. "
        "--job_only writes the job key derived from the cluster secret: "
        "enough to run jobs, not to load a store or stop a memory node.",
-       {{"flags", SecretFlagNames()}}, SecretCommand},
+       {{"flags", SecretFlagNames()}},
+       SecretCommand},
   };
   return *commands;
 }
@@ -227,6 +232,47 @@ bool IsHelp(const std::string& arg) {
   return arg == "--help" || arg == "-h" || arg == "--helpfull" || arg == "help";
 }
 
+// The command running, for the out-of-memory line ("" before one is known).
+const char* running_command = "";
+
+// One line for an allocation that failed (std::bad_alloc), wherever it was:
+// which limit the process met, and what to do. Not an abort with a core.
+void ReportOutOfMemory() noexcept {
+  std::string limit;
+  try {
+    const MemoryRoom room = ReadMemoryRoom();
+    if (room.known()) {
+      limit = absl::StrCat("; the least limit is ", room.Source());
+    }
+  } catch (...) {
+    // Reading the limit needs memory too: the line goes without it.
+  }
+  std::fprintf(stderr,
+               "dmg: out of memory: an allocation failed%s%s%s%s; run it "
+               "with more memory or on a smaller graph\n",
+               *running_command != '\0' ? " in 'dmg " : "", running_command,
+               *running_command != '\0' ? "'" : "", limit.c_str());
+}
+
+std::terminate_handler previous_terminate = nullptr;
+
+// A std::bad_alloc that leaves a worker thread ends in std::terminate; it
+// becomes the same one line and exit code as one in the main thread.
+[[noreturn]] void OnTerminate() {
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      ReportOutOfMemory();
+      std::_Exit(kExitBadInput);
+    } catch (...) {
+      // Anything else: the usual report and abort.
+    }
+  }
+  if (previous_terminate != nullptr) previous_terminate();
+  std::abort();
+}
+
 int Main(int argc, char** argv) {
   SetCommandLine(argc, argv);
   if (argc < 2) {
@@ -249,13 +295,16 @@ int Main(int argc, char** argv) {
     args = {"--help"};
   }
   const Command* c = FindCommand(command);
+  if (c != nullptr) running_command = c->name.c_str();
   if (c == nullptr) {
     std::vector<std::string> names = {"help", "version"};
     for (const Command& k : Commands()) names.push_back(k.name);
     const std::string near = DidYouMean(command, names);
     std::fprintf(stderr, "dmg: error: unknown command '%s'%s (try: dmg help)\n",
                  command.c_str(),
-                 near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?").c_str());
+                 near.empty()
+                     ? ""
+                     : absl::StrCat("; did you mean '", near, "'?").c_str());
     return kExitBadInput;
   }
   if (std::any_of(args.begin(), args.end(), IsHelp)) {
@@ -269,11 +318,23 @@ int Main(int argc, char** argv) {
   return c->run();
 }
 
+// Runs Main with std::bad_alloc, in any thread, turned into one line and
+// exit code 2.
+int GuardedMain(int argc, char** argv) {
+  previous_terminate = std::set_terminate(OnTerminate);
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    ReportOutOfMemory();
+    return kExitBadInput;
+  }
+}
+
 }  // namespace
 }  // namespace dmg::cli
 
 int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  return dmg::cli::Main(argc, argv);
+  return dmg::cli::GuardedMain(argc, argv);
 }

@@ -26,6 +26,11 @@ DEFINE_uint64(max_vertices, uint64_t{1} << 31,
               "refuse a graph file that declares or uses more vertices than "
               "this (checked before allocating; the memory available is "
               "checked too), up to 4294967295");
+DEFINE_uint64(max_input_bytes, 0,
+              "refuse a graph file larger than this, or one that "
+              "decompresses (gzip, xz) to more, before the memory is used "
+              "(0: half the memory this process may take, the least of "
+              "MemAvailable and its cgroup's limit; 64 GiB when unknown)");
 DEFINE_uint32(layout_memory_nodes, 1,
               "number of memory nodes the layout stripes blocks over");
 
@@ -35,7 +40,7 @@ std::vector<std::string> GraphFlagNames() {
   return {"graph",      "threads",         "seed",
           "symmetrize", "drop_self_loops", "drop_parallel_arcs",
           "relabel",    "block_size",      "layout_memory_nodes",
-          "compress",   "max_vertices"};
+          "compress",   "max_vertices",    "max_input_bytes"};
 }
 
 absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
@@ -54,6 +59,7 @@ absl::StatusOr<store::GraphSourceOptions> GraphSourceOptionsFromFlags() {
   }
   store::GraphSourceOptions o;
   o.read.max_vertices = FLAGS_max_vertices;
+  o.read.max_input_bytes = FLAGS_max_input_bytes;
   o.seed = FLAGS_seed;
   o.threads = FLAGS_threads;
   o.clean.symmetrize = FLAGS_symmetrize;
