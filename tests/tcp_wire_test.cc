@@ -350,5 +350,42 @@ TEST(TcpClientTest, RepliesLandInTheCallersPiecesAndTheWrongSizeIsDataLoss) {
   }
 }
 
+// Issue 39 item 8: a frozen memory node (here: one that accepts and never
+// reads, as a SIGSTOPped daemon does) is reported within the timeout of
+// the request, not after the send's wait and then the reply's. A request
+// larger than the socket buffers blocks in its send; before, that took up
+// to 2x --transport_timeout_ms.
+TEST(TcpClientTest, AFrozenNodeIsReportedWithinTheTimeoutOfTheRequest) {
+  const int listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listen_fd, 1), 0);
+  socklen_t len = sizeof(a);
+  getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
+  for (int timeout_ms : {300, 600}) {
+    SCOPED_TRACE(::testing::Message() << "timeout " << timeout_ms << " ms");
+    transport::TcpOptions options;
+    options.timeout_ms = timeout_ms;
+    auto c = transport::TcpConnection::Connect(
+        transport::HostPort{"127.0.0.1", ntohs(a.sin_port)}, options);
+    ASSERT_TRUE(c.ok()) << c.status();  // the kernel's backlog accepts it
+    // Far more than the socket buffers hold: the send blocks for a while,
+    // then gives up, or fills them and waits for the reply.
+    const std::string big(64u << 20, 'w');
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::string> r = (*c)->Call(wire::kBatch, big);
+    const double waited = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+        << r.status();
+    EXPECT_LE(waited, 1.2 * timeout_ms);
+    EXPECT_GE(waited, 0.9 * timeout_ms);
+  }
+  close(listen_fd);
+}
+
 }  // namespace
 }  // namespace dmg

@@ -72,8 +72,9 @@ class LogLimiter {
   uint64_t suppressed_ = 0;
 };
 
-// LOG(WARNING) and LOG(INFO) through a LogLimiter: every line a client can
-// cause goes through one.
+// LOG(WARNING) and LOG(INFO) through a LogLimiter: every line a client
+// without the admin role can cause goes through one. (A load's lines, which
+// only the admin causes, are its audit trail and are all kept.)
 #define DMG_LOG_LIMITED(limiter)                           \
   if (std::string dmg_note; !(limiter).Allow(&dmg_note)) { \
   } else                                                   \
@@ -288,7 +289,7 @@ struct TcpServer::Impl {
   std::atomic<uint64_t> refused{0}, auth_failures{0}, timeouts{0}, denied{0};
   LogLimiter refuse_log, auth_log, frame_log, timeout_log, denied_log;
   LogLimiter rejected_log, failed_log, accept_log, close_log, adopt_log,
-      keep_log, evict_log, load_log;
+      keep_log, evict_log;
 
   void RequestStop() {
     std::lock_guard lock(mu);
@@ -613,14 +614,13 @@ struct TcpServer::Impl {
     node_id.store(c.staging_node_id);
     target->AssignNodeId(c.staging_node_id, "dmg load");
     if (options.on_commit) options.on_commit(c.staging_node_id, load_id);
-    DMG_INFO_LIMITED(load_log)
-        << "load " << absl::StrFormat("%016x", load_id) << " from " << c.peer
-        << " committed: serving its store as memory node " << c.staging_node_id;
+    LOG(INFO) << "load " << absl::StrFormat("%016x", load_id) << " from "
+              << c.peer << " committed: serving its store as memory node "
+              << c.staging_node_id;
     if (!users.empty()) {
-      DMG_LOG_LIMITED(load_log)
-          << "store replaced by a forced load from " << c.peer << " while "
-          << users.size() << " job(s) ran on it ('"
-          << absl::StrJoin(users, "', '") << "'): they fail";
+      LOG(WARNING) << "store replaced by a forced load from " << c.peer
+                   << " while " << users.size() << " job(s) ran on it ('"
+                   << absl::StrJoin(users, "', '") << "'): they fail";
     }
     std::string out;
     wire::Writer(&out).Put(target->store_generation());
@@ -874,9 +874,8 @@ struct TcpServer::Impl {
           c.staging = region->id;
           c.staging_node_id = id;
           c.staging_load_id = load;
-          DMG_INFO_LIMITED(load_log)
-              << "load " << absl::StrFormat("%016x", load) << " from " << c.peer
-              << " stages " << bytes << " bytes";
+          LOG(INFO) << "load " << absl::StrFormat("%016x", load) << " from "
+                    << c.peer << " stages " << bytes << " bytes";
           wire::PutRegion(w, *region);
           return out;
         }
@@ -1254,11 +1253,10 @@ struct TcpServer::Impl {
     // their regions kept or gone, never still owned.
     Unpin(*c);
     if (c->staging != 0) {
-      DMG_INFO_LIMITED(load_log)
-          << "load " << absl::StrFormat("%016x", c->staging_load_id) << " from "
-          << c->peer
-          << " ended before its commit: its staging region is freed, "
-             "the store this node had still serves";
+      LOG(INFO) << "load " << absl::StrFormat("%016x", c->staging_load_id)
+                << " from " << c->peer
+                << " ended before its commit: its staging region is freed, "
+                   "the store this node had still serves";
     }
     if (!to_free.empty()) {
       DMG_INFO_LIMITED(close_log) << c->peer << " disconnected; freed its "

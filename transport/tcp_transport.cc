@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio.hpp>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -43,13 +44,30 @@ struct TcpConnection::Impl {
   TcpOptions options;
   uint32_t next_request = 1;
   bool broken = false;
+  // When each request still waiting for its reply began to be sent. Its
+  // reply's header is due within the timeout of that moment, however long
+  // the send itself waited: a frozen node that stopped reading mid-send was
+  // reported after the send's timeout and then the reply's, up to 2x. (The
+  // send, and a payload once its header came, get the timeout afresh: a
+  // caller that comes late to a large reply, or pipelines, must not fail
+  // on time it spent elsewhere.)
+  std::deque<std::chrono::steady_clock::time_point> sent;
+
+  std::chrono::steady_clock::time_point Deadline(bool header) const {
+    const auto now = std::chrono::steady_clock::now();
+    const auto timeout = std::chrono::milliseconds(options.timeout_ms);
+    if (!header || sent.empty()) return now + timeout;
+    // A header already here is read however late the caller asks for it.
+    return std::max(sent.front() + timeout, now + std::chrono::milliseconds(1));
+  }
 
   // Runs the queued asynchronous operation until it completes or the
   // deadline passes; a timed-out connection is closed for good.
   absl::Status RunUntil(bool& done, boost::system::error_code& ec,
-                        const HostPort& node, const char* what) {
+                        const HostPort& node, const char* what,
+                        bool header = false) {
     io.restart();
-    io.run_for(std::chrono::milliseconds(options.timeout_ms));
+    io.run_until(Deadline(header));
     if (!done) {
       boost::system::error_code ignored;
       socket.close(ignored);
@@ -114,6 +132,7 @@ absl::Status TcpConnection::Send(uint16_t type,
   }
   wire::FrameHeader h{wire::kMagic, type, 0, static_cast<uint32_t>(size),
                       impl_->next_request++};
+  impl_->sent.push_back(std::chrono::steady_clock::now());
   std::vector<asio::const_buffer> bufs;
   bufs.reserve(parts.size() + 1);
   bufs.push_back(asio::buffer(&h, sizeof(h)));
@@ -144,9 +163,12 @@ absl::Status TcpConnection::ReceiveHeader(uint16_t type, wire::FrameHeader* h) {
                      ec = e;
                      done = true;
                    });
-  if (absl::Status s = impl_->RunUntil(done, ec, node_, "reply"); !s.ok()) {
+  if (absl::Status s =
+          impl_->RunUntil(done, ec, node_, "reply", /*header=*/true);
+      !s.ok()) {
     return s;
   }
+  if (!impl_->sent.empty()) impl_->sent.pop_front();
   if (h->magic != wire::kMagic || h->length > wire::kMaxPayload ||
       (h->type & ~(wire::kReplyBit | wire::kErrorBit)) != type ||
       !(h->type & wire::kReplyBit)) {
