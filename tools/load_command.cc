@@ -104,13 +104,22 @@ absl::Status Upload(const store::StoreImage& image,
   for (uint32_t k = 0; k < nodes.size(); ++k) {
     absl::StatusOr<uint64_t> committed = (*t)->control().CommitStore(k, force);
     if (!committed.ok()) {
+      // What the cluster holds now: the first node to refuse leaves every
+      // node on the old store; a later one, two loads.
+      const std::string state =
+          k == 0 ? "no node switched: every node still serves the store it "
+                   "had"
+                 : absl::StrFormat(
+                       "the %d node%s before it switched, so the cluster "
+                       "holds two loads (jobs are refused until it is "
+                       "loaded again)",
+                       k, k == 1 ? "" : "s");
       return absl::Status(
           committed.status().code(),
           absl::StrFormat("switching memory node %s (position %d) to the new "
-                          "store: %s; nodes before it switched, so the "
-                          "cluster holds two loads: run dmg load again",
-                          nodes[k].ToString(), k,
-                          committed.status().message()));
+                          "store: %s; %s: run dmg load again",
+                          nodes[k].ToString(), k, committed.status().message(),
+                          state));
     }
   }
   return absl::OkStatus();
