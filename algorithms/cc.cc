@@ -46,7 +46,9 @@ using Comp = compute::State<VertexId>;
 // root under the smaller.
 void Link(Comp& comp, VertexId u, VertexId v) {
   VertexId a = comp.Get(u), b = comp.Get(v);
-  while (a != b) {
+  // (A failed READ ends the job with its error; the values then never
+  // agree, so the climb stops.)
+  while (a != b && !comp.failed()) {
     const VertexId high = std::max(a, b), low = std::min(a, b);
     const VertexId above = comp.Get(high);
     // Already hooked there, or hooked by us now (it was a root).
@@ -68,7 +70,8 @@ absl::Status Compress(Engine& engine, Comp& comp) {
   return engine.VertexMap([&](VertexId v) {
     const VertexId parent = comp.Get(v);
     VertexId x = v, p = parent;
-    for (VertexId g = comp.Get(p); g != p; g = comp.Get(p)) {
+    for (VertexId g = comp.Get(p); g != p && !comp.failed();
+         g = comp.Get(p)) {
       if (x != v) comp.Set(x, g);
       x = p;
       p = g;

@@ -228,8 +228,13 @@ std::byte* StateArrayBase::PinSlow(int worker, uint64_t at) {
     cache_->Unpin(this, h.page, h.dirty);
     h = Handle();
   }
+  // After a failed page-in the job ends with that error; a kernel that
+  // goes on touching pages must not wait for each of them in turn (a
+  // frozen memory node held road-NY CC's links for 108 timeouts).
+  if (pin_failed_.load(std::memory_order_relaxed)) return nullptr;
   absl::StatusOr<std::byte*> page = cache_->Pin(worker, this, at / kPageBytes);
   if (!page.ok()) {
+    pin_failed_.store(true, std::memory_order_relaxed);
     MutexLock lock(&error_mu_);
     if (error_.ok()) error_ = page.status();
     return nullptr;

@@ -303,6 +303,13 @@ class StateArrayBase : public PageSource {
                            void* dst);
   // First error a paged access hit (accessors cannot return one).
   absl::Status error();
+  // Whether a READ of this array failed this job (error() says why): then
+  // its values are not the job's, and a kernel loop that climbs values (a
+  // union-find's) must stop instead of waiting for them to agree.
+  bool failed() const {
+    return pin_failed_.load(std::memory_order_relaxed) ||
+           read_failed_.load(std::memory_order_relaxed);
+  }
   // Marks every page changed (for bulk writes through MutableResidentData).
   void MarkAllDirty() {
     std::fill(dirty_.begin(), dirty_.end(), ~uint64_t{0});
@@ -426,6 +433,8 @@ class StateArrayBase : public PageSource {
   std::atomic<bool> any_pending_ = false;
   // A READ of pending lines failed (error_ says why).
   std::atomic<bool> read_failed_ = false;
+  // A page-in failed (error_ says why): no more are tried.
+  std::atomic<bool> pin_failed_ = false;
   bool fetch_all_ = false;  // set between operations only
   // FetchAllOnTouch's filter (set between operations), and whether this
   // operation's batch was READ with lines left pending outside it.

@@ -194,6 +194,51 @@ TEST(SecretProcessTest,
   EXPECT_EQ(node.Wait(), 0);
 }
 
+// Issue 39 item 8: a memory node frozen mid-job (SIGSTOP) is reported
+// within 1.2x --transport_timeout_ms, at three timeouts. Afforest CC at 5%
+// pages its parents in: before, every page-in after the first failure
+// reconnected and waited the timeout again (a road-NY run took 216 s at
+// 2,000 ms), and others' waits ran on after the first one's.
+TEST(SecretProcessTest, AFrozenMemoryNodeIsReportedWithinItsTimeout) {
+  TempDir dir;
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  // At 5% of kron:16 the parents are paged.
+  ASSERT_EQ(RunDmg("load --graph=kron:16" + nodes).exit_code, 0);
+  for (int timeout_ms : {500, 1000, 2000}) {
+    SCOPED_TRACE(::testing::Message() << "timeout " << timeout_ms << " ms");
+    // The job runs trials until the node freezes; the shell times the
+    // error from the moment of the SIGSTOP.
+    const std::string job =
+        std::string(DMG_BINARY) +
+        " run --algo=cc --cache_fraction=0.05 "
+        "--trials=10000 --transport=tcp" +
+        nodes + " --transport_timeout_ms=" + std::to_string(timeout_ms);
+    const std::string pid = std::to_string(node.pid());
+    testing::CommandResult r = RunCommand(
+        "(" + job + " > /dev/null 2> " + dir.file("job.err") +
+        " & j=$!; sleep 1; kill -STOP " + pid +
+        "; t0=$(date +%s%N); wait $j; echo rc=$? ms=$(( ($(date +%s%N) - "
+        "t0) / 1000000 )); kill -CONT " +
+        pid + ")");
+    int rc = -1, ms = -1;
+    ASSERT_EQ(std::sscanf(r.out.c_str(), "rc=%d ms=%d", &rc, &ms), 2) << r.out;
+    EXPECT_NE(rc, 0);
+    // The issue's bound is 1.2x (here: 1.00-1.01x on a quiet machine, the
+    // figure printed below); the test allows a loaded machine's
+    // scheduling on top, and still fails on the 2x (or 100x) it caught.
+    EXPECT_LE(ms, 1.2 * timeout_ms + 250);
+    const std::string err = testing::Slurp(dir.file("job.err"));
+    EXPECT_NE(err.find("within " + std::to_string(timeout_ms) + " ms"),
+              std::string::npos)
+        << err;
+    std::printf("frozen node: timeout %d ms, reported after %d ms\n",
+                timeout_ms, ms);
+  }
+  node.Signal(SIGTERM);
+  EXPECT_EQ(node.Wait(), 0);
+}
+
 TEST(SecretProcessTest, AnOpenDaemonOnANonLoopbackAddressSaysSo) {
   testing::CommandResult r =
       RunCommand(std::string("timeout -s INT 2 ") + DMG_BINARY +

@@ -66,17 +66,31 @@ struct TcpConnection::Impl {
   absl::Status RunUntil(bool& done, boost::system::error_code& ec,
                         const HostPort& node, const char* what,
                         bool header = false) {
-    io.restart();
-    io.run_until(Deadline(header));
+    const auto deadline = Deadline(header);
+    // In slices, so that a node another connection found frozen ends this
+    // wait too.
+    constexpr auto kSlice = std::chrono::milliseconds(50);
+    bool frozen = false;
+    while (true) {
+      io.restart();
+      io.run_until(
+          std::min(deadline, std::chrono::steady_clock::now() + kSlice));
+      if (done || std::chrono::steady_clock::now() >= deadline) break;
+      if (options.frozen != nullptr && options.frozen->Contains(node)) {
+        frozen = true;
+        break;
+      }
+    }
     if (!done) {
       boost::system::error_code ignored;
       socket.close(ignored);
       io.restart();
       io.run();  // let the cancelled operation finish
       broken = true;
-      return absl::DeadlineExceededError(
-          absl::StrFormat("memory node %s: no %s within %d ms (is it alive?)",
-                          node.ToString(), what, options.timeout_ms));
+      if (!frozen && options.frozen != nullptr) options.frozen->Add(node);
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "memory node %s: no %s within %d ms (is it alive?)", node.ToString(),
+          frozen ? "reply" : what, options.timeout_ms));
     }
     if (ec) {
       broken = true;
@@ -473,7 +487,10 @@ namespace {
 class TcpEndpoint : public Endpoint {
  public:
   TcpEndpoint(std::vector<HostPort> nodes, TcpOptions options)
-      : nodes_(std::move(nodes)), options_(options), conns_(nodes_.size()) {}
+      : nodes_(std::move(nodes)),
+        options_(options),
+        conns_(nodes_.size()),
+        failed_(nodes_.size()) {}
 
   // Counts what was really outstanding: a batch whose replies have all
   // arrived (though not yet read) is no longer in flight.
@@ -680,13 +697,27 @@ class TcpEndpoint : public Endpoint {
   }
 
  private:
+  // The endpoint's connection to `node`, made at its first use. One that
+  // could not be made stays failed, as a broken one does: a caller that
+  // goes on must not wait the timeout again for every batch.
   absl::StatusOr<TcpConnection*> Connection(uint32_t node) {
+    if (!failed_[node].ok()) return failed_[node];
+    if (options_.frozen != nullptr && options_.frozen->Contains(nodes_[node])) {
+      failed_[node] = absl::DeadlineExceededError(absl::StrFormat(
+          "memory node %s: no reply within %d ms (is it alive?)",
+          nodes_[node].ToString(), options_.timeout_ms));
+      return failed_[node];
+    }
     if (!conns_[node]) {
       absl::StatusOr<std::unique_ptr<TcpConnection>> c =
           TcpConnection::Connect(nodes_[node], options_);
-      if (!c.ok()) return c.status();
-      absl::StatusOr<uint32_t> id = (*c)->Handshake(options_.credentials);
-      if (!id.ok()) return id.status();
+      absl::StatusOr<uint32_t> id = c.ok()
+                                        ? (*c)->Handshake(options_.credentials)
+                                        : absl::StatusOr<uint32_t>(c.status());
+      if (!id.ok()) {
+        failed_[node] = id.status();
+        return id.status();
+      }
       conns_[node] = *std::move(c);
     }
     return conns_[node].get();
@@ -695,14 +726,18 @@ class TcpEndpoint : public Endpoint {
   std::vector<HostPort> nodes_;
   TcpOptions options_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
-  std::vector<Pending> pending_;  // batches begun, oldest first
-  uint64_t max_in_flight_ = 0;    // since the last TakeMaxInFlight
+  std::vector<absl::Status> failed_;  // per node: why it could not connect
+  std::vector<Pending> pending_;      // batches begun, oldest first
+  uint64_t max_in_flight_ = 0;        // since the last TakeMaxInFlight
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
-    const std::vector<HostPort>& nodes, const TcpOptions& options) {
+    const std::vector<HostPort>& nodes, const TcpOptions& given) {
+  TcpOptions options = given;
+  if (options.frozen == nullptr)
+    options.frozen = std::make_shared<FrozenNodes>();
   absl::StatusOr<std::unique_ptr<TcpControl>> control =
       TcpControl::Connect(nodes, options);
   if (!control.ok()) return control.status();

@@ -10,10 +10,12 @@
 #ifndef DMG_TRANSPORT_TCP_TRANSPORT_H_
 #define DMG_TRANSPORT_TCP_TRANSPORT_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,9 +51,36 @@ struct Credentials {
   std::optional<Secret> secret;
 };
 
+// Memory nodes a client found frozen (no reply within its timeout), shared
+// by every connection of one transport: the others stop waiting for them
+// at once instead of each waiting out its own timeout in turn (a frozen
+// node was reported after 2x the timeout, or far later by a kernel that
+// kept touching pages). Thread-safe.
+class FrozenNodes {
+ public:
+  void Add(const HostPort& node) {
+    std::lock_guard lock(mu_);
+    nodes_.insert(node.ToString());
+    any_.store(true, std::memory_order_release);
+  }
+  bool Contains(const HostPort& node) const {
+    if (!any_.load(std::memory_order_acquire)) return false;
+    std::lock_guard lock(mu_);
+    return nodes_.contains(node.ToString());
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> nodes_;
+  std::atomic<bool> any_{false};
+};
+
 struct TcpOptions {
   int timeout_ms = 10000;  // bound on every connect, send and receive
   Credentials credentials;
+  // Shared by the connections of one transport (TcpTransport::Connect
+  // makes one when none is given); null: each connection on its own.
+  std::shared_ptr<FrozenNodes> frozen;
 };
 
 // One blocking-with-deadline request/reply connection to one memory node.
