@@ -1166,6 +1166,21 @@ absl::Status LookUpCached(HotBlockCache* cache,
   return absl::OkStatus();
 }
 
+// Targets READ from block `entry`'s edges [begin, ...) are vertices; the
+// error (cold) names the vertex whose edge is not, from the offsets.
+absl::Status CheckReadTargets(std::span<const VertexId> t, uint64_t n,
+                              std::span<const DirectoryEntry> dir,
+                              const HeaderCache& headers, uint32_t entry,
+                              uint64_t begin) {
+  if (!store::AnyIdAtLeast(t, n)) return absl::OkStatus();
+  const uint32_t* off = headers.offsets(entry);
+  const uint64_t edge =
+      begin + (std::max_element(t.begin(), t.end()) - t.begin());
+  const uint32_t j = static_cast<uint32_t>(
+      std::upper_bound(off, off + dir[entry].vertex_count + 1, edge) - off - 1);
+  return CheckTargets(t, n, dir, entry, dir[entry].first_vertex + j);
+}
+
 }  // namespace
 
 // One ReadRanges call on blocks that are not compressed: the ranges, the
@@ -1284,16 +1299,8 @@ absl::Status GraphAwareBlockSource::RangeReader::CheckReads() const {
   for (const BatchRead& r : reads_) {
     const std::span<const VertexId> t(
         reinterpret_cast<const VertexId*>(base_ + r.at), r.end - r.begin);
-    if (!CheckTargets(t, n_, dir_, r.entry, 0).ok()) {
-      // Cold: whose edge it is, from the block's offsets.
-      const uint32_t* off = headers_.offsets(r.entry);
-      const uint64_t edge =
-          r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
-      const uint32_t j = static_cast<uint32_t>(
-          std::upper_bound(off, off + dir_[r.entry].vertex_count + 1, edge) -
-          off - 1);
-      return CheckTargets(t, n_, dir_, r.entry, dir_[r.entry].first_vertex + j);
-    }
+    DMG_RETURN_IF_ERROR(
+        CheckReadTargets(t, n_, dir_, headers_, r.entry, r.begin));
   }
   return absl::OkStatus();
 }
@@ -1548,17 +1555,8 @@ absl::Status GraphAwareBlockSource::SpanReader::Deliver(Batch& b) {
       const EdgeSpan& r = spans_[k];
       const std::span<const VertexId> t(b.targets[k - b.first],
                                         r.end - r.begin);
-      if (store::AnyIdAtLeast(t, source_.graph_.num_vertices())) {
-        // Cold: whose edge it is, from the block's offsets.
-        const uint32_t* off = headers_.offsets(r.entry);
-        const uint64_t edge =
-            r.begin + (std::max_element(t.begin(), t.end()) - t.begin());
-        const uint32_t j = static_cast<uint32_t>(
-            std::upper_bound(off, off + dir_[r.entry].vertex_count + 1, edge) -
-            off - 1);
-        return CheckTargets(t, source_.graph_.num_vertices(), dir_, r.entry,
-                            dir_[r.entry].first_vertex + j);
-      }
+      DMG_RETURN_IF_ERROR(CheckReadTargets(t, source_.graph_.num_vertices(),
+                                           dir_, headers_, r.entry, r.begin));
     }
   }
   if (b.end > b.first) per_batch_(b.first, b.end, b.targets, b.weights);

@@ -190,17 +190,30 @@ TEST(TcpWireTest, ShutdownRequestStopsTheServer) {
   (*server)->Stop();
 }
 
+// A memory node with a 1 MiB region of known bytes, served over tcp.
+struct PatternNode {
+  memory_node::MemoryNode node{0};
+  uint32_t region = 0;
+  std::string pattern = std::string(1 << 20, '\0');
+  std::unique_ptr<transport::TcpServer> server;
+
+  explicit PatternNode(int step) {
+    auto r = node.ServeAllocate(pattern.size(), "data");
+    EXPECT_TRUE(r.ok());
+    region = r->id;
+    for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = char(i * step + 1);
+    EXPECT_TRUE(
+        node.ServeWrite(region, 0, pattern.data(), pattern.size()).ok());
+    auto s = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
+    EXPECT_TRUE(s.ok());
+    server = *std::move(s);
+  }
+};
+
 TEST(TcpWireTest, AReusedReplyBufferCarriesNoStaleBytes) {
-  memory_node::MemoryNode node(0);
-  auto region = node.ServeAllocate(1 << 20, "data");
-  ASSERT_TRUE(region.ok());
-  std::string pattern(1 << 20, '\0');
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = char(i * 7 + 1);
-  ASSERT_TRUE(
-      node.ServeWrite(region->id, 0, pattern.data(), pattern.size()).ok());
-  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
-  ASSERT_TRUE(server.ok());
-  RawClient client((*server)->port());
+  PatternNode n(7);
+  const std::string& pattern = n.pattern;
+  RawClient client(n.server->port());
   ASSERT_TRUE(client.Hello(Role::kAdmin, "test").ok());
   wire::FrameHeader h;
   std::string reply;
@@ -210,7 +223,7 @@ TEST(TcpWireTest, AReusedReplyBufferCarriesNoStaleBytes) {
     uint32_t length;
   } reads[] = {{0, 1 << 20}, {4096, 24}, {(1 << 20) - 8, 64}, {100, 3}};
   for (const auto& rd : reads) {
-    client.Send(wire::kBatch, ReadOp(region->id, rd.offset, rd.length));
+    client.Send(wire::kBatch, ReadOp(n.region, rd.offset, rd.length));
     ASSERT_TRUE(client.Receive(&h, &reply));
     if (rd.offset + rd.length > pattern.size()) {
       EXPECT_TRUE(h.type & wire::kErrorBit);
@@ -253,35 +266,29 @@ TEST(TcpWireTest, BadHellosCannotFloodTheLog) {
 // connects again every trial; fresh buffers cost page faults each time),
 // and a reply from a reused buffer is exactly its READ.
 TEST(TcpWireTest, ClosedConnectionsBuffersServeTheNextOne) {
-  memory_node::MemoryNode node(0);
-  auto region = node.ServeAllocate(1 << 20, "data");
-  ASSERT_TRUE(region.ok());
-  std::string pattern(1 << 20, '\0');
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = char(i * 5 + 3);
-  ASSERT_TRUE(
-      node.ServeWrite(region->id, 0, pattern.data(), pattern.size()).ok());
-  auto server = transport::TcpServer::Start(&node, "127.0.0.1", 0, {});
-  ASSERT_TRUE(server.ok());
+  PatternNode n(5);
+  const std::string& pattern = n.pattern;
+  const std::unique_ptr<transport::TcpServer>& server = n.server;
   wire::FrameHeader h;
   std::string reply;
   for (int round = 0; round < 3; ++round) {
     {
-      RawClient client((*server)->port());
+      RawClient client(server->port());
       ASSERT_TRUE(client.Hello(Role::kAdmin, "test").ok());
       const uint64_t offset = 1000 * round;
-      client.Send(wire::kBatch, ReadOp(region->id, offset, 700 << 10));
+      client.Send(wire::kBatch, ReadOp(n.region, offset, 700 << 10));
       ASSERT_TRUE(client.Receive(&h, &reply));
       EXPECT_EQ(h.type, wire::kBatch | wire::kReplyBit);
       EXPECT_EQ(reply, pattern.substr(offset, 700 << 10)) << "round " << round;
     }  // closed
     // The server has given the buffer back once it counts no connection.
-    for (int i = 0; i < 200 && (*server)->stats().connections > 0; ++i) {
+    for (int i = 0; i < 200 && server->stats().connections > 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    EXPECT_GT((*server)->stats().shelved_bytes, 700u << 10);
+    EXPECT_GT(server->stats().shelved_bytes, 700u << 10);
   }
-  EXPECT_GE((*server)->stats().reused_buffers, 2u);
-  EXPECT_EQ((*server)->stats().buffered_bytes, 0u);
+  EXPECT_GE(server->stats().reused_buffers, 2u);
+  EXPECT_EQ(server->stats().buffered_bytes, 0u);
 }
 
 // A one-connection server that answers every frame with `reply_length`
