@@ -235,6 +235,19 @@ TEST(SecretProcessTest, AFrozenMemoryNodeIsReportedWithinItsTimeout) {
     std::printf("frozen node: timeout %d ms, reported after %d ms\n",
                 timeout_ms, ms);
   }
+  // `dmg snapshot` waits --snapshot_timeout_s (an hour) only for the
+  // snapshot's reply; a frozen node is reported at its hello.
+  node.Signal(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  testing::CommandResult snap =
+      RunDmg("snapshot --transport_timeout_ms=1000" + nodes);
+  const double snap_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  node.Signal(SIGCONT);
+  EXPECT_NE(snap.exit_code, 0);
+  EXPECT_LT(snap_s, 1.2 + 0.25) << snap.out << snap.err;
+  EXPECT_NE(snap.err.find("within 1000 ms"), std::string::npos) << snap.err;
   node.Signal(SIGTERM);
   EXPECT_EQ(node.Wait(), 0);
 }

@@ -41,9 +41,11 @@ int SnapshotCommand() {
   absl::StatusOr<transport::TcpOptions> options =
       ClientOptions(transport::Role::kAdmin, "dmg-snapshot");
   if (!options.ok()) return ReportError(options.status());
-  // A snapshot's reply comes once its file is on disk: minutes for a big
-  // store.
-  options->timeout_ms =
+  // A snapshot's reply comes once its file is on disk (minutes for a big
+  // store): only that reply waits --snapshot_timeout_s. Connecting and the
+  // hello keep --transport_timeout_ms, so a frozen node is reported then
+  // (it held `dmg snapshot` for the snapshot timeout, an hour by default).
+  const int reply_ms =
       std::max(options->timeout_ms, FLAGS_snapshot_timeout_s * 1000);
   absl::Status first_error;
   // One node after another, each on its own connection, so one that is
@@ -53,7 +55,7 @@ int SnapshotCommand() {
     absl::StatusOr<std::unique_ptr<transport::TcpControl>> c =
         transport::TcpControl::Connect({node}, *options);
     absl::StatusOr<transport::wire::SnapshotSummary> taken =
-        c.ok() ? (*c)->Snapshot(0, FLAGS_jobs)
+        c.ok() ? (*c)->Snapshot(0, FLAGS_jobs, reply_ms)
                : absl::StatusOr<transport::wire::SnapshotSummary>(c.status());
     if (!taken.ok()) {
       absl::PrintF("memory node %s (position %d): no snapshot: %s\n",

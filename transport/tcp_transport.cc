@@ -457,11 +457,17 @@ absl::Status TcpControl::Shutdown(uint32_t node) {
   return Call(node, wire::kShutdown, "").status();
 }
 
-absl::StatusOr<wire::SnapshotSummary> TcpControl::Snapshot(uint32_t node,
-                                                           bool with_jobs) {
+void TcpConnection::SetTimeout(int ms) { impl_->options.timeout_ms = ms; }
+
+absl::StatusOr<wire::SnapshotSummary> TcpControl::Snapshot(
+    uint32_t node, bool with_jobs, int reply_timeout_ms) {
   std::string req;
   wire::Writer(&req).Put(
       static_cast<uint8_t>(with_jobs ? wire::kSnapshotJobs : 0));
+  if (node < connections_.size() && reply_timeout_ms > 0) {
+    std::lock_guard lock(mu_);
+    connections_[node]->SetTimeout(reply_timeout_ms);
+  }
   absl::StatusOr<std::string> reply = Call(node, wire::kSnapshot, req);
   if (!reply.ok()) return reply.status();
   wire::Reader r(reply->data(), reply->size());

@@ -114,6 +114,8 @@ class TcpConnection {
     if (absl::Status s = Send(type, payload); !s.ok()) return s;
     return Receive(type);
   }
+  // From now on, waits on this connection are bounded by `ms`.
+  void SetTimeout(int ms);
   // The hello (and the challenge-response when the memory node asks for
   // it) that must open every connection; returns the node id it reports.
   absl::StatusOr<uint32_t> Handshake(const Credentials& credentials);
@@ -165,7 +167,11 @@ class TcpControl {
   absl::StatusOr<Transport::Kept> KeepJob(uint32_t keep_s);
   // kSnapshot (admin): `node` writes a snapshot now (with the job state it
   // keeps when with_jobs) and says what it holds once it is in place.
-  absl::StatusOr<wire::SnapshotSummary> Snapshot(uint32_t node, bool with_jobs);
+  // The reply comes once the snapshot's file is on disk: it may take up to
+  // `reply_timeout_ms` (minutes for a big store), while the connection and
+  // everything else keep the transport's timeout.
+  absl::StatusOr<wire::SnapshotSummary> Snapshot(uint32_t node, bool with_jobs,
+                                                 int reply_timeout_ms = 0);
   // A single-use ticket that admits one RDMA queue pair to `node`.
   absl::StatusOr<std::string> RdmaTicket(uint32_t node);
 
