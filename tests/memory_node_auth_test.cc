@@ -627,5 +627,43 @@ TEST(MemoryNodeAuthTest, IdleConnectionsHoldNoLargeBuffers) {
   EXPECT_LE(n.server().stats().max_buffered_bytes, limits.max_buffer_bytes);
 }
 
+// Issue 39 item 3: one job cannot take the node from the others. With a
+// quota of 1 MiB a job's second 512 KiB past 768 KiB is refused (naming
+// --job_quota_mb), another job still gets its own, and the first gets room
+// again once it frees a region; the admin is not held to it.
+TEST(MemoryNodeAuthTest, AJobStaysWithinItsQuota) {
+  transport::TcpServerLimits limits;
+  limits.job_quota_bytes = 1u << 20;
+  SecuredNode n(std::nullopt, limits);
+  auto allocate = [](RawClient& c, uint64_t bytes, uint32_t* id = nullptr) {
+    std::string req, reply;
+    wire::Writer w(&req);
+    w.Put(bytes);
+    w.PutString("state");
+    absl::Status s = Request(c, wire::kAllocate, req, &reply);
+    transport::RegionInfo region;
+    wire::Reader r(reply.data(), reply.size());
+    if (s.ok() && id != nullptr && wire::GetRegion(r, 0, &region)) {
+      *id = region.id;
+    }
+    return s;
+  };
+  RawClient a(n.port()), b(n.port()), admin(n.port());
+  ASSERT_TRUE(a.Hello(Role::kJob, "a").ok());
+  ASSERT_TRUE(b.Hello(Role::kJob, "b").ok());
+  ASSERT_TRUE(admin.Hello(Role::kAdmin, "ops").ok());
+  uint32_t first = 0;
+  ASSERT_TRUE(allocate(a, 768u << 10, &first).ok());
+  absl::Status over = allocate(a, 512u << 10);
+  EXPECT_TRUE(absl::IsResourceExhausted(over)) << over;
+  EXPECT_NE(over.message().find("--job_quota_mb"), std::string::npos) << over;
+  EXPECT_TRUE(allocate(b, 768u << 10).ok());
+  std::string free;
+  wire::Writer(&free).Put(first);
+  ASSERT_TRUE(Request(a, wire::kFree, free).ok());
+  EXPECT_TRUE(allocate(a, 512u << 10).ok());
+  EXPECT_TRUE(allocate(admin, 4u << 20).ok());
+}
+
 }  // namespace
 }  // namespace dmg

@@ -45,6 +45,9 @@ DEFINE_int32(admin_slots, 16,
              "memory-node: the last connection slots of --max_connections, "
              "kept for the admin (dmg load, status, snapshot): a job "
              "connection that would take one is refused");
+DEFINE_uint64(job_quota_mb, 0,
+              "memory-node: MiB of regions one job may hold (0: half of "
+              "--memory_mb, none without it)");
 DEFINE_int32(max_handshakes, 128,
              "memory-node: connections still in their handshake at once; a "
              "new one past it closes the oldest of them");
@@ -105,7 +108,7 @@ std::vector<std::string> MemoryNodeFlagNames() {
                                     "frame_timeout_ms", "idle_timeout_s",
                                     "max_buffer_mb",    "snapshot_dir",
                                     "admin_slots",      "max_handshakes",
-                                    "max_peer_connections"};
+                                    "max_peer_connections", "job_quota_mb"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -306,6 +309,11 @@ absl::StatusOr<transport::TcpServerOptions> ServerOptions(
   o.limits.admin_slots = FLAGS_admin_slots;
   o.limits.max_handshakes = FLAGS_max_handshakes;
   o.limits.max_peer_connections = FLAGS_max_peer_connections;
+  // By default one job may hold half of the node's bound: two jobs always
+  // fit (a job holding 192 of --memory_mb=200 MiB made every other fail).
+  o.limits.job_quota_bytes =
+      (FLAGS_job_quota_mb > 0 ? FLAGS_job_quota_mb : FLAGS_memory_mb / 2)
+      << 20;
   o.limits.handshake_timeout_ms = FLAGS_handshake_timeout_ms;
   o.limits.frame_timeout_ms = FLAGS_frame_timeout_ms;
   o.limits.idle_timeout_ms = FLAGS_idle_timeout_s * 1000;

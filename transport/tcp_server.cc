@@ -651,6 +651,28 @@ struct TcpServer::Impl {
   }
   static bool IsAdmin(const Conn& c) { return c.role == Role::kAdmin; }
 
+  // A job's regions and `more` bytes stay within --job_quota_mb. (Two
+  // allocations of one job at once may pass it by one of them.)
+  absl::Status CheckQuota(Conn& c, uint64_t more) {
+    const uint64_t quota = options.limits.job_quota_bytes;
+    if (quota == 0) return absl::OkStatus();
+    const std::vector<RegionInfo> regions = target->ServeList();
+    uint64_t held = 0;
+    {
+      std::shared_lock lock(owners_mu);
+      for (const RegionInfo& r : regions) {
+        auto it = owners.find(r.id);
+        if (it != owners.end() && it->second == c.job) held += r.length;
+      }
+    }
+    if (held + more <= quota) return absl::OkStatus();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory node %d: job '%s' holds %d bytes of regions here; %d more "
+        "would pass its quota of %d (--job_quota_mb), kept so that one job "
+        "cannot take the node from the others",
+        node_id.load(), c.job, held, more, quota));
+  }
+
   // A job touches the store read-only and only its own job's regions.
   absl::Status CheckBatch(Conn& c, const std::vector<wire::WireOp>& ops) {
     if (IsAdmin(c)) return absl::OkStatus();
@@ -860,6 +882,9 @@ struct TcpServer::Impl {
           return malformed();
         }
         if (absl::Status s = CheckFill(fill, bytes, name); !s.ok()) return s;
+        if (!IsAdmin(c)) {
+          if (absl::Status s = CheckQuota(c, bytes); !s.ok()) return s;
+        }
         absl::StatusOr<RegionInfo> region =
             fill.width == 0 ? target->ServeAllocate(bytes, name)
                             : target->ServeAllocateFilled(bytes, name, fill);

@@ -59,6 +59,9 @@ struct TcpServerLimits {
   int max_keep_s = 3600;
   // Request and reply buffers of all connections together.
   uint64_t max_buffer_bytes = uint64_t{1} << 30;
+  // Bytes of regions one job may hold on this node (0: no quota), so that
+  // one job cannot take the node's whole --memory_mb from the others.
+  uint64_t job_quota_bytes = 0;
 };
 
 // What the server has seen, for tests and logs.
