@@ -513,6 +513,58 @@ TEST(SnapshotProcessTest,
       kTrials - verified);
 }
 
+// Issue 39 item 8: a memory node restarted from a snapshot of an earlier
+// load than the other node's is named as such, by a job and by `dmg
+// status` (which said "ready" while jobs were told a load was under way).
+TEST(SnapshotProcessTest, ANodeRestartedOnAnEarlierLoadIsNamed) {
+  testing::TempDir tmp;
+  const std::string snap0 = tmp.file("snap0"), snap1 = tmp.file("snap1");
+  Daemon node0("--transport=tcp --node_id=0 --snapshot_dir=" + snap0,
+               tmp.file("node0.log"));
+  auto node1 = std::make_unique<Daemon>(
+      "--transport=tcp --node_id=1 --snapshot_dir=" + snap1,
+      tmp.file("node1.log"));
+  auto list = [&] {
+    return " --memory_nodes=" + node0.address() + "," + node1->address();
+  };
+  ASSERT_EQ(RunDmg("load --graph=kron:12" + list()).exit_code, 0);
+  ASSERT_TRUE(
+      WaitFor([&] { return Snapshots(snap1) == 1 && !HasTempFile(snap1); }));
+  const std::string kept = tmp.file("kron12.dmgsnap");
+  std::filesystem::path first;
+  for (const auto& e : std::filesystem::directory_iterator(snap1)) {
+    first = e.path();
+  }
+  std::filesystem::copy_file(first, kept);
+  ASSERT_EQ(RunDmg("load --graph=kron:13" + list()).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return !std::filesystem::exists(first) && Snapshots(snap1) == 1 &&
+           !HasTempFile(snap1);
+  }));
+  // Node 1 comes back on its snapshot of kron:12; node 0 serves kron:13.
+  node1->Signal(SIGKILL);
+  node1->Wait();
+  std::filesystem::remove_all(snap1);
+  std::filesystem::create_directory(snap1);
+  std::filesystem::copy_file(kept, first);
+  node1 = std::make_unique<Daemon>("--transport=tcp --snapshot_dir=" + snap1,
+                                   tmp.file("node1b.log"));
+  testing::CommandResult job =
+      RunDmg("run --algo=bfs --source=0 --progress=false" + list());
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.err.find("restarted from its snapshot"), std::string::npos)
+      << job.err;
+  testing::CommandResult status = RunDmg("status --require_store" + list());
+  EXPECT_NE(status.exit_code, 0) << status.out;
+  EXPECT_NE(status.out.find("at its restart"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("restarted from its snapshot"), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("not ready"), std::string::npos) << status.out;
+  // A load puts every node on one graph again.
+  ASSERT_EQ(RunDmg("load --graph=kron:12" + list()).exit_code, 0);
+  EXPECT_EQ(RunDmg("status --require_store" + list()).exit_code, 0);
+}
+
 // A job's state through a memory-node restart: PageRank against a daemon
 // with --snapshot_dir, its compute node killed (kill -9) in the middle;
 // `dmg snapshot --jobs`; the daemon killed (kill -9) and restarted from the

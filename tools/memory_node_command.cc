@@ -121,6 +121,7 @@ struct Served {
   uint32_t node_id = 0;
   uint64_t load_id = 0;
   bool restored = false;  // from a snapshot
+  uint64_t snapshot = 0;  // its number
   std::vector<transport::JobRegions> restored_jobs = {};
 };
 
@@ -181,6 +182,7 @@ absl::Status RestoreSnapshot(memory_node::SnapshotDir& dir,
   DMG_RETURN_IF_ERROR(node.LoadStore(std::move(snap->store)));
   node.AssignNodeId(served.node_id, "the snapshot in " + FLAGS_snapshot_dir);
   served.restored = true;
+  served.snapshot = snap->seq;
   LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
             << FLAGS_snapshot_dir << " (node " << served.node_id << ", "
             << bytes << " bytes)";
@@ -272,6 +274,7 @@ absl::StatusOr<transport::TcpServerOptions> ServerOptions(
   o.io_threads = FLAGS_io_threads;
   o.node_id = served.node_id;
   o.initial_load_id = served.load_id;
+  o.restored_snapshot = served.snapshot;
   o.restored_jobs = std::move(served.restored_jobs);
   {
     std::lock_guard lock(current.mu);

@@ -77,13 +77,24 @@ MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
     }
   }
   const uint32_t id = (*c)->reported_id(0);
+  st.node = node;
+  if (st.has_store) {
+    absl::StatusOr<transport::TcpControl::StoreInfo> info =
+        (*c)->GetStoreInfo(0);
+    if (info.ok()) st.store = *info;
+  }
   st.line = absl::StrFormat(
       "memory node %s (position %d): up, node id %d%s; %s; %d job regions "
       "(%.1f MB)",
       node.ToString(), position, id,
       st.has_store && id != position ? " (does not match its position)" : "",
       st.has_store
-          ? absl::StrFormat("store loaded (%.1f MB)", store_bytes / 1e6)
+          ? absl::StrFormat(
+                "store loaded (%.1f MB%s)", store_bytes / 1e6,
+                st.store && st.store->restored_snapshot != 0
+                    ? absl::StrFormat(", from snapshot %d at its restart",
+                                      st.store->restored_snapshot)
+                    : std::string())
           : std::string("no store loaded"),
       others, other_bytes / 1e6);
   if (st.has_store && id != position) st.has_store = false;
@@ -116,9 +127,20 @@ int StatusCommand() {
       ready = ready && all.back().up &&
               (!FLAGS_require_store || all.back().has_store);
     }
+    // Stores of different loads: a job would be refused, so not ready.
+    std::string mixed;
+    for (const MemoryNodeStatus& st : all) {
+      if (!st.store || !all[0].store) continue;
+      if (st.store->load_id != all[0].store->load_id) {
+        mixed = DifferentLoads(all[0].node, *all[0].store, st.node, *st.store);
+        ready = ready && !FLAGS_require_store;
+        break;
+      }
+    }
     if (ready || std::chrono::steady_clock::now() >= deadline) {
       for (const MemoryNodeStatus& st : all)
         std::printf("%s\n", st.line.c_str());
+      if (!mixed.empty()) std::printf("%s\n", mixed.c_str());
       std::printf("%s\n", ready ? "ready" : "not ready");
       return ready ? kExitOk : kExitFailure;
     }

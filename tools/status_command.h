@@ -5,6 +5,7 @@
 #define DMG_TOOLS_STATUS_COMMAND_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct MemoryNodeStatus {
   bool up = false;
   bool has_store = false;  // a store is loaded and its id matches position
   std::string line;        // "memory node H:P (position K): up, ..."
+  transport::HostPort node;
+  std::optional<transport::TcpControl::StoreInfo> store;  // when it has one
 };
 // Asks `node` (listed at `position`) with --transport_timeout_ms.
 MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,

@@ -30,6 +30,35 @@ DEFINE_uint64(rdma_staging_bytes, dmg::transport::rdma::kDefaultStagingBytes,
               "locked-memory limit (ulimit -l)");
 
 namespace dmg::cli {
+
+// Why two memory nodes hold stores of different loads: one restarted from
+// a snapshot of another load (it is said so), or a load under way or
+// stopped half way, or a list that mixes two clusters.
+std::string DifferentLoads(const transport::HostPort& a,
+                           const transport::TcpControl::StoreInfo& ia,
+                           const transport::HostPort& b,
+                           const transport::TcpControl::StoreInfo& ib) {
+  const auto restored = [](const transport::HostPort& n,
+                           const transport::TcpControl::StoreInfo& i) {
+    return absl::StrFormat(
+        "memory node %s restarted from its snapshot %d, "
+        "which holds another load",
+        n.ToString(), i.restored_snapshot);
+  };
+  if (ia.restored_snapshot != 0 || ib.restored_snapshot != 0) {
+    return absl::StrFormat(
+        "memory nodes %s and %s hold stores of different loads: %s; run "
+        "`dmg load` again so that every node holds the same graph",
+        a.ToString(), b.ToString(),
+        ib.restored_snapshot != 0 ? restored(b, ib) : restored(a, ia));
+  }
+  return absl::StrFormat(
+      "memory nodes %s and %s hold stores of different loads: a `dmg load` "
+      "is under way or stopped half way (run it again), or --memory_nodes "
+      "mixes two clusters",
+      a.ToString(), b.ToString());
+}
+
 namespace {
 
 #ifdef DMG_HAVE_RDMA
@@ -60,6 +89,7 @@ class RdmaServiceImpl : public RdmaService {
 // Each memory node must hold the slice of the store its position implies.
 // A node without a store (never loaded, or its load failed) is named as
 // such: its reported id means nothing then.
+
 absl::Status CheckNodeOrder(transport::TcpControl& control) {
   for (uint32_t i = 0; i < control.num_nodes(); ++i) {
     absl::StatusOr<std::vector<transport::RegionInfo>> regions =
@@ -93,11 +123,8 @@ absl::Status CheckNodeOrder(transport::TcpControl& control) {
       if (!first.ok()) return first.status();
       if (!mine.ok()) return mine.status();
       if (first->load_id != mine->load_id) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "memory nodes %s and %s hold stores of different loads: a `dmg "
-            "load` is under way or stopped half way (run it again), or "
-            "--memory_nodes mixes two clusters",
-            control.node(0).ToString(), control.node(i).ToString()));
+        return absl::FailedPreconditionError(
+            DifferentLoads(control.node(0), *first, control.node(i), *mine));
       }
     }
     if (control.reported_id(i) != i) {

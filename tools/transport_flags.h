@@ -26,6 +26,14 @@ absl::StatusOr<std::optional<transport::Secret>> SecretFromFlags();
 absl::StatusOr<transport::TcpOptions> ClientOptions(transport::Role role,
                                                     const std::string& job);
 
+// Why two memory nodes hold stores of different loads (the message a job
+// and `dmg status` give): one restarted from a snapshot of another load,
+// or a load under way or stopped half way, or two clusters in one list.
+std::string DifferentLoads(const transport::HostPort& a,
+                           const transport::TcpControl::StoreInfo& ia,
+                           const transport::HostPort& b,
+                           const transport::TcpControl::StoreInfo& ib);
+
 // Connects to the memory nodes in `list` ("host:port,...") with `kind`
 // ("tcp" or "rdma") as a client of job `job`, checking each node reports
 // the id its position implies.

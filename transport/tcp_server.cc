@@ -274,6 +274,7 @@ struct TcpServer::Impl {
   std::mutex pins_mu;
   std::map<std::string, Pin> pins;  // guarded by pins_mu
   uint64_t load_id = 0;             // guarded by pins_mu
+  uint64_t restored_snapshot = 0;   // guarded by pins_mu
 
   std::atomic<int> connections{0};
   // Connections still in their handshake, oldest first (some of the
@@ -611,6 +612,7 @@ struct TcpServer::Impl {
     std::erase(c.owned, c.staging);
     c.staging = 0;
     load_id = c.staging_load_id;
+    restored_snapshot = 0;  // a load's store, no longer the snapshot's
     node_id.store(c.staging_node_id);
     target->AssignNodeId(c.staging_node_id, "dmg load");
     if (options.on_commit) options.on_commit(c.staging_node_id, load_id);
@@ -635,6 +637,7 @@ struct TcpServer::Impl {
     wire::Writer w(&out);
     w.Put(current);
     w.Put(load_id);
+    w.Put(restored_snapshot);
     return out;
   }
 
@@ -1461,6 +1464,7 @@ absl::StatusOr<std::unique_ptr<TcpServer>> TcpServer::Start(
       impl->options.limits.max_buffer_bytes / 4, uint64_t{64} << 20)));
   impl->node_id.store(impl->options.node_id);
   impl->load_id = impl->options.initial_load_id;
+  impl->restored_snapshot = impl->options.restored_snapshot;
   if (impl->options.secret && !impl->options.secret->admin()) {
     return absl::InvalidArgumentError(
         "a memory node needs the cluster secret, not a job-only key");

@@ -108,6 +108,10 @@ struct TcpServerOptions {
   // superblock checksum; 0: none), so compute nodes can tell that every
   // memory node holds the same load.
   uint64_t initial_load_id = 0;
+  // The snapshot the store at start came from (its number; 0: none), said
+  // in kStoreInfo until a load replaces it, so that a node restarted from a
+  // snapshot of an earlier load is named as such.
+  uint64_t restored_snapshot = 0;
   // Filled in by an RDMA server: registers a region with the NIC and returns
   // its remote address and key (for the region table). Empty for tcp only.
   std::function<absl::Status(RegionInfo*)> register_region;

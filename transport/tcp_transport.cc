@@ -406,7 +406,8 @@ absl::StatusOr<TcpControl::StoreInfo> TcpControl::GetStoreInfo(uint32_t node) {
   if (!reply.ok()) return reply.status();
   wire::Reader r(reply->data(), reply->size());
   StoreInfo info;
-  if (!r.Get(&info.generation) || !r.Get(&info.load_id)) {
+  if (!r.Get(&info.generation) || !r.Get(&info.load_id) ||
+      !r.Get(&info.restored_snapshot)) {
     return absl::DataLossError("malformed store info reply");
   }
   return info;

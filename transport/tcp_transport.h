@@ -158,6 +158,7 @@ class TcpControl {
   struct StoreInfo {
     uint64_t generation = 0;
     uint64_t load_id = 0;
+    uint64_t restored_snapshot = 0;  // 0: the store came from a load
   };
   absl::StatusOr<StoreInfo> GetStoreInfo(uint32_t node);
   absl::Status Free(uint32_t node, uint32_t region);

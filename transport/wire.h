@@ -59,8 +59,9 @@ enum MessageType : uint16_t {
   // connection's staged store replaces the store, refused while a job holds
   // the current one unless forced (the job then fails, never reads a mix).
   kCommitStore = 10,
-  // {} -> {u64 generation, u64 load_id} of the store this connection's job
-  // started on (Aborted when it was replaced since).
+  // {} -> {u64 generation, u64 load_id, u64 restored_snapshot} of the store
+  // this connection's job started on (Aborted when it was replaced since);
+  // restored_snapshot: the snapshot it came from at a restart (0: a load's).
   kStoreInfo = 11,
   // {u32 keep_s} -> {u32 granted_s, u32 others}: a job's regions outlive
   // its connections for granted_s seconds (capped by the node; 0: freed at
