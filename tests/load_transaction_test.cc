@@ -126,6 +126,13 @@ TEST(LoadTransactionTest, ALoadIsRefusedWhileAJobHoldsTheStoreAndForceFailsIt) {
   ASSERT_TRUE(job.Hello(Role::kJob, "pagerank-1").ok());
   absl::Status s;
   EXPECT_EQ(ReadStore(job, &s), "OLD!");
+  // A running job has its state on the node (a connection that only said
+  // hello holds nothing a load could break).
+  std::string state;
+  wire::Writer sw(&state);
+  sw.Put(uint64_t{64});
+  sw.PutString("pagerank.score");
+  ASSERT_TRUE(testing::Request(job, wire::kAllocate, state).ok());
   RawClient loader(n.port());
   ASSERT_TRUE(loader.Hello(Role::kAdmin, "load").ok());
   Stage(loader, "NEW!");

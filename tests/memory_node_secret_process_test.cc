@@ -252,6 +252,92 @@ TEST(SecretProcessTest, AFrozenMemoryNodeIsReportedWithinItsTimeout) {
   EXPECT_EQ(node.Wait(), 0);
 }
 
+// Issue 39 items 3 and 4, as a user meets them: a daemon with its
+// defaults (and a 64 MiB buffer cap) under 150 idle job-key connections
+// that each read 512 KiB, and separately under 1,100 connections that never
+// finish the handshake: `dmg run`, `dmg status` and an admin `dmg load`
+// succeed 8 of 8 times each, and the daemon's RSS stays within the cap.
+// (Before: 31 idle connections held 64 MiB each and refused everyone; the
+// half-open ones left 0 of 8 runs.)
+TEST(SecretProcessTest, IdleAndHalfOpenConnectionsKeepNoOneOut) {
+  struct rlimit rl;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 3000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  TempDir dir;
+  const std::string secret = dir.file("s"), job_key = dir.file("j");
+  ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
+  ASSERT_EQ(RunDmg("secret --job_only --secret_file=" + secret +
+                   " --output=" + job_key)
+                .exit_code,
+            0);
+  constexpr uint64_t kCapMb = 64;
+  Daemon node("--transport=tcp --secret_file=" + secret +
+                  " --max_buffer_mb=" + std::to_string(kCapMb),
+              dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  ASSERT_EQ(
+      RunDmg("load --graph=kron:12 --secret_file=" + secret + nodes).exit_code,
+      0);
+  const uint64_t rss_before = RssBytes(node.pid());
+  const uint16_t port = PortOf(node.address());
+  absl::StatusOr<transport::Secret> key = transport::Secret::ReadFile(job_key);
+  ASSERT_TRUE(key.ok()) << key.status();
+  auto legit_runs = [&](const std::string& what) {
+    int runs = 0, statuses = 0, loads = 0;
+    for (int i = 0; i < 8; ++i) {
+      runs += RunCommand("DMG_SECRET_FILE=" + job_key + " " + DMG_BINARY +
+                         " run --algo=bfs --source=0 --verify "
+                         "--graph=kron:12 --progress=false" +
+                         nodes)
+                  .out.find("verify: OK") != std::string::npos;
+      testing::CommandResult st =
+          RunDmg("status --require_store --secret_file=" + job_key + nodes);
+      statuses += st.exit_code == 0;
+      if (st.exit_code != 0)
+        std::printf("%s%s", st.out.c_str(), st.err.c_str());
+      loads += RunDmg("load --graph=kron:12 --secret_file=" + secret + nodes)
+                   .exit_code == 0;
+    }
+    EXPECT_EQ(runs, 8) << what;
+    EXPECT_EQ(statuses, 8) << what;
+    EXPECT_EQ(loads, 8) << what;
+    EXPECT_LT(RssBytes(node.pid()), rss_before + (kCapMb << 20)) << what;
+  };
+  {
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 150; ++i) {
+      idle.push_back(std::make_unique<RawClient>(port));
+      ASSERT_TRUE(idle.back()
+                      ->Hello(transport::Role::kJob, "idle" + std::to_string(i),
+                              *key->KeyFor(transport::Role::kJob))
+                      .ok());
+      std::string read;
+      transport::wire::Writer w(&read);
+      w.Put(uint32_t{1});
+      transport::wire::WireOp op{};
+      op.kind = static_cast<uint8_t>(transport::OpKind::kRead);
+      op.length = 512 << 10;
+      w.Put(op);
+      absl::Status s =
+          testing::Request(*idle.back(), transport::wire::kBatch, read);
+      ASSERT_TRUE(s.ok()) << "connection " << i << ": " << s;
+    }
+    legit_runs("150 idle job-key connections");
+  }
+  {
+    std::vector<std::unique_ptr<RawClient>> half;
+    for (int i = 0; i < 1100; ++i) {
+      half.push_back(std::make_unique<RawClient>(port));
+      half.back()->Write(std::string("\x44\x4d", 2));  // a header begun
+    }
+    legit_runs("1,100 half-open handshakes");
+  }
+  node.Signal(SIGTERM);
+  EXPECT_EQ(node.Wait(), 0);
+}
+
 TEST(SecretProcessTest, AnOpenDaemonOnANonLoopbackAddressSaysSo) {
   testing::CommandResult r =
       RunCommand(std::string("timeout -s INT 2 ") + DMG_BINARY +

@@ -584,11 +584,23 @@ struct TcpServer::Impl {
       return absl::FailedPreconditionError(
           "no staged store on this connection to commit");
     }
+    // A job holds the store when it runs: it has state regions here. Bare
+    // connections that said hello as a job hold nothing a load could
+    // break (a pinned one that touches the store after a load is told its
+    // store was replaced), and idle ones by someone holding the job key
+    // must not keep the admin from loading.
+    std::set<std::string> running;
+    {
+      std::shared_lock owners_lock(owners_mu);
+      for (const auto& [region, job] : owners) running.insert(job);
+    }
     std::unique_lock lock(pins_mu);
     const uint64_t current = target->store_generation();
     std::vector<std::string> users;
     for (const auto& [job, pin] : pins) {
-      if (pin.generation == current && current > 0) users.push_back(job);
+      if (pin.generation == current && current > 0 && running.contains(job)) {
+        users.push_back(job);
+      }
     }
     if (!users.empty() && !(flags & wire::kCommitForce)) {
       return absl::FailedPreconditionError(absl::StrFormat(
