@@ -6,8 +6,10 @@
 // server must still answer a well-formed hello on a new connection: a
 // crash, a sanitizer report, a leak, or a server that stops answering is a
 // bug; error replies and dropped connections are fine answers. An input
-// whose first byte is odd is sent after a valid admin hello, so the
-// decoders behind the handshake are reached too. Frames that claim more
+// whose first byte is odd is sent after a valid hello, so the decoders
+// behind the handshake are reached too: as the admin, or as a job when the
+// byte's second bit is set (the checks a job-key client meets: its own
+// regions only, the store read-only, no staging). Frames that claim more
 // than 1 MiB are not sent (SendableBytes): they only wait for bytes.
 // Seeds: valid frame sequences (hello, list, allocate, batches of READ,
 // WRITE, CAS, FETCH_ADD, free, create store; make_corpus).
@@ -208,14 +210,14 @@ size_t SendableBytes(const uint8_t* data, size_t size) {
 
 }  // namespace
 
-// A valid protocol-2 hello as the admin: inputs whose first byte is odd
-// start with it, so the decoder behind the handshake is fuzzed too (the
-// server is open: it asks for no proof).
-std::string AdminHello() {
+// A valid protocol-2 hello as the admin (role 2) or a job (role 1):
+// inputs whose first byte is odd start with it, so the decoder behind the
+// handshake is fuzzed too (the server is open: it asks for no proof).
+std::string Hello(uint8_t role) {
   std::string payload;
   wire::Writer w(&payload);
   w.Put(wire::kProtocolVersion);
-  w.Put(uint8_t{2});  // Role::kAdmin
+  w.Put(role);
   w.PutString("fuzz");
   w.PutBytes(std::string(16, 'n').data(), 16);
   const wire::FrameHeader h{wire::kMagic, wire::kHello, 0,
@@ -226,6 +228,7 @@ std::string AdminHello() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Server* server = TheServer();
   const bool hello = size > 0 && (data[0] & 1);
+  const uint8_t role = size > 0 && (data[0] & 2) ? 1 : 2;  // job : admin
   if (size > 0) {
     ++data;
     --size;
@@ -234,7 +237,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint16_t port = server->tcp->port();
   const int fd = Connect(port);
   if (hello) {
-    const std::string h = AdminHello();
+    const std::string h = Hello(role);
     if (send(fd, h.data(), h.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(h.size())) {
       close(fd);
