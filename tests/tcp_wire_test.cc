@@ -388,7 +388,9 @@ TEST(TcpClientTest, AFrozenNodeIsReportedWithinTheTimeoutOfTheRequest) {
                               .count();
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
         << r.status();
-    EXPECT_LE(waited, 1.2 * timeout_ms);
+    // 1.2x, plus room for a loaded machine's scheduling (ctest -j2): the
+    // bug was up to 2x.
+    EXPECT_LE(waited, 1.2 * timeout_ms + 250);
     EXPECT_GE(waited, 0.9 * timeout_ms);
   }
   close(listen_fd);
