@@ -572,7 +572,8 @@ struct TcpServer::Impl {
   absl::Status Replaced(const Conn& c) {
     return absl::AbortedError(absl::StrFormat(
         "memory node %d: the store job '%s' started on was replaced by a "
-        "`dmg load --force` while the job ran; run the job again",
+        "`dmg load --force`, or by a load before the job held state here, "
+        "while the job ran; run the job again",
         node_id.load(), c.job));
   }
 
