@@ -341,11 +341,8 @@ TEST(MemoryNodeAuthTest, JobsReadTheStoreAndTouchOnlyTheirOwnRegions) {
 // its buffer. The cap holds throughout, and a real client is served after.
 TEST(MemoryNodeAuthTest, HostileConnectionsCannotExhaustTheDaemon) {
   // Both ends of 2,400 connections live in this process.
-  struct rlimit rl;
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
-  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
-  setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < 5000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  const rlim_t descriptors = testing::RaiseDescriptorLimit();
+  if (descriptors < 5000) GTEST_SKIP() << "descriptor limit " << descriptors;
   const Secret secret = NewSecret();
   transport::TcpServerLimits limits;
   limits.handshake_timeout_ms = 400;
@@ -562,11 +559,8 @@ TEST(MemoryNodeAuthTest, TheLastSlotsAreKeptForTheAdmin) {
 // admin connect and read 8 times each. Past --max_handshakes the oldest
 // half-open one is closed, so a client that answers at once gets through.
 TEST(MemoryNodeAuthTest, HalfOpenHandshakesCannotKeepClientsOut) {
-  struct rlimit rl;
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
-  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
-  setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < 4000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  const rlim_t descriptors = testing::RaiseDescriptorLimit();
+  if (descriptors < 4000) GTEST_SKIP() << "descriptor limit " << descriptors;
   const Secret secret = NewSecret();
   SecuredNode n(secret);  // default limits
   std::vector<std::unique_ptr<RawClient>> half;

@@ -129,11 +129,8 @@ TEST(SecretProcessTest,
 
 TEST(SecretProcessTest,
      HostileConnectionsLeaveTheDaemonWithinItsCapAndServing) {
-  struct rlimit rl;
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
-  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
-  setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < 3000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  const rlim_t descriptors = testing::RaiseDescriptorLimit();
+  if (descriptors < 3000) GTEST_SKIP() << "descriptor limit " << descriptors;
   TempDir dir;
   const std::string secret = dir.file("s");
   ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
@@ -260,11 +257,8 @@ TEST(SecretProcessTest, AFrozenMemoryNodeIsReportedWithinItsTimeout) {
 // (Before: 31 idle connections held 64 MiB each and refused everyone; the
 // half-open ones left 0 of 8 runs.)
 TEST(SecretProcessTest, IdleAndHalfOpenConnectionsKeepNoOneOut) {
-  struct rlimit rl;
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
-  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
-  setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < 3000) GTEST_SKIP() << "descriptor limit " << rl.rlim_cur;
+  const rlim_t descriptors = testing::RaiseDescriptorLimit();
+  if (descriptors < 3000) GTEST_SKIP() << "descriptor limit " << descriptors;
   TempDir dir;
   const std::string secret = dir.file("s"), job_key = dir.file("j");
   ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
