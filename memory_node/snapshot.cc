@@ -26,7 +26,8 @@ namespace {
 
 constexpr char kMagic[8] = {'D', 'M', 'G', 'S', 'N', 'A', 'P', '1'};
 constexpr char kEndMagic[8] = {'D', 'M', 'G', 'S', 'E', 'N', 'D', '1'};
-constexpr uint32_t kVersion = 2;  // written; 1 (no job section) still read
+// Written; 1 (no job section) and 2 (no job tokens) still read.
+constexpr uint32_t kVersion = 3;
 constexpr size_t kChunk = 1 << 20;
 
 #pragma pack(push, 1)
@@ -65,14 +66,31 @@ uint32_t CrcBefore(const T& t, size_t crc_offset) {
 }
 
 // A job region's data CRC: its job's name, its name, then its bytes.
+// From version 3, the job's token block (TokenBlock) between the names
+// and the bytes.
 uint32_t EntryCrc(std::string_view job, std::string_view name,
+                  std::string_view token_block,
                   std::span<const std::byte> bytes) {
   uLong crc = crc32_z(0L, Z_NULL, 0);
   crc = crc32_z(crc, reinterpret_cast<const Bytef*>(job.data()), job.size());
   crc = crc32_z(crc, reinterpret_cast<const Bytef*>(name.data()), name.size());
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(token_block.data()),
+                token_block.size());
   crc =
       crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
   return static_cast<uint32_t>(crc);
+}
+
+// A job region's token block (version 3): {u8 present, 32-byte verifier of
+// the job's token (transport/auth.h)}.
+constexpr size_t kTokenBlockBytes = 1 + sizeof(transport::Digest);
+std::string TokenBlock(const std::optional<transport::Digest>& verifier) {
+  std::string block(kTokenBlockBytes, '\0');
+  if (verifier) {
+    block[0] = 1;
+    std::memcpy(block.data() + 1, verifier->data(), verifier->size());
+  }
+  return block;
 }
 
 absl::Status Errno(const std::string& path, const char* what) {
@@ -195,10 +213,11 @@ absl::StatusOr<Snapshot> ReadSnapshot(std::FILE* f, uint64_t size,
         return Damaged(name, absl::StrFormat("bad header of job region %d", i));
       }
       left -= sizeof e;
+      const size_t block_bytes = h.version >= 3 ? kTokenBlockBytes : 0;
       if (e.job_len > kMaxSnapshotNameBytes ||
           e.name_len > kMaxSnapshotNameBytes ||
-          uint64_t{e.job_len} + e.name_len > left ||
-          e.bytes > left - e.job_len - e.name_len) {
+          uint64_t{e.job_len} + e.name_len + block_bytes > left ||
+          e.bytes > left - e.job_len - e.name_len - block_bytes) {
         return Damaged(
             name, absl::StrFormat("job region %d does not fit the file", i));
       }
@@ -213,19 +232,31 @@ absl::StatusOr<Snapshot> ReadSnapshot(std::FILE* f, uint64_t size,
             absl::StrFormat("%s: cannot allocate %d bytes for job region %d",
                             name, e.bytes, i));
       }
+      std::string block(block_bytes, '\0');
       if ((e.job_len > 0 &&
            std::fread(region.job.data(), 1, e.job_len, f) != e.job_len) ||
           (e.name_len > 0 &&
            std::fread(region.name.data(), 1, e.name_len, f) != e.name_len) ||
+          (block_bytes > 0 &&
+           std::fread(block.data(), 1, block_bytes, f) != block_bytes) ||
           (e.bytes > 0 &&
            std::fread(region.bytes.data(), 1, e.bytes, f) != e.bytes)) {
         return Damaged(name, absl::StrFormat("job region %d cut short", i));
       }
-      left -= e.job_len + e.name_len + e.bytes;
-      if (EntryCrc(region.job, region.name, region.bytes.span()) !=
+      left -= e.job_len + e.name_len + block_bytes + e.bytes;
+      if (EntryCrc(region.job, region.name, block, region.bytes.span()) !=
           e.data_crc) {
         return Damaged(name,
                        absl::StrFormat("job region %d checksum mismatch", i));
+      }
+      if (block_bytes > 0 && block[0] > 1) {
+        return Damaged(name,
+                       absl::StrFormat("job region %d: bad token block", i));
+      }
+      if (block_bytes > 0 && block[0] == 1) {
+        region.verifier.emplace();
+        std::memcpy(region.verifier->data(), block.data() + 1,
+                    region.verifier->size());
       }
       s.jobs.push_back(std::move(region));
     }
@@ -401,13 +432,15 @@ absl::StatusOr<uint64_t> SnapshotDir::Write(
                           kMaxSnapshotNameBytes)));
     }
     const std::span<const std::byte> bytes = region.bytes->span();
+    const std::string block = TokenBlock(region.verifier);
     EntryHeader e{static_cast<uint32_t>(region.job.size()),
                   static_cast<uint32_t>(region.name.size()), bytes.size(),
-                  EntryCrc(region.job, region.name, bytes), 0};
+                  EntryCrc(region.job, region.name, block, bytes), 0};
     e.entry_crc = CrcBefore(e, offsetof(EntryHeader, entry_crc));
     if (!WriteAll(fd, &e, sizeof e) ||
         !WriteAll(fd, region.job.data(), region.job.size()) ||
-        !WriteAll(fd, region.name.data(), region.name.size())) {
+        !WriteAll(fd, region.name.data(), region.name.size()) ||
+        !WriteAll(fd, block.data(), block.size())) {
       return fail(Errno(tmp, "write failed"));
     }
     if (absl::Status s = write_chunks(bytes); !s.ok()) return fail(s);

@@ -8,14 +8,18 @@
 //   bytes   the node's store slice, exactly
 //   jobs    (version 2) {u32 count, u32 crc of count}, then `count` job
 //           regions, each {u32 job_len, u32 name_len, u64 bytes,
-//           u32 data_crc (of job, name and bytes), u32 entry_crc (of the
-//           20 bytes before it)}, the job's name, the region's name, bytes
+//           u32 data_crc (of what follows the header), u32 entry_crc (of
+//           the 20 bytes before it)}, the job's name, the region's name,
+//           (version 3) the job's token block {u8 present, 32-byte
+//           verifier of the job's token}, the bytes
 //   trailer {magic "DMGSEND1", u64 seq, u32 trailer_crc}
 // (little-endian; CRCs are zlib CRC-32). Job regions are the state of jobs
 // whose compute nodes are gone and whose regions the node keeps for
 // `dmg run --resume` (kKeepJob); they are written only on request
 // (`dmg snapshot --jobs`), and a restart keeps them for the job as if its
-// connections had just closed. Version 1 files (no jobs) still load.
+// connections had just closed, bound to the job's token as before (only
+// its holder resumes it). Versions 1 (no jobs) and 2 (no token: the first
+// job to connect under the name takes it) still load.
 // It is written as
 // DIR/snapshot-SEQ.dmgsnap.tmp.PID, fsync'd, renamed into place and the
 // folder fsync'd, so a crash (kill -9) at any moment leaves either the new
@@ -41,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/aligned_buffer.h"
+#include "transport/auth.h"
 #include "transport/wire.h"
 
 namespace dmg::memory_node {
@@ -50,6 +55,7 @@ struct JobRegion {
   std::string job;   // the job name it belongs to (kHello's job)
   std::string name;  // the region's name (e.g. "progress")
   AlignedBuffer bytes;
+  std::optional<transport::Digest> verifier;  // of the job's token
 };
 
 struct Snapshot {
@@ -64,6 +70,7 @@ struct Snapshot {
 struct JobRegionRef {
   std::string job, name;
   std::shared_ptr<const AlignedBuffer> bytes;
+  std::optional<transport::Digest> verifier;  // of the job's token
 };
 
 // Bounds a reader applies to a job region's names.

@@ -659,5 +659,104 @@ TEST(MemoryNodeAuthTest, AJobStaysWithinItsQuota) {
   EXPECT_TRUE(allocate(admin, 4u << 20).ok());
 }
 
+
+// Issue 39 item 1: a job's name is bound to its token. A holder of the job
+// key who names a running job, or one kept for --resume, with any other
+// token is refused at the handshake (100 tries each), so it cannot read,
+// write, free or adopt the job's regions; the job's own processes (same
+// token) get in, and once the job holds nothing here its name is free.
+TEST(MemoryNodeAuthTest, AJobsNameIsBoundToItsToken) {
+  const Secret secret = NewSecret();
+  SecuredNode n(secret);
+  const transport::Digest key = *secret.KeyFor(Role::kJob);
+  auto allocate = [](RawClient& c, const std::string& bytes) {
+    std::string req, reply;
+    wire::Writer w(&req);
+    w.Put(uint64_t{4096});
+    w.PutString("state");
+    EXPECT_TRUE(Request(c, wire::kAllocate, req, &reply).ok());
+    transport::RegionInfo region;
+    wire::Reader r(reply.data(), reply.size());
+    EXPECT_TRUE(wire::GetRegion(r, 0, &region));
+    EXPECT_TRUE(Request(c, wire::kBatch,
+                        OneOp(transport::OpKind::kWrite, region.id, 0,
+                              bytes.size(), bytes))
+                    .ok());
+    return region.id;
+  };
+  auto other_token = [] {
+    transport::Digest t;
+    const transport::Nonce a = transport::NewNonce(), b = transport::NewNonce();
+    std::copy(a.begin(), a.end(), t.begin());
+    std::copy(b.begin(), b.end(), t.begin() + a.size());
+    return t;
+  };
+  // A running job, and one whose process is gone with its state kept.
+  auto victim = std::make_unique<RawClient>(n.port());
+  ASSERT_TRUE(victim->Hello(Role::kJob, "victim", key).ok());
+  const uint32_t live = allocate(*victim, "LIVE");
+  uint32_t kept = 0;
+  {
+    RawClient resumable(n.port());
+    ASSERT_TRUE(resumable.Hello(Role::kJob, "resumable", key).ok());
+    std::string keep;
+    wire::Writer(&keep).Put(uint32_t{60});
+    ASSERT_TRUE(Request(resumable, wire::kKeepJob, keep).ok());
+    kept = allocate(resumable, "KEPT");
+  }
+  for (int i = 0; i < 100 && n.server().stats().kept_regions == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(n.server().stats().kept_regions, 1u);
+  int admitted = 0, served = 0;
+  for (const std::string job : {"victim", "resumable"}) {
+    for (int i = 0; i < 100; ++i) {
+      RawClient attacker(n.port());
+      absl::Status s = attacker.Hello(Role::kJob, job, key, other_token());
+      if (s.ok()) ++admitted;
+      EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+      EXPECT_NE(s.message().find("another job token"), std::string::npos)
+          << s;
+      // A refused handshake leaves the connection able to do nothing.
+      const uint32_t region = job == "victim" ? live : kept;
+      std::string free;
+      wire::Writer(&free).Put(region);
+      served += Request(attacker, wire::kBatch,
+                        OneOp(transport::OpKind::kRead, region, 0, 4))
+                    .ok();
+      served += Request(attacker, wire::kFree, free).ok();
+    }
+  }
+  EXPECT_EQ(admitted, 0);
+  EXPECT_EQ(served, 0);
+  EXPECT_GE(n.server().stats().token_refusals, 200u);
+  EXPECT_EQ(n.server().stats().kept_regions, 1u);  // nobody adopted it
+  // The jobs' own processes get in and find their bytes as they left them.
+  std::string reply;
+  auto victim2 = std::make_unique<RawClient>(n.port());
+  ASSERT_TRUE(victim2->Hello(Role::kJob, "victim", key).ok());
+  ASSERT_TRUE(Request(*victim2, wire::kBatch,
+                      OneOp(transport::OpKind::kRead, live, 0, 4), &reply)
+                  .ok());
+  EXPECT_EQ(reply, "LIVE");
+  RawClient resumed(n.port());
+  ASSERT_TRUE(resumed.Hello(Role::kJob, "resumable", key).ok());
+  ASSERT_TRUE(Request(resumed, wire::kBatch,
+                      OneOp(transport::OpKind::kRead, kept, 0, 4), &reply)
+                  .ok());
+  EXPECT_EQ(reply, "KEPT");
+  // Once the victim's connections are gone and it kept nothing, its name is
+  // free for the next job (whatever its token).
+  victim.reset();
+  victim2.reset();
+  bool freed = false;
+  for (int i = 0; i < 200 && !freed; ++i) {
+    RawClient next(n.port());
+    freed = next.Hello(Role::kJob, "victim", key, other_token()).ok();
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(freed);
+}
+
 }  // namespace
 }  // namespace dmg

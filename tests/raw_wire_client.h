@@ -39,7 +39,8 @@ class RawClient {
   bool connected() const { return connected_; }
   // Writes raw bytes; false when the connection is gone.
   bool Write(const std::string& bytes) {
-    return write(fd_, bytes.data(), bytes.size()) ==
+    // (No SIGPIPE when the server has closed it: that is an answer.)
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
            static_cast<ssize_t>(bytes.size());
   }
   static std::string Frame(uint16_t type, const std::string& payload,
@@ -84,10 +85,17 @@ class RawClient {
     w.Put(nonce);
     return p;
   }
+  // The token a job's raw clients carry by default: one per job name, so
+  // two clients of one job agree (tests of other tokens pass their own).
+  static transport::Digest TestToken(const std::string& job) {
+    return transport::TokenVerifier(transport::Digest{}, "test " + job);
+  }
   // The hello, and the proof when the server asks for one and `key` is
-  // given. Returns the status of the last reply (OK: accepted).
+  // given (with the job's token, sealed, for role job). Returns the status
+  // of the last reply (OK: accepted).
   absl::Status Hello(transport::Role role, const std::string& job,
-                     std::optional<transport::Digest> key = std::nullopt) {
+                     std::optional<transport::Digest> key = std::nullopt,
+                     std::optional<transport::Digest> token = std::nullopt) {
     const transport::Nonce nonce = transport::NewNonce();
     Send(transport::wire::kHello, HelloPayload(role, job, nonce));
     transport::wire::FrameHeader h;
@@ -103,8 +111,12 @@ class RawClient {
     }
     if (!auth_required || !key) return absl::OkStatus();
     std::string auth;
-    transport::wire::Writer(&auth).Put(
-        transport::ClientProof(*key, server_nonce_, nonce, role, job));
+    transport::wire::Writer aw(&auth);
+    aw.Put(transport::ClientProof(*key, server_nonce_, nonce, role, job));
+    if (role == transport::Role::kJob) {
+      aw.Put(transport::SealToken(*key, server_nonce_, nonce, job,
+                                  token ? *token : TestToken(job)));
+    }
     last_proof_ = auth;
     Send(transport::wire::kAuth, auth);
     if (!Receive(&h, &reply)) return absl::UnavailableError("closed");
@@ -134,7 +146,9 @@ class RawClient {
 inline absl::Status Request(RawClient& c, uint16_t type,
                             const std::string& payload,
                             std::string* reply = nullptr) {
-  c.Send(type, payload);
+  if (!c.Write(RawClient::Frame(type, payload))) {
+    return absl::UnavailableError("closed");
+  }
   transport::wire::FrameHeader h;
   std::string body;
   if (!c.Receive(&h, &body)) return absl::UnavailableError("closed");

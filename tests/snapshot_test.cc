@@ -177,10 +177,14 @@ TEST(SnapshotDirTest, JobRegionsRoundTripAndADamagedOneIsCaught) {
   testing::TempDir tmp;
   const std::string dir = tmp.file("snap");
   AlignedBuffer store = Bytes(1 << 20, 3);
+  // A job's token verifier goes with each of its regions (none: a job of
+  // an open node).
+  transport::Digest verifier;
+  for (size_t i = 0; i < verifier.size(); ++i) verifier[i] = uint8_t(i * 7);
   const std::vector<memory_node::JobRegionRef> jobs = {
-      {"pr", "progress", Shared(Bytes(4096, 4))},
-      {"pr", "state.rank.0", Shared(Bytes((2 << 20) + 5, 5))},
-      {"bfs-7", "progress.frontier.0.1", Shared(Bytes(1, 6))}};
+      {"pr", "progress", Shared(Bytes(4096, 4)), verifier},
+      {"pr", "state.rank.0", Shared(Bytes((2 << 20) + 5, 5)), verifier},
+      {"bfs-7", "progress.frontier.0.1", Shared(Bytes(1, 6)), std::nullopt}};
   auto d = SnapshotDir::Open(dir);
   ASSERT_TRUE(d.ok());
   ASSERT_TRUE((*d)->Write(1, 9, store.span(), jobs, nullptr).ok());
@@ -192,6 +196,7 @@ TEST(SnapshotDirTest, JobRegionsRoundTripAndADamagedOneIsCaught) {
     EXPECT_EQ(s->jobs[i].job, jobs[i].job);
     EXPECT_EQ(s->jobs[i].name, jobs[i].name);
     EXPECT_TRUE(Same(s->jobs[i].bytes, *jobs[i].bytes)) << i;
+    EXPECT_EQ(s->jobs[i].verifier, jobs[i].verifier) << i;
   }
   // A flipped byte in the last region's bytes, a cut file, a forged count:
   // each is named and nothing loads.
@@ -315,14 +320,14 @@ TEST(SnapshotterTest, JobStateOnRequestIsTakenAgainWhenAJobComesBack) {
     memory_node::JobState state;
     ++collected;
     if (collected == 2) {  // the job resumes while this one is written
-      state.regions = {{"pr", "progress", Shared(Bytes(4096, 1))}};
+      state.regions = {{"pr", "progress", Shared(Bytes(4096, 1)), {}}};
       state.jobs = 1;
       state.still_idle = [] { return false; };
     } else if (collected == 3) {  // now it runs
       state.running = 1;
     } else {
-      state.regions = {{"pr", "progress", Shared(Bytes(4096, 1))},
-                       {"pr", "state.rank.1", Shared(Bytes(80000, 2))}};
+      state.regions = {{"pr", "progress", Shared(Bytes(4096, 1)), {}},
+                       {"pr", "state.rank.1", Shared(Bytes(80000, 2)), {}}};
       state.jobs = 1;
     }
     return state;

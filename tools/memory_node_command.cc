@@ -186,7 +186,7 @@ absl::Status RestoreSnapshot(memory_node::SnapshotDir& dir,
   LOG(INFO) << "serving the store of snapshot " << snap->seq << " in "
             << FLAGS_snapshot_dir << " (node " << served.node_id << ", "
             << bytes << " bytes)";
-  std::map<std::string, std::vector<uint32_t>> by_job;
+  std::map<std::string, transport::JobRegions> by_job;
   for (memory_node::JobRegion& region : snap->jobs) {
     absl::StatusOr<transport::RegionInfo> info =
         node.AddRegion(std::move(region.bytes), region.name);
@@ -197,10 +197,13 @@ absl::Status RestoreSnapshot(memory_node::SnapshotDir& dir,
           region.name, region.job, FLAGS_snapshot_dir,
           info.status().message()));
     }
-    by_job[region.job].push_back(info->id);
+    transport::JobRegions& job = by_job[region.job];
+    job.job = region.job;
+    job.regions.push_back(info->id);
+    if (region.verifier) job.verifier = region.verifier;
   }
-  for (auto& [job, regions] : by_job) {
-    served.restored_jobs.push_back({job, std::move(regions)});
+  for (auto& [name, job] : by_job) {
+    served.restored_jobs.push_back(std::move(job));
   }
   return absl::OkStatus();
 }
@@ -248,7 +251,7 @@ std::unique_ptr<memory_node::Snapshotter> MakeSnapshotter(
             std::shared_ptr<const AlignedBuffer> bytes =
                 node.RegionBytes(id, &name);
             if (bytes != nullptr) {
-              state.regions.push_back({job.job, name, bytes});
+              state.regions.push_back({job.job, name, bytes, job.verifier});
             }
           }
         }

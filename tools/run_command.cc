@@ -184,7 +184,8 @@ std::vector<FlagGroup> RunFlagGroups() {
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
         "cost_constants", "steal", "stage1_alpha"}},
       {"resume after a failure",
-       {"resume", "keep_state_s", "checkpoint_interval", "max_retries"}},
+       {"resume", "keep_state_s", "checkpoint_interval", "max_retries",
+        "job_token_file"}},
   };
   for (const std::string& n : RdmaFlagNames()) groups[3].flags.push_back(n);
   return groups;

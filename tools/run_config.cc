@@ -15,6 +15,7 @@
 #include "coordinator/update_coordinator.h"
 #include "store/image_file.h"
 #include "tools/graph_flags.h"
+#include "tools/job_token.h"
 
 DEFINE_string(algo, "", "the algorithm (dmg help lists them)");
 DEFINE_string(source, "random",
@@ -310,6 +311,7 @@ absl::StatusOr<JobPlace> ResolveJob() {
     char host[256] = "host";
     gethostname(host, sizeof(host) - 1);
     p.job = absl::StrCat("dmg-", host, "-", getpid());
+    p.named = false;
   }
   return p;
 }
@@ -369,6 +371,9 @@ absl::Status JobFlags(RunConfig& c) {
         "--max_retries with --compute_node_id: a node cannot go on alone "
         "when another dies; let `dmg run --compute_nodes=N` start the nodes "
         "(it starts them all again), or run every node again with --resume");
+  }
+  if (c.remote) {
+    DMG_RETURN_IF_ERROR(ResolveJobToken(place.job, place.named, FLAGS_resume));
   }
   compute::EngineOptions& e = c.engine;
   if (!ParseCheckpointInterval(FLAGS_checkpoint_interval, e)) {

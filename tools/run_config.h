@@ -39,6 +39,7 @@ struct JobPlace {
   int nodes = 1;
   int id = -1;  // -1: start the nodes here
   std::string job;
+  bool named = true;  // false: a name made up for this process
 };
 
 struct RunConfig {

@@ -1,5 +1,7 @@
 #include "tools/status_command.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -35,8 +37,14 @@ MemoryNodeStatus AskMemoryNode(const transport::HostPort& node,
     return st;
   }
   const bool admin = !*secret || (*secret)->admin();
+  // A job-key status is a job of its own: a name no one else uses, since a
+  // job's name is bound to one job token on the node while it is there.
+  char host[256] = "host";
+  gethostname(host, sizeof(host) - 1);
   absl::StatusOr<transport::TcpOptions> options = ClientOptions(
-      admin ? transport::Role::kAdmin : transport::Role::kJob, "dmg-status");
+      admin ? transport::Role::kAdmin : transport::Role::kJob,
+      admin ? std::string("dmg-status")
+            : absl::StrFormat("dmg-status-%s-%d", host, getpid()));
   if (!options.ok()) {
     st.line =
         absl::StrFormat("memory node %s (position %d): %s", node.ToString(),

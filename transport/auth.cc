@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
@@ -84,11 +86,17 @@ absl::StatusOr<Digest> Secret::KeyFor(Role role) const {
   return admin_ ? Hmac(bytes_, kJobKeyLabel) : bytes_;
 }
 
-absl::StatusOr<Secret> Secret::ReadFile(const std::string& path) {
+namespace {
+
+// The whitespace-separated fields of a key file (`what`: "secret file",
+// "job token file"). Refuses one that others may read (as ssh does with
+// keys), or that is not a regular file.
+absl::StatusOr<std::vector<std::string>> ReadKeyFields(const std::string& path,
+                                                       const char* what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(
-        absl::StrFormat("secret file %s: %s", path, std::strerror(errno)));
+        absl::StrFormat("%s %s: %s", what, path, std::strerror(errno)));
   }
   struct stat st;
   std::string text(256, '\0');
@@ -100,51 +108,60 @@ absl::StatusOr<Secret> Secret::ReadFile(const std::string& path) {
   ::close(fd);
   if (!statted || !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("secret file %s: not a regular file", path));
+        absl::StrFormat("%s %s: not a regular file", what, path));
   }
   if ((st.st_mode & 077) != 0) {
     return absl::PermissionDeniedError(absl::StrFormat(
-        "secret file %s: readable by others (mode %04o); chmod 600 %s", path,
+        "%s %s: readable by others (mode %04o); chmod 600 %s", what, path,
         st.st_mode & 07777, path));
   }
   if (n < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "secret file %s: cannot read: %s", path, std::strerror(errno)));
+        "%s %s: cannot read: %s", what, path, std::strerror(errno)));
   }
   text.resize(n);
-  const std::vector<std::string> fields = absl::StrSplit(
+  std::vector<std::string> fields = absl::StrSplit(
       absl::StripAsciiWhitespace(text), ' ', absl::SkipWhitespace());
-  std::string bytes;
-  if (fields.size() != 3 || fields[0] != kFileTag ||
-      (fields[1] != "admin" && fields[1] != "job") ||
-      fields[2].size() != 2 * sizeof(Digest) ||
-      !absl::c_all_of(fields[2], absl::ascii_isxdigit)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "secret file %s, line 1: not a dmg secret (expected '%s admin|job "
-        "<64 hex digits>'; `dmg secret --output=FILE` writes one)",
-        path, kFileTag));
-  }
-  bytes = absl::HexStringToBytes(fields[2]);
-  Digest key;
-  std::memcpy(key.data(), bytes.data(), key.size());
-  OPENSSL_cleanse(bytes.data(), bytes.size());
   OPENSSL_cleanse(text.data(), text.size());
-  return Secret(key, fields[1] == "admin");
+  return fields;
 }
 
-absl::Status Secret::WriteFile(const std::string& path) const {
+// 64 hex digits into a key (false: not that).
+bool KeyFromHex(std::string_view hex, Digest* key) {
+  if (hex.size() != 2 * sizeof(Digest) ||
+      !absl::c_all_of(hex, absl::ascii_isxdigit)) {
+    return false;
+  }
+  std::string bytes =
+      absl::HexStringToBytes(absl::string_view(hex.data(), hex.size()));
+  std::memcpy(key->data(), bytes.data(), key->size());
+  OPENSSL_cleanse(bytes.data(), bytes.size());
+  return true;
+}
+
+std::string KeyHex(const Digest& key) {
+  return absl::BytesToHexString(absl::string_view(
+      reinterpret_cast<const char*>(key.data()), key.size()));
+}
+
+// Writes `text` to a new private file (O_EXCL: never over another) and
+// wipes it; the error is AlreadyExists when the path is taken.
+absl::Status WriteKeyText(const std::string& path, std::string text,
+                          const char* what) {
   const int fd =
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "cannot create %s: %s%s", path, std::strerror(errno),
-        errno == EEXIST ? " (a secret is never overwritten: remove it first)"
-                        : ""));
+    const int saved = errno;
+    OPENSSL_cleanse(text.data(), text.size());
+    const std::string message = absl::StrFormat(
+        "cannot create %s: %s%s", path, std::strerror(saved),
+        saved == EEXIST ? absl::StrFormat(" (a %s is never overwritten: "
+                                          "remove it first)",
+                                          what)
+                        : "");
+    return saved == EEXIST ? absl::AlreadyExistsError(message)
+                           : absl::FailedPreconditionError(message);
   }
-  std::string text = absl::StrFormat(
-      "%s %s %s\n", kFileTag, admin_ ? "admin" : "job",
-      absl::BytesToHexString(absl::string_view(
-          reinterpret_cast<const char*>(bytes_.data()), bytes_.size())));
   const bool written = ::write(fd, text.data(), text.size()) ==
                            static_cast<ssize_t>(text.size()) &&
                        ::fsync(fd) == 0;
@@ -157,6 +174,94 @@ absl::Status Secret::WriteFile(const std::string& path) const {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::StatusOr<Secret> Secret::ReadFile(const std::string& path) {
+  absl::StatusOr<std::vector<std::string>> fields =
+      ReadKeyFields(path, "secret file");
+  if (!fields.ok()) return fields.status();
+  const std::vector<std::string>& f = *fields;
+  Digest key;
+  if (f.size() != 3 || f[0] != kFileTag || (f[1] != "admin" && f[1] != "job") ||
+      !KeyFromHex(f[2], &key)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "secret file %s, line 1: not a dmg secret (expected '%s admin|job "
+        "<64 hex digits>'; `dmg secret --output=FILE` writes one)",
+        path, kFileTag));
+  }
+  return Secret(key, f[1] == "admin");
+}
+
+absl::Status Secret::WriteFile(const std::string& path) const {
+  absl::Status s = WriteKeyText(
+      path,
+      absl::StrFormat("%s %s %s\n", kFileTag, admin_ ? "admin" : "job",
+                      KeyHex(bytes_)),
+      "secret");
+  if (absl::IsAlreadyExists(s)) return absl::FailedPreconditionError(s.message());
+  return s;
+}
+
+JobToken::~JobToken() { OPENSSL_cleanse(bytes_.data(), bytes_.size()); }
+
+absl::StatusOr<JobToken> JobToken::Generate() {
+  Digest bytes;
+  if (RAND_bytes(bytes.data(), bytes.size()) != 1) {
+    return absl::InternalError("the system's random source failed");
+  }
+  return JobToken(bytes);
+}
+
+absl::StatusOr<JobToken> JobToken::FromHex(std::string_view hex) {
+  Digest bytes;
+  const absl::string_view text =
+      absl::StripAsciiWhitespace(absl::string_view(hex.data(), hex.size()));
+  if (!KeyFromHex(std::string_view(text.data(), text.size()), &bytes)) {
+    return absl::InvalidArgumentError(
+        "a job token is 64 hex digits (as dmg run hands it to the job's "
+        "other processes)");
+  }
+  return JobToken(bytes);
+}
+
+absl::StatusOr<JobToken> JobToken::ForThisProcess() {
+  static const absl::StatusOr<JobToken>* const token = [] {
+    const char* env = std::getenv(kEnvVar);
+    if (env == nullptr || *env == '\0') {
+      return new absl::StatusOr<JobToken>(Generate());
+    }
+    absl::StatusOr<JobToken> t = FromHex(env);
+    if (!t.ok()) {
+      return new absl::StatusOr<JobToken>(absl::InvalidArgumentError(
+          absl::StrCat("$", kEnvVar, ": ", t.status().message())));
+    }
+    return new absl::StatusOr<JobToken>(std::move(t));
+  }();
+  return *token;
+}
+
+absl::StatusOr<JobToken> JobToken::ReadFile(const std::string& path) {
+  absl::StatusOr<std::vector<std::string>> fields =
+      ReadKeyFields(path, "job token file");
+  if (!fields.ok()) return fields.status();
+  Digest bytes;
+  if (fields->size() != 2 || (*fields)[0] != kFileTag ||
+      !KeyFromHex((*fields)[1], &bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "job token file %s, line 1: not a dmg job token (expected '%s <64 "
+        "hex digits>', as dmg run writes it)",
+        path, kFileTag));
+  }
+  return JobToken(bytes);
+}
+
+absl::Status JobToken::WriteFile(const std::string& path) const {
+  return WriteKeyText(path, absl::StrFormat("%s %s\n", kFileTag, Hex()),
+                      "job token");
+}
+
+std::string JobToken::Hex() const { return KeyHex(bytes_); }
 
 Nonce NewNonce() {
   Nonce n;
@@ -172,6 +277,20 @@ Digest ClientProof(const Digest& key, const Nonce& server, const Nonce& client,
 Digest ServerProof(const Digest& key, const Nonce& server, const Nonce& client,
                    Role role, std::string_view job) {
   return Hmac(key, ProofMessage("dmg-server", client, server, role, job));
+}
+
+Digest SealToken(const Digest& key, const Nonce& server, const Nonce& client,
+                 std::string_view job, const Digest& token) {
+  Digest pad = Hmac(key, ProofMessage("dmg-token", server, client, Role::kJob,
+                                      job));
+  for (size_t i = 0; i < pad.size(); ++i) pad[i] ^= token[i];
+  return pad;
+}
+
+Digest TokenVerifier(const Digest& token, std::string_view job) {
+  std::string message = "dmg job verifier";
+  message.append(job);
+  return Hmac(token, message);
 }
 
 bool SameDigest(const Digest& a, const Digest& b) {

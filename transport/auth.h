@@ -21,6 +21,20 @@
 // HMAC(secret, "dmg job key") and can be handed to compute nodes alone
 // (`dmg secret --job_only`), so a compute node that is broken into cannot
 // load a store or stop a memory node. An admin secret can act as either.
+//
+// Every job shares K_job, so a job's name alone would not keep other
+// holders of it out of the job's regions. A job connection also carries
+// the job's token (JobToken, 32 random bytes only the job's processes
+// hold), sealed under a pad only this exchange can compute:
+//
+//   client -> auth {proof, token XOR HMAC(K_job, "dmg-token" | server
+//                                          nonce | client nonce | role | job)}
+//
+// The memory node binds the job's name to HMAC(token, "dmg job verifier" |
+// job) at the name's first connection and holds it while the job has
+// connections or kept regions there; a connection under that name with
+// another token is refused, so its regions, and the ones kept for
+// --resume, are reachable only with the token.
 #ifndef DMG_TRANSPORT_AUTH_H_
 #define DMG_TRANSPORT_AUTH_H_
 
@@ -78,6 +92,43 @@ class Secret {
   Digest bytes_;
   bool admin_;
 };
+
+// A job's credential (above). Never printed: no formatter; Hex() exists
+// only to hand it to the job's own processes (an environment variable).
+class JobToken {
+ public:
+  static constexpr std::string_view kFileTag = "dmg-job-token-1";
+  // The environment variable a job's processes share it through.
+  static constexpr char kEnvVar[] = "DMG_JOB_TOKEN";
+
+  static absl::StatusOr<JobToken> Generate();
+  // 64 hex digits, as Hex() writes them.
+  static absl::StatusOr<JobToken> FromHex(std::string_view hex);
+  // This process's token: $DMG_JOB_TOKEN when set (the dmg run or the
+  // launcher that started it), else one generated once per process.
+  static absl::StatusOr<JobToken> ForThisProcess();
+  // A file WriteFile wrote: private (mode 0600) and regular, as a secret.
+  static absl::StatusOr<JobToken> ReadFile(const std::string& path);
+  // A new file, mode 0600; AlreadyExists when the path is taken.
+  absl::Status WriteFile(const std::string& path) const;
+
+  JobToken(const JobToken&) = default;
+  JobToken& operator=(const JobToken&) = default;
+  ~JobToken();
+
+  std::string Hex() const;
+  const Digest& bytes() const { return bytes_; }
+
+ private:
+  explicit JobToken(const Digest& bytes) : bytes_(bytes) {}
+  Digest bytes_;
+};
+
+// The token as a job connection sends it, and back (the same operation).
+Digest SealToken(const Digest& key, const Nonce& server, const Nonce& client,
+                 std::string_view job, const Digest& token);
+// What the memory node keeps of a job's token: it proves nothing if read.
+Digest TokenVerifier(const Digest& token, std::string_view job);
 
 // Fresh random bytes for a challenge.
 Nonce NewNonce();

@@ -216,6 +216,7 @@ struct TcpServer::Impl {
     Role role = Role::kJob;
     std::string job;
     Nonce client_nonce{}, server_nonce{};
+    std::optional<Digest> verifier;  // of its job token (role job, secret)
     std::vector<uint32_t> owned;  // regions it allocated, freed at close
     // A job's connections pin the store generation the job started on.
     bool pinned = false;
@@ -260,6 +261,11 @@ struct TcpServer::Impl {
     Clock::time_point deadline = Clock::time_point::max();
   };
   std::map<std::string, Kept> kept;  // guarded by owners_mu
+  // The verifier of the token each job's name is bound to (auth.h), held
+  // while the job has connections (pins) or kept regions here. Lock order:
+  // pins_mu, then owners_mu.
+  std::map<std::string, Digest> verifiers;  // guarded by owners_mu
+  std::atomic<uint64_t> token_refusals{0};
   std::atomic<uint64_t> kept_regions{0};
   std::atomic<uint64_t> adoptions{0};  // connections that took kept regions
 
@@ -366,12 +372,38 @@ struct TcpServer::Impl {
     if (c.in_handshake.exchange(false)) --handshakes;
   }
 
-  void Authenticated(Conn& c) {
-    c.authenticated = true;
-    LeaveHandshake(c);
-    if (c.role != Role::kJob) return;
+  // A job connection with a token binds the job's name to it when the job
+  // holds nothing here, and must match it otherwise (PermissionDenied).
+  absl::Status Authenticated(Conn& c) {
+    if (c.role != Role::kJob) {
+      c.authenticated = true;
+      LeaveHandshake(c);
+      return absl::OkStatus();
+    }
     {
       std::lock_guard lock(pins_mu);
+      if (c.verifier) {
+        std::unique_lock owners_lock(owners_mu);
+        auto it = verifiers.find(c.job);
+        const bool held = pins.contains(c.job) || kept.contains(c.job);
+        if (it != verifiers.end() && held &&
+            !SameDigest(it->second, *c.verifier)) {
+          ++token_refusals;
+          DMG_LOG_LIMITED(denied_log)
+              << "refused " << c.peer << ": job '" << c.job
+              << "' is bound to another job token here";
+          return absl::PermissionDeniedError(absl::StrFormat(
+              "memory node %d: job '%s' is running here (or kept for "
+              "--resume) under another job token: a job's processes share "
+              "one token (dmg run hands it to the ones it starts; "
+              "$DMG_JOB_TOKEN or --job_token_file for others), and another "
+              "job's name cannot be taken over",
+              node_id.load(), c.job));
+        }
+        verifiers[c.job] = *c.verifier;
+      }
+      c.authenticated = true;
+      LeaveHandshake(c);
       Pin& pin = pins[c.job];
       c.seq = next_seq++;
       pin.open.insert(c.seq);
@@ -380,6 +412,18 @@ struct TcpServer::Impl {
       c.generation = pin.generation;
     }
     Adopt(c);
+    return absl::OkStatus();
+  }
+
+  // Forgets the token of jobs that hold nothing here any more (their name
+  // is free again). Takes pins_mu: call with neither lock held.
+  void ForgetIdleTokens(const std::vector<std::string>& jobs) {
+    if (jobs.empty()) return;
+    std::lock_guard lock(pins_mu);
+    std::unique_lock owners_lock(owners_mu);
+    for (const std::string& job : jobs) {
+      if (!pins.contains(job) && !kept.contains(job)) verifiers.erase(job);
+    }
   }
 
   // ------------------------------------------------------------- kept jobs
@@ -463,6 +507,7 @@ struct TcpServer::Impl {
         std::chrono::seconds(std::max(0, options.limits.max_keep_s));
     for (const JobRegions& job : options.restored_jobs) {
       Kept& k = kept[job.job];
+      if (job.verifier) verifiers[job.job] = *job.verifier;
       k.keep = keep;
       k.deadline = Clock::now() + keep;
       for (uint32_t region : job.regions) {
@@ -492,7 +537,11 @@ struct TcpServer::Impl {
     out.running = static_cast<uint32_t>(running.size());
     for (const auto& [job, k] : kept) {
       if (k.orphans.empty() || open.contains(job)) continue;
-      out.jobs.push_back({job, k.orphans});
+      std::optional<Digest> verifier;
+      if (auto v = verifiers.find(job); v != verifiers.end()) {
+        verifier = v->second;
+      }
+      out.jobs.push_back({job, k.orphans, verifier});
     }
     return out;
   }
@@ -538,6 +587,7 @@ struct TcpServer::Impl {
       co_await reaper.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
       std::vector<uint32_t> to_free;
+      std::vector<std::string> gone;  // jobs no longer kept
       {
         std::unique_lock lock(owners_mu);
         const auto now = Clock::now();
@@ -554,10 +604,12 @@ struct TcpServer::Impl {
             to_free.push_back(region);
           }
           kept_regions -= it->second.orphans.size();
+          gone.push_back(it->first);
           it = kept.erase(it);
         }
       }
       FreeRegions(to_free);
+      ForgetIdleTokens(gone);
     }
   }
   void Unpin(Conn& c) {
@@ -565,7 +617,11 @@ struct TcpServer::Impl {
     std::lock_guard lock(pins_mu);
     auto it = pins.find(c.job);
     if (it != pins.end()) it->second.open.erase(c.seq);
-    if (it != pins.end() && --it->second.connections == 0) pins.erase(it);
+    if (it != pins.end() && --it->second.connections == 0) {
+      pins.erase(it);
+      std::unique_lock owners_lock(owners_mu);
+      if (!kept.contains(c.job)) verifiers.erase(c.job);
+    }
     c.pinned = false;
   }
 
@@ -787,8 +843,8 @@ struct TcpServer::Impl {
     if (auth_required) {
       c.server_nonce = NewNonce();
       c.waiting_for = "proof of the secret";
-    } else {
-      Authenticated(c);
+    } else if (absl::Status s = Authenticated(c); !s.ok()) {
+      return s;
     }
     std::string out;
     wire::Writer w(&out);
@@ -800,10 +856,14 @@ struct TcpServer::Impl {
   }
 
   absl::StatusOr<std::string> HandleAuth(Conn& c, wire::Reader& r) {
-    Digest proof;
+    Digest proof, sealed;
     if (!c.hello || c.authenticated || !options.secret || !r.Get(&proof)) {
       return absl::FailedPreconditionError(
           "an authentication request out of place");
+    }
+    if (c.role == Role::kJob && !r.Get(&sealed)) {
+      return absl::InvalidArgumentError(
+          "a job's authentication carries its sealed job token");
     }
     absl::StatusOr<Digest> key = options.secret->KeyFor(c.role);
     if (!key.ok() ||
@@ -817,7 +877,13 @@ struct TcpServer::Impl {
           "authentication failed: wrong secret (or a job key asking for the "
           "admin role)");
     }
-    Authenticated(c);
+    if (c.role == Role::kJob) {
+      Digest token =
+          SealToken(*key, c.server_nonce, c.client_nonce, c.job, sealed);
+      c.verifier = TokenVerifier(token, c.job);
+      token.fill(0);
+    }
+    if (absl::Status s = Authenticated(c); !s.ok()) return s;
     VLOG(1) << c.peer << " authenticated as " << RoleName(c.role) << " of job '"
             << c.job << "'";
     std::string out;
@@ -1530,6 +1596,7 @@ TcpServerStats TcpServer::stats() const {
   s.reused_buffers = impl_->shelf.reused();
   s.evicted_handshakes = impl_->evicted.load();
   s.admin_only_refusals = impl_->admin_only_refusals.load();
+  s.token_refusals = impl_->token_refusals.load();
   s.shelved_bytes = impl_->shelf.kept_bytes();
   s.refused_connections = impl_->refused.load();
   s.auth_failures = impl_->auth_failures.load();

@@ -80,12 +80,18 @@ struct TcpServerStats {
   uint64_t shelved_bytes = 0;
   uint64_t evicted_handshakes = 0;   // closed to make room (max_handshakes)
   uint64_t admin_only_refusals = 0;  // job hellos in the admin's slots
+  // Job connections whose token was not the one the job's name is bound
+  // to here (someone else's job, or a process given another token).
+  uint64_t token_refusals = 0;
 };
 
 // A job's regions on this node, by id.
 struct JobRegions {
   std::string job;
   std::vector<uint32_t> regions;
+  // TokenVerifier of the job's token (transport/auth.h); none: an open
+  // node's job, or one from a snapshot written before tokens.
+  std::optional<Digest> verifier;
 };
 
 // The jobs whose regions the node keeps with no connection of theirs open

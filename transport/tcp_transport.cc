@@ -303,8 +303,18 @@ absl::StatusOr<uint32_t> TcpConnection::Handshake(const Credentials& cred) {
         node_.ToString()));
   }
   std::string auth;
-  wire::Writer(&auth).Put(
-      ClientProof(*key, server_nonce, client_nonce, cred.role, cred.job));
+  wire::Writer aw(&auth);
+  aw.Put(ClientProof(*key, server_nonce, client_nonce, cred.role, cred.job));
+  if (cred.role == Role::kJob) {
+    absl::StatusOr<JobToken> token =
+        cred.token ? *cred.token : JobToken::ForThisProcess();
+    if (!token.ok()) {
+      impl_->broken = true;
+      return token.status();
+    }
+    aw.Put(SealToken(*key, server_nonce, client_nonce, cred.job,
+                     token->bytes()));
+  }
   absl::StatusOr<std::string> proof = Call(wire::kAuth, auth);
   if (!proof.ok()) {
     impl_->broken = true;

@@ -49,6 +49,9 @@ struct Credentials {
   // The cluster secret or a job key; none: the memory nodes must be open
   // (a client with a secret refuses a node that asks for none).
   std::optional<Secret> secret;
+  // The job's token (role job, with a secret); none: this process's
+  // (JobToken::ForThisProcess), so the connections of one process agree.
+  std::optional<JobToken> token;
 };
 
 // Memory nodes a client found frozen (no reply within its timeout), shared

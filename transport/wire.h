@@ -29,7 +29,8 @@ namespace dmg::transport::wire {
 
 inline constexpr uint32_t kMagic = 0x57474d44;  // "DMGW"
 // 2: hello binds a role and a job, and kAuth proves them.
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: a job's kAuth also carries its sealed job token (transport/auth.h).
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr uint32_t kMaxPayload = 256u << 20;
 inline constexpr uint32_t kMaxControlPayload = 64u << 10;
 inline constexpr uint32_t kMaxHandshakePayload = 1024;
@@ -52,7 +53,9 @@ enum MessageType : uint16_t {
   // keeps serving.
   kCreateStore = 6,
   kShutdown = 7,  // {} -> {}  (the daemon stops after replying)
-  kAuth = 8,      // {32-byte client proof} -> {32-byte server proof}
+  // {32-byte client proof[, 32-byte sealed job token: role job]} ->
+  // {32-byte server proof}
+  kAuth = 8,
   // {} -> {kRdmaTicketBytes}: admits one RDMA QP (rdma_cm private data)
   kRdmaTicket = 9,
   // {u8 flags (kCommitForce, kCommitCheckOnly)} -> {u64 generation}: the
