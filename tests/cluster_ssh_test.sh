@@ -50,9 +50,13 @@ done
 exec cp -r "${files[@]:0:${#files[@]}-1}" "${files[-1]#*:}"
 SH
 chmod +x "$work/fakebin/ssh" "$work/fakebin/scp"
+# With a cluster secret: the compute node over ssh proves the job's token,
+# which must reach it on the session's stdin (never a command line).
+"$DMG_BIN" secret --output="$work/lo.secret" >/dev/null
 cat > "$work/lo.toml" <<TOML
 name = "t-ssh-lo"
 backend = "ssh"
+secret_file = "$work/lo.secret"
 [ssh]
 prefix = "$work/lo-prefix"
 remote_state = "$work/lo-remote-state"
@@ -82,6 +86,9 @@ grep -q "^ssh .*127.0.0.1 -- sh -c .* $work/lo-prefix/bin/dmg run .*--compute_no
   "$work/fakebin/log" || { echo "FAIL: compute node 1 at 127.0.0.1 ran without ssh"; exit 1; }
 if grep "compute_node_id=0" "$work/fakebin/log"; then
   echo "FAIL: compute node 0 (no host) went over ssh"; exit 1
+fi
+if grep -q "DMG_JOB_TOKEN=" "$work/fakebin/log"; then
+  echo "FAIL: the job's token was on an ssh command line"; exit 1
 fi
 PATH=$work/fakebin:$PATH "${L[@]}" down
 [ -e "$work/lo-remote-state" ] && { echo "FAIL: down left $work/lo-remote-state"; exit 1; }

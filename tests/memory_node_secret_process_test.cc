@@ -332,6 +332,95 @@ TEST(SecretProcessTest, IdleAndHalfOpenConnectionsKeepNoOneOut) {
   EXPECT_EQ(node.Wait(), 0);
 }
 
+// Issue 39 item 1 as a user meets it: a PageRank stopped mid-job keeps its
+// state on the memory node for --resume, bound to the job's token (which
+// dmg run wrote to $HOME/.dmg/jobs/victim.token). Another holder of the job
+// key cannot adopt it, by hand (100 raw handshakes under the job's name)
+// or with dmg run --resume under another token; the job's own --resume
+// then ends with the output of an uninterrupted run.
+TEST(SecretProcessTest, AJobsKeptStateIsResumedOnlyWithItsToken) {
+  TempDir dir;
+  const std::string secret = dir.file("s"), job_key = dir.file("j");
+  ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
+  ASSERT_EQ(RunDmg("secret --job_only --secret_file=" + secret +
+                   " --output=" + job_key)
+                .exit_code,
+            0);
+  Daemon node("--transport=tcp --secret_file=" + secret, dir.file("node.log"));
+  ASSERT_EQ(RunDmg("load --graph=kron:14 --secret_file=" + secret +
+                   " --memory_nodes=" + node.address())
+                .exit_code,
+            0);
+  ASSERT_EQ(RunCommand("mkdir -p " + dir.file("home") + " " +
+                       dir.file("intruder"))
+                .exit_code,
+            0);
+  const std::string env = "DMG_SECRET_FILE=" + job_key + " ";
+  const std::string run =
+      std::string(DMG_BINARY) +
+      " run --algo=pagerank --graph=kron:14 --max_iters=12 --threads=2 "
+      "--progress=false --checkpoint_interval=1 --memory_nodes=" +
+      node.address();
+  const std::string home = "HOME=" + dir.file("home") + " ";
+  testing::CommandResult ref =
+      RunCommand(env + home + run + " --job=ref --output=" + dir.file("ref"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  testing::CommandResult killed =
+      RunCommand(env + home + "DMG_TEST_EXIT_AFTER_SUPERSTEP=3 " + run +
+                 " --job=victim --keep_state_s=120 --output=" +
+                 dir.file("victim"));
+  ASSERT_EQ(killed.exit_code, 9) << killed.err;
+  struct stat st;
+  ASSERT_EQ(stat(dir.file("home/.dmg/jobs/victim.token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  absl::StatusOr<transport::Secret> key = transport::Secret::ReadFile(job_key);
+  ASSERT_TRUE(key.ok());
+  int admitted = 0;
+  for (int i = 0; i < 100; ++i) {
+    RawClient intruder(PortOf(node.address()));
+    absl::StatusOr<transport::JobToken> other = transport::JobToken::Generate();
+    ASSERT_TRUE(other.ok());
+    admitted += intruder
+                    .Hello(transport::Role::kJob, "victim",
+                           *key->KeyFor(transport::Role::kJob), other->bytes())
+                    .ok();
+  }
+  EXPECT_EQ(admitted, 0);
+  // dmg run --resume by someone else: no token of the job's at all, then
+  // a token of their own.
+  const std::string intruder_home = "HOME=" + dir.file("intruder") + " ";
+  testing::CommandResult no_token = RunCommand(
+      env + intruder_home + run + " --resume --job=victim --output=" +
+      dir.file("stolen"));
+  EXPECT_EQ(no_token.exit_code, 2) << no_token.err;
+  EXPECT_NE(no_token.err.find("needs the job token it ran with"),
+            std::string::npos)
+      << no_token.err;
+  testing::CommandResult other_token = RunCommand(
+      env + intruder_home + "DMG_JOB_TOKEN=" + std::string(64, 'a') + " " +
+      run + " --resume --job=victim --output=" + dir.file("stolen"));
+  EXPECT_NE(other_token.exit_code, 0);
+  EXPECT_NE(other_token.err.find("under another job token"),
+            std::string::npos)
+      << other_token.err;
+  EXPECT_EQ(testing::ErrorLines(other_token.err).size(), 1u)
+      << other_token.err;
+  EXPECT_FALSE(std::ifstream(dir.file("stolen")).good());
+  std::printf("an intruder's --resume (exit %d): %s", other_token.exit_code,
+              other_token.err.c_str());
+
+  testing::CommandResult resumed = RunCommand(
+      env + home + run + " --resume --job=victim --output=" +
+      dir.file("victim"));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed after superstep 3"), std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(testing::Slurp(dir.file("victim")), testing::Slurp(dir.file("ref")));
+  node.Signal(SIGTERM);
+  EXPECT_EQ(node.Wait(), 0);
+}
+
 TEST(SecretProcessTest, AnOpenDaemonOnANonLoopbackAddressSaysSo) {
   testing::CommandResult r =
       RunCommand(std::string("timeout -s INT 2 ") + DMG_BINARY +

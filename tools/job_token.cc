@@ -110,9 +110,12 @@ absl::Status ResolveJobToken(const std::string& job, bool named, bool resume) {
                                              std::strerror(errno)));
       }
       LOG(WARNING) << "job '" << job << "': no private folder for its token ("
-                   << (path.empty() ? "$HOME is not set" : dir)
-                   << "): it lives in this process only, so --resume of this "
-                      "job will need --job_token_file";
+                   << (path.empty() ? std::string("$HOME is not set")
+                                    : absl::StrCat(dir, ": ",
+                                                   std::strerror(errno)))
+                   << "): it lives in this process and the ones it starts "
+                      "only, so no later --resume can prove it is this job "
+                      "(--job_token_file=PATH keeps it)";
     } else {
       absl::StatusOr<JobToken> t = ReadOrCreate(path, !resume);
       if (resume && absl::IsNotFound(t.status())) {
