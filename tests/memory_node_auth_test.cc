@@ -758,5 +758,47 @@ TEST(MemoryNodeAuthTest, AJobsNameIsBoundToItsToken) {
   EXPECT_TRUE(freed);
 }
 
+// Issue 39 item 2: a job connection silent past --job_idle_timeout_s is
+// closed (an admin's is not), while a real client keeps what it needs: its
+// control connection (which owns the job's regions) is pinged, and its
+// data connections, closed by the node while silent, are opened again.
+TEST(MemoryNodeAuthTest, SilentJobConnectionsCloseButClientsKeepTheirs) {
+  const Secret secret = NewSecret();
+  transport::TcpServerLimits limits;
+  limits.job_idle_timeout_ms = 600;
+  SecuredNode n(secret, limits);
+  RawClient idle_job(n.port(), /*receive_timeout_s=*/4),
+      idle_admin(n.port(), /*receive_timeout_s=*/2);
+  ASSERT_TRUE(idle_job.Hello(Role::kJob, "idle", *secret.KeyFor(Role::kJob))
+                  .ok());
+  ASSERT_TRUE(
+      idle_admin.Hello(Role::kAdmin, "ops", *secret.KeyFor(Role::kAdmin)).ok());
+  auto t = transport::TcpTransport::Connect(
+      {n.address()}, Client(Role::kJob, "alive", secret));
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<transport::RegionInfo> region =
+      (*t)->AllocateRegion(0, 4096, "state");
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto e = (*t)->NewEndpoint();
+  ASSERT_TRUE(e.ok());
+  const char bytes[8] = {'k', 'e', 'p', 't', 'a', 'l', 'i', 'v'};
+  (*e)->Write(0, region->id, 0, bytes, 8);
+  ASSERT_TRUE((*e)->Flush().ok());
+
+  EXPECT_TRUE(idle_job.Closed());     // within the 4 s it waits
+  EXPECT_FALSE(idle_admin.Closed());  // 2 s, and still open
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  char back[8] = {};
+  (*e)->Read(0, region->id, 0, back, 8);
+  absl::Status s = (*e)->Flush();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::string(back, 8), std::string(bytes, 8));
+  absl::StatusOr<std::vector<transport::RegionInfo>> listed =
+      (*t)->ListRegions(0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 2u);  // the store and the job's region
+  EXPECT_GE(n.server().stats().timeouts, 1u);
+}
+
 }  // namespace
 }  // namespace dmg

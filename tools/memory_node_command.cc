@@ -62,7 +62,11 @@ DEFINE_int32(frame_timeout_ms, 30000,
              "be taken, within this");
 DEFINE_int32(idle_timeout_s, 0,
              "memory-node: close an authenticated connection silent this long "
-             "(0: never; compute nodes keep theirs for a whole job)");
+             "(0: never)");
+DEFINE_int32(job_idle_timeout_s, 300,
+             "memory-node: close a job's connection silent this long (0: "
+             "never); dmg run keeps the connections it needs alive, so this "
+             "reclaims only those no client looks after");
 DEFINE_uint64(max_buffer_mb, 1024,
               "memory-node: MiB of request and reply buffers all connections "
               "together may hold; a request over it gets a busy error");
@@ -108,7 +112,8 @@ std::vector<std::string> MemoryNodeFlagNames() {
                                     "frame_timeout_ms", "idle_timeout_s",
                                     "max_buffer_mb",    "snapshot_dir",
                                     "admin_slots",      "max_handshakes",
-                                    "max_peer_connections", "job_quota_mb"};
+                                    "max_peer_connections", "job_quota_mb",
+                                    "job_idle_timeout_s"};
   for (const std::string& n : RdmaFlagNames()) names.push_back(n);
   return names;
 }
@@ -146,13 +151,15 @@ absl::StatusOr<transport::HostPort> CheckFlags() {
   }
   if (FLAGS_max_connections < 1 || FLAGS_handshake_timeout_ms < 1 ||
       FLAGS_frame_timeout_ms < 1 || FLAGS_idle_timeout_s < 0 ||
+      FLAGS_job_idle_timeout_s < 0 || FLAGS_idle_timeout_s > 2000000 ||
+      FLAGS_job_idle_timeout_s > 2000000 ||
       FLAGS_max_buffer_mb < 1 || FLAGS_max_handshakes < 1 ||
       FLAGS_admin_slots < 0 || FLAGS_max_peer_connections < 0) {
     return absl::InvalidArgumentError(
         "--max_connections, --handshake_timeout_ms, --frame_timeout_ms, "
         "--max_handshakes and --max_buffer_mb must be positive, "
-        "--idle_timeout_s, --admin_slots and --max_peer_connections at "
-        "least 0");
+        "--idle_timeout_s, --job_idle_timeout_s (at most 2000000), "
+        "--admin_slots and --max_peer_connections at least 0");
   }
   if (FLAGS_admin_slots >= FLAGS_max_connections) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -323,6 +330,7 @@ absl::StatusOr<transport::TcpServerOptions> ServerOptions(
   o.limits.handshake_timeout_ms = FLAGS_handshake_timeout_ms;
   o.limits.frame_timeout_ms = FLAGS_frame_timeout_ms;
   o.limits.idle_timeout_ms = FLAGS_idle_timeout_s * 1000;
+  o.limits.job_idle_timeout_ms = FLAGS_job_idle_timeout_s * 1000;
   o.limits.max_buffer_bytes = FLAGS_max_buffer_mb << 20;
   return o;
 }

@@ -357,9 +357,17 @@ struct TcpServer::Impl {
   }
   // Between requests: the rest of the handshake time, or the idle bound.
   void SetWaitingDeadline(Conn& c) {
-    if (c.authenticated) {
-      SetDeadline(c, options.limits.idle_timeout_ms, "request");
+    if (c.authenticated) SetDeadline(c, IdleTimeoutMs(c.role), "request");
+  }
+  // How long a connection of `role` may stay silent (0: for ever).
+  int IdleTimeoutMs(Role role) const {
+    const TcpServerLimits& l = options.limits;
+    if (role != Role::kJob || l.job_idle_timeout_ms <= 0) {
+      return l.idle_timeout_ms;
     }
+    return l.idle_timeout_ms > 0
+               ? std::min(l.idle_timeout_ms, l.job_idle_timeout_ms)
+               : l.job_idle_timeout_ms;
   }
 
   // ------------------------------------------------------------- loads
@@ -852,6 +860,7 @@ struct TcpServer::Impl {
     w.Put(node_id.load());
     w.Put(static_cast<uint8_t>(auth_required));
     w.Put(c.server_nonce);
+    w.Put(static_cast<uint32_t>(std::max(0, IdleTimeoutMs(c.role))));
     return out;
   }
 
@@ -1016,6 +1025,8 @@ struct TcpServer::Impl {
         return HandleCommit(c, r);
       case wire::kStoreInfo:
         return HandleStoreInfo(c);
+      case wire::kPing:
+        return std::string();
       case wire::kKeepJob:
         return HandleKeepJob(c, r);
       case wire::kRdmaTicket:
@@ -1389,8 +1400,8 @@ struct TcpServer::Impl {
   asio::awaitable<void> Watchdog(std::shared_ptr<Conn> c) {
     const TcpServerLimits& l = options.limits;
     int shortest = 1000;
-    for (int ms :
-         {l.handshake_timeout_ms, l.frame_timeout_ms, l.idle_timeout_ms}) {
+    for (int ms : {l.handshake_timeout_ms, l.frame_timeout_ms,
+                   l.idle_timeout_ms, l.job_idle_timeout_ms}) {
       if (ms > 0) shortest = std::min(shortest, ms);
     }
     const auto tick = std::chrono::milliseconds(std::max(10, shortest / 4));

@@ -52,8 +52,15 @@ struct TcpServerLimits {
   // A frame begun must arrive whole, and its reply be taken, within this.
   int frame_timeout_ms = 30000;
   // An authenticated connection that sends nothing for this long is closed
-  // (0: never; a compute node's control connection idles for a whole job).
+  // (0: never).
   int idle_timeout_ms = 0;
+  // The same for job connections (the shorter of the two applies; 0:
+  // none): the hello's reply tells a job this bound, and its client keeps
+  // its control connections alive with kPing and opens its data
+  // connections again when they idled past half of it, so only
+  // connections no client looks after (forgotten, or someone's holding
+  // slots) are closed.
+  int job_idle_timeout_ms = 300000;
   // The longest a job may ask its regions to be kept after its connections
   // close (kKeepJob), in seconds.
   int max_keep_s = 3600;

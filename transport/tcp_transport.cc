@@ -52,6 +52,11 @@ struct TcpConnection::Impl {
   // caller that comes late to a large reply, or pipelines, must not fail
   // on time it spent elsewhere.)
   std::deque<std::chrono::steady_clock::time_point> sent;
+  // The last request sent or reply taken, and how long the memory node
+  // lets the connection idle (its hello's reply; 0: for ever).
+  std::chrono::steady_clock::time_point active =
+      std::chrono::steady_clock::now();
+  int idle_timeout_ms = 0;
 
   std::chrono::steady_clock::time_point Deadline(bool header) const {
     const auto now = std::chrono::steady_clock::now();
@@ -139,6 +144,7 @@ absl::Status TcpConnection::Send(uint16_t type,
     return absl::UnavailableError(absl::StrFormat(
         "memory node %s: connection already failed", node_.ToString()));
   }
+  impl_->active = std::chrono::steady_clock::now();
   uint64_t size = 0;
   for (std::string_view p : parts) size += p.size();
   if (size > wire::kMaxPayload) {
@@ -163,6 +169,12 @@ absl::Status TcpConnection::Send(uint16_t type,
   return impl_->RunUntil(done, ec, node_, "send");
 }
 
+int TcpConnection::idle_timeout_ms() const { return impl_->idle_timeout_ms; }
+
+std::chrono::steady_clock::duration TcpConnection::IdleFor() const {
+  return std::chrono::steady_clock::now() - impl_->active;
+}
+
 size_t TcpConnection::BytesArrived() {
   boost::system::error_code ec;
   const size_t n = impl_->socket.available(ec);
@@ -183,6 +195,7 @@ absl::Status TcpConnection::ReceiveHeader(uint16_t type, wire::FrameHeader* h) {
     return s;
   }
   if (!impl_->sent.empty()) impl_->sent.pop_front();
+  impl_->active = std::chrono::steady_clock::now();
   if (h->magic != wire::kMagic || h->length > wire::kMaxPayload ||
       (h->type & ~(wire::kReplyBit | wire::kErrorBit)) != type ||
       !(h->type & wire::kReplyBit)) {
@@ -277,12 +290,15 @@ absl::StatusOr<uint32_t> TcpConnection::Handshake(const Credentials& cred) {
   uint32_t version, id;
   uint8_t auth_required;
   Nonce server_nonce;
+  uint32_t idle_timeout_ms = 0;
   if (!r.Get(&version) || !r.Get(&id) || !r.Get(&auth_required) ||
-      !r.Get(&server_nonce)) {
+      !r.Get(&server_nonce) || !r.Get(&idle_timeout_ms)) {
     impl_->broken = true;
     return absl::DataLossError("malformed hello reply from memory node " +
                                node_.ToString());
   }
+  impl_->idle_timeout_ms =
+      static_cast<int>(std::min<uint32_t>(idle_timeout_ms, INT32_MAX));
   if (!auth_required) {
     if (key) {
       // It could be anyone's daemon: never send it the job's data.
@@ -347,7 +363,42 @@ absl::StatusOr<std::unique_ptr<TcpControl>> TcpControl::Connect(
     control->connections_.push_back(*std::move(c));
     control->reported_ids_.push_back(*id);
   }
+  for (const auto& c : control->connections_) {
+    if (c->idle_timeout_ms() > 0) {
+      control->keepalive_ = std::thread([p = control.get()] { p->KeepAlive(); });
+      break;
+    }
+  }
   return control;
+}
+
+TcpControl::~TcpControl() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (keepalive_.joinable()) keepalive_.join();
+}
+
+void TcpControl::KeepAlive() {
+  int shortest = INT32_MAX;
+  for (const auto& c : connections_) {
+    if (c->idle_timeout_ms() > 0) {
+      shortest = std::min(shortest, c->idle_timeout_ms());
+    }
+  }
+  const auto tick = std::chrono::milliseconds(std::max(10, shortest / 6));
+  std::unique_lock lock(mu_);
+  while (!stop_cv_.wait_for(lock, tick, [this] { return stopping_; })) {
+    for (const auto& c : connections_) {
+      const int bound = c->idle_timeout_ms();
+      if (bound > 0 && c->IdleFor() >= std::chrono::milliseconds(bound / 3)) {
+        // A failure shows at the connection's next real request.
+        (void)c->Call(wire::kPing, "");
+      }
+    }
+  }
 }
 
 absl::StatusOr<std::string> TcpControl::Call(uint32_t node, uint16_t type,
@@ -724,6 +775,14 @@ class TcpEndpoint : public Endpoint {
           "memory node %s: no reply within %d ms (is it alive?)",
           nodes_[node].ToString(), options_.timeout_ms));
       return failed_[node];
+    }
+    // The memory node closes data connections silent past its idle bound
+    // (they own nothing): one silent for half of it is opened again.
+    if (conns_[node] && pending_.empty() &&
+        conns_[node]->idle_timeout_ms() > 0 &&
+        conns_[node]->IdleFor() >= std::chrono::milliseconds(
+                                       conns_[node]->idle_timeout_ms() / 2)) {
+      conns_[node].reset();
     }
     if (!conns_[node]) {
       absl::StatusOr<std::unique_ptr<TcpConnection>> c =

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -123,6 +125,11 @@ class TcpConnection {
   // it) that must open every connection; returns the node id it reports.
   absl::StatusOr<uint32_t> Handshake(const Credentials& credentials);
   const HostPort& node() const { return node_; }
+  // How long the memory node lets this connection stay silent (its hello's
+  // reply; 0: for ever), and how long it has been since a request was sent
+  // or a reply taken.
+  int idle_timeout_ms() const;
+  std::chrono::steady_clock::duration IdleFor() const;
   // Bytes that have arrived and not been received yet (0 on error).
   size_t BytesArrived();
 
@@ -143,6 +150,7 @@ class TcpControl {
  public:
   static absl::StatusOr<std::unique_ptr<TcpControl>> Connect(
       const std::vector<HostPort>& nodes, const TcpOptions& options);
+  ~TcpControl();
   uint32_t num_nodes() const { return connections_.size(); }
   const HostPort& node(uint32_t i) const { return connections_[i]->node(); }
   // Node id each memory node reported (the one `dmg load` gave it).
@@ -182,9 +190,17 @@ class TcpControl {
  private:
   absl::StatusOr<std::string> Call(uint32_t node, uint16_t type,
                                    const std::string& payload);
+  // Pings every control connection silent for a third of its node's idle
+  // bound (kHello's idle_timeout_ms), until the destructor: they own the
+  // job's regions, and a job may compute for long without a control
+  // request. Runs only when a node has such a bound.
+  void KeepAlive();
   std::vector<std::unique_ptr<TcpConnection>> connections_;
   std::vector<uint32_t> reported_ids_;
   std::mutex mu_;  // one request at a time per control connection
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread keepalive_;
 };
 
 // A transport whose control plane is TcpControl (tcp and rdma): regions are

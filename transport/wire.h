@@ -39,7 +39,9 @@ inline constexpr uint32_t kMaxOpsPerBatch = 1 << 16;
 
 enum MessageType : uint16_t {
   // {u32 version, u8 role, string job, 16-byte client nonce} ->
-  // {u32 version, u32 node_id, u8 auth_required, 16-byte server nonce}
+  // {u32 version, u32 node_id, u8 auth_required, 16-byte server nonce,
+  //  u32 idle_timeout_ms: silent this long, the connection is closed (0:
+  //  never); a client keeps the ones it needs alive with kPing}
   kHello = 1,
   kListRegions = 2,  // {} -> RegionList
   // {u64 bytes, string name[, u32 fill width, u64 fill pattern]} ->
@@ -77,6 +79,8 @@ enum MessageType : uint16_t {
   // it keeps for --resume when kSnapshotJobs; the reply comes once the
   // snapshot is in place.
   kSnapshot = 13,
+  // {} -> {}: keeps an idle connection open (kHello's idle_timeout_ms).
+  kPing = 14,
 };
 inline constexpr uint8_t kSnapshotJobs = 1;
 inline constexpr uint8_t kCommitForce = 1;
