@@ -233,9 +233,13 @@ void SnapshotSeeds() {
       std::memcpy(b->data(), text.data(), text.size());
       return std::shared_ptr<const dmg::AlignedBuffer>(std::move(b));
     };
+    // With its job token's verifier (snapshot version 3), and one without.
+    dmg::transport::Digest verifier;
+    for (size_t i = 0; i < verifier.size(); ++i) verifier[i] = uint8_t(i);
     const std::vector<dmg::memory_node::JobRegionRef> jobs = {
-        {"pr-1", "progress", bytes("DMGPROG1 a progress record")},
-        {"pr-1", "state.rank.0", bytes("0123456789abcdef01234567")}};
+        {"pr-1", "progress", bytes("DMGPROG1 a progress record"), verifier},
+        {"pr-1", "state.rank.0", bytes("0123456789abcdef01234567"), verifier},
+        {"bfs-2", "progress", bytes("DMGPROG1"), std::nullopt}};
     for (const std::string& name : {"jobs", "small", "empty"}) {
       if (name == "empty") store.clear();
       auto seq = (*d)->Write(
