@@ -128,8 +128,8 @@ size_t ReadUntil(int fd, char* out, size_t n, Clock::time_point deadline) {
   return got;
 }
 
-// The server answers a hello (protocol 2: version, role, job, nonce) with
-// its version, node id, whether it wants a proof, and its nonce, within
+// The server answers a hello (version, role, job, nonce) with its version,
+// node id, whether it wants a proof, its nonce and its idle bound, within
 // `wait`; false if it did not answer in time.
 bool CheckHello(uint16_t port, std::chrono::seconds wait) {
   const int fd = Connect(port);
@@ -210,7 +210,7 @@ size_t SendableBytes(const uint8_t* data, size_t size) {
 
 }  // namespace
 
-// A valid protocol-2 hello as the admin (role 2) or a job (role 1):
+// A valid hello (this protocol version) as the admin (role 2) or a job (1):
 // inputs whose first byte is odd start with it, so the decoder behind the
 // handshake is fuzzed too (the server is open: it asks for no proof).
 std::string Hello(uint8_t role) {

@@ -659,7 +659,6 @@ TEST(MemoryNodeAuthTest, AJobStaysWithinItsQuota) {
   EXPECT_TRUE(allocate(admin, 4u << 20).ok());
 }
 
-
 // Issue 39 item 1: a job's name is bound to its token. A holder of the job
 // key who names a running job, or one kept for --resume, with any other
 // token is refused at the handshake (100 tries each), so it cannot read,
@@ -715,8 +714,7 @@ TEST(MemoryNodeAuthTest, AJobsNameIsBoundToItsToken) {
       absl::Status s = attacker.Hello(Role::kJob, job, key, other_token());
       if (s.ok()) ++admitted;
       EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
-      EXPECT_NE(s.message().find("another job token"), std::string::npos)
-          << s;
+      EXPECT_NE(s.message().find("another job token"), std::string::npos) << s;
       // A refused handshake leaves the connection able to do nothing.
       const uint32_t region = job == "victim" ? live : kept;
       std::string free;
@@ -769,8 +767,8 @@ TEST(MemoryNodeAuthTest, SilentJobConnectionsCloseButClientsKeepTheirs) {
   SecuredNode n(secret, limits);
   RawClient idle_job(n.port(), /*receive_timeout_s=*/4),
       idle_admin(n.port(), /*receive_timeout_s=*/2);
-  ASSERT_TRUE(idle_job.Hello(Role::kJob, "idle", *secret.KeyFor(Role::kJob))
-                  .ok());
+  ASSERT_TRUE(
+      idle_job.Hello(Role::kJob, "idle", *secret.KeyFor(Role::kJob)).ok());
   ASSERT_TRUE(
       idle_admin.Hello(Role::kAdmin, "ops", *secret.KeyFor(Role::kAdmin)).ok());
   auto t = transport::TcpTransport::Connect(

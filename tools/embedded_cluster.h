@@ -40,7 +40,7 @@ class EmbeddedCluster {
   // Runs fn(engine) on every compute node at once, one thread each, and
   // returns the results in node order.
   template <typename Fn>
-  auto RunEverywhere(Fn fn) -> std::vector<decltype(fn(engine()))> {
+  auto RunEverywhere(Fn fn) -> std::vector<decltype(fn(engine(0)))> {
     std::vector<std::optional<decltype(fn(engine()))>> out(engines_.size());
     std::vector<std::thread> threads;
     for (size_t k = 1; k < engines_.size(); ++k) {

@@ -87,8 +87,9 @@ absl::Status ResolveJobToken(const std::string& job, bool named, bool resume) {
       return NoTokenToResume(job, FLAGS_job_token_file + " does not exist");
     }
     if (!t.ok()) {
-      return absl::Status(t.status().code(),
-                          absl::StrCat("--job_token_file: ", t.status().message()));
+      return absl::Status(
+          t.status().code(),
+          absl::StrCat("--job_token_file: ", t.status().message()));
     }
     token = *std::move(t);
   } else if (const char* env = std::getenv(JobToken::kEnvVar);
@@ -110,9 +111,9 @@ absl::Status ResolveJobToken(const std::string& job, bool named, bool resume) {
                                              std::strerror(errno)));
       }
       LOG(WARNING) << "job '" << job << "': no private folder for its token ("
-                   << (path.empty() ? std::string("$HOME is not set")
-                                    : absl::StrCat(dir, ": ",
-                                                   std::strerror(errno)))
+                   << (path.empty()
+                           ? std::string("$HOME is not set")
+                           : absl::StrCat(dir, ": ", std::strerror(errno)))
                    << "): it lives in this process and the ones it starts "
                       "only, so no later --resume can prove it is this job "
                       "(--job_token_file=PATH keeps it)";
@@ -130,8 +131,7 @@ absl::Status ResolveJobToken(const std::string& job, bool named, bool resume) {
     token = std::move(fresh);
   }
   if (::setenv(JobToken::kEnvVar, token->Hex().c_str(), 1) != 0) {
-    return absl::InternalError(
-        absl::StrCat("setenv: ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("setenv: ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

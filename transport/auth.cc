@@ -111,9 +111,9 @@ absl::StatusOr<std::vector<std::string>> ReadKeyFields(const std::string& path,
         absl::StrFormat("%s %s: not a regular file", what, path));
   }
   if ((st.st_mode & 077) != 0) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "%s %s: readable by others (mode %04o); chmod 600 %s", what, path,
-        st.st_mode & 07777, path));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("%s %s: readable by others (mode %04o); chmod 600 %s",
+                        what, path, st.st_mode & 07777, path));
   }
   if (n < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -140,8 +140,8 @@ bool KeyFromHex(std::string_view hex, Digest* key) {
 }
 
 std::string KeyHex(const Digest& key) {
-  return absl::BytesToHexString(absl::string_view(
-      reinterpret_cast<const char*>(key.data()), key.size()));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(key.data()), key.size()));
 }
 
 // Writes `text` to a new private file (O_EXCL: never over another) and
@@ -194,12 +194,13 @@ absl::StatusOr<Secret> Secret::ReadFile(const std::string& path) {
 }
 
 absl::Status Secret::WriteFile(const std::string& path) const {
-  absl::Status s = WriteKeyText(
-      path,
-      absl::StrFormat("%s %s %s\n", kFileTag, admin_ ? "admin" : "job",
-                      KeyHex(bytes_)),
-      "secret");
-  if (absl::IsAlreadyExists(s)) return absl::FailedPreconditionError(s.message());
+  absl::Status s =
+      WriteKeyText(path,
+                   absl::StrFormat("%s %s %s\n", kFileTag,
+                                   admin_ ? "admin" : "job", KeyHex(bytes_)),
+                   "secret");
+  if (absl::IsAlreadyExists(s))
+    return absl::FailedPreconditionError(s.message());
   return s;
 }
 
@@ -281,8 +282,8 @@ Digest ServerProof(const Digest& key, const Nonce& server, const Nonce& client,
 
 Digest SealToken(const Digest& key, const Nonce& server, const Nonce& client,
                  std::string_view job, const Digest& token) {
-  Digest pad = Hmac(key, ProofMessage("dmg-token", server, client, Role::kJob,
-                                      job));
+  Digest pad =
+      Hmac(key, ProofMessage("dmg-token", server, client, Role::kJob, job));
   for (size_t i = 0; i < pad.size(); ++i) pad[i] ^= token[i];
   return pad;
 }

@@ -217,7 +217,7 @@ struct TcpServer::Impl {
     std::string job;
     Nonce client_nonce{}, server_nonce{};
     std::optional<Digest> verifier;  // of its job token (role job, secret)
-    std::vector<uint32_t> owned;  // regions it allocated, freed at close
+    std::vector<uint32_t> owned;     // regions it allocated, freed at close
     // A job's connections pin the store generation the job started on.
     bool pinned = false;
     uint64_t generation = 0;

@@ -328,8 +328,8 @@ absl::StatusOr<uint32_t> TcpConnection::Handshake(const Credentials& cred) {
       impl_->broken = true;
       return token.status();
     }
-    aw.Put(SealToken(*key, server_nonce, client_nonce, cred.job,
-                     token->bytes()));
+    aw.Put(
+        SealToken(*key, server_nonce, client_nonce, cred.job, token->bytes()));
   }
   absl::StatusOr<std::string> proof = Call(wire::kAuth, auth);
   if (!proof.ok()) {
@@ -365,7 +365,8 @@ absl::StatusOr<std::unique_ptr<TcpControl>> TcpControl::Connect(
   }
   for (const auto& c : control->connections_) {
     if (c->idle_timeout_ms() > 0) {
-      control->keepalive_ = std::thread([p = control.get()] { p->KeepAlive(); });
+      control->keepalive_ =
+          std::thread([p = control.get()] { p->KeepAlive(); });
       break;
     }
   }
@@ -780,8 +781,8 @@ class TcpEndpoint : public Endpoint {
     // (they own nothing): one silent for half of it is opened again.
     if (conns_[node] && pending_.empty() &&
         conns_[node]->idle_timeout_ms() > 0 &&
-        conns_[node]->IdleFor() >= std::chrono::milliseconds(
-                                       conns_[node]->idle_timeout_ms() / 2)) {
+        conns_[node]->IdleFor() >=
+            std::chrono::milliseconds(conns_[node]->idle_timeout_ms() / 2)) {
       conns_[node].reset();
     }
     if (!conns_[node]) {
