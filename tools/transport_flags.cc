@@ -137,7 +137,7 @@ absl::Status CheckNodeOrder(transport::TcpControl& control) {
   return absl::OkStatus();
 }
 
-constexpr char kNoRdmaBuild[] =
+[[maybe_unused]] constexpr char kNoRdmaBuild[] =
     "--transport=rdma: this dmg was built without libibverbs-dev/"
     "librdmacm-dev; use --transport=tcp or rebuild with them installed";
 
