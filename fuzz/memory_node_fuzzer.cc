@@ -145,7 +145,8 @@ bool CheckHello(uint16_t port, std::chrono::seconds wait) {
   frame += payload;
   FUZZ_CHECK(send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
              static_cast<ssize_t>(frame.size()));
-  constexpr size_t kReply = 4 + 4 + 1 + 16;
+  // version, node id, auth required, server nonce, idle bound.
+  constexpr size_t kReply = 4 + 4 + 1 + 16 + 4;
   char reply[sizeof(wire::FrameHeader) + kReply];
   const size_t got = ReadUntil(fd, reply, sizeof(reply), Clock::now() + wait);
   close(fd);
