@@ -1,0 +1,2 @@
+dmg_test(gpu_share_test gpu_share_test.cc)
+target_link_libraries(gpu_share_test PRIVATE dmg_workload)
