@@ -1,2 +1,3 @@
 dmg_test(gpu_share_test gpu_share_test.cc)
 target_link_libraries(gpu_share_test PRIVATE dmg_workload)
+target_link_libraries(gpu_share_test PRIVATE dmg_gpu)

@@ -8,7 +8,9 @@
 #include <limits>
 #include <vector>
 
+#include "gpu/device.h"
 #include "gtest/gtest.h"
+#include "tests/test_util.h"
 
 namespace dmg::workload {
 namespace {
@@ -94,6 +96,42 @@ TEST(GpuShareTest, TheCutGivesTheGpuItsShareOfTheRangesCost) {
   EXPECT_EQ(SplitForGpu(chunks, kVertices, kGrain, 128, 4096, 0), 128u);
   EXPECT_EQ(SplitForGpu(chunks, kVertices, kGrain, 128, 4096, 1), 4096u);
   EXPECT_EQ(SplitForGpu(chunks, kVertices, kGrain, 500, 500, 0.5), 500u);
+}
+
+// `dmg run --gpu` where no GPU can be used (this machine, CI): on is
+// refused with one line and exit 2, auto runs on the CPU and says so.
+TEST(GpuFlagTest, WithoutAGpuOnIsRefusedAndAutoSaysItRunsOnTheCpu) {
+  std::string why;
+  if (!gpu::ListDevices(&why).empty()) {
+    GTEST_SKIP() << "a GPU is here: these are the no-GPU answers";
+  }
+  testing::TempDir dir;
+  testing::CommandResult on =
+      testing::RunDmg("run --algo=bfs --graph=kron:10 --gpu=on");
+  EXPECT_EQ(on.exit_code, 2);
+  ASSERT_EQ(testing::ErrorLines(on.err).size(), 1u) << on.err;
+  EXPECT_NE(on.err.find("--gpu=on: no GPU: " + why), std::string::npos)
+      << on.err;
+  testing::CommandResult bad =
+      testing::RunDmg("run --algo=bfs --graph=kron:10 --gpu=yes");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  testing::CommandResult autod = testing::RunDmg(
+      "run --algo=bfs --graph=kron:10 --gpu=auto --verify --summary_json=" +
+      dir.file("s.json"));
+  EXPECT_EQ(autod.exit_code, 0) << autod.err;
+  EXPECT_NE(autod.out.find("verify: OK"), std::string::npos) << autod.out;
+  EXPECT_NE(autod.err.find("--gpu=auto: no GPU: " + why +
+                           ": the CPU threads run it all"),
+            std::string::npos)
+      << autod.err;
+  EXPECT_NE(testing::Slurp(dir.file("s.json"))
+                .find(R"("gpu": {"mode": "auto", "used": false, "note": )"),
+            std::string::npos);
+  // The default (auto, not given) says it only in --summary_json.
+  testing::CommandResult quiet =
+      testing::RunDmg("run --algo=bfs --graph=kron:10");
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("--gpu"), std::string::npos) << quiet.err;
 }
 
 }  // namespace

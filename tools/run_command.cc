@@ -140,13 +140,13 @@ std::function<void(const compute::SuperstepStats&)> ProgressLine(
             ? absl::StrFormat("trial %d of %d", trial + 1, FLAGS_trials)
             : "running";
     const std::string how_far =
-        bounded ? absl::StrFormat(
-                      " of at most %d (%d%%)", FLAGS_max_iters,
-                      std::min(100, 100 * s.index / FLAGS_max_iters))
-                : "";
+        bounded
+            ? absl::StrFormat(" of at most %d (%d%%)", FLAGS_max_iters,
+                              std::min(100, 100 * s.index / FLAGS_max_iters))
+            : "";
     Progress::Show(absl::StrFormat(
-        "%s: %s, superstep %d%s, frontier %d, %.2f M vertices/s, %.1f s",
-        name, phase, s.index, how_far, s.frontier,
+        "%s: %s, superstep %d%s, frontier %d, %.2f M vertices/s, %.1f s", name,
+        phase, s.index, how_far, s.frontier,
         s.seconds > 0 ? s.frontier / s.seconds / 1e6 : 0,
         std::chrono::duration<double>(now - *start).count()));
   };
@@ -183,6 +183,7 @@ std::vector<FlagGroup> RunFlagGroups() {
       {"compute nodes, the update coordinator and the workload manager",
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
         "cost_constants", "steal", "stage1_alpha"}},
+      {"the GPU", {"gpu"}},
       {"resume after a failure",
        {"resume", "keep_state_s", "checkpoint_interval", "max_retries",
         "job_token_file"}},
@@ -208,6 +209,10 @@ int RunCommand() {
   WarmPool::Process().Keep();
   absl::StatusOr<RunConfig> config = RunConfig::FromFlags();
   if (!config.ok()) return ReportError(config.status());
+  if (config->gpu_given && config->gpu_mode == "auto") {
+    absl::FPrintF(stderr, "dmg: --gpu=auto: %s: the CPU threads run it all\n",
+                  config->gpu_note);
+  }
   if (config->spawns_nodes()) {
     return SpawnComputeNodesWithRetries(config->place, config->graph.threads);
   }

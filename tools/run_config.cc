@@ -13,6 +13,7 @@
 #include "common/parallel.h"
 #include "common/status_macros.h"
 #include "coordinator/update_coordinator.h"
+#include "gpu/device.h"
 #include "store/image_file.h"
 #include "tools/graph_flags.h"
 #include "tools/job_token.h"
@@ -94,6 +95,11 @@ DEFINE_bool(steal, true,
             "steps where the fitted model predicts a gain (one node's share "
             "well above the mean), a node done with its own work takes the "
             "others' left-over work items (false: for ablations)");
+DEFINE_string(gpu, "auto",
+              "auto | on | off: a share of this compute node's range on its "
+              "GPU, by measured throughput (auto: when a GPU can run it, else "
+              "the CPU threads, and --summary_json says why; on: refuse to "
+              "run without one)");
 DEFINE_double(stage1_alpha, 1.0,
               "stage 1 of the workload manager: a compute node's range costs "
               "its edges plus this times its vertices");
@@ -316,6 +322,41 @@ absl::StatusOr<JobPlace> ResolveJob() {
   return p;
 }
 
+// --gpu against the GPUs this process can use. The CUDA kernels are not
+// run by the engine yet, so a GPU found is named and left to `dmg
+// gpu-probe`; --gpu=on says so rather than run without it.
+absl::Status GpuFlags(RunConfig& c) {
+  c.gpu_mode = FLAGS_gpu;
+  c.gpu_given = FlagGiven("gpu");
+  if (FLAGS_gpu != "auto" && FLAGS_gpu != "on" && FLAGS_gpu != "off") {
+    return absl::InvalidArgumentError("--gpu='" + FLAGS_gpu +
+                                      "' is not auto, on or off");
+  }
+  if (FLAGS_gpu == "off") {
+    c.gpu_note = "off (--gpu=off)";
+    return absl::OkStatus();
+  }
+  std::string why;
+  const std::vector<gpu::DeviceInfo> devices = gpu::ListDevices(&why);
+  if (devices.empty()) {
+    if (FLAGS_gpu == "on") {
+      return absl::InvalidArgumentError("--gpu=on: no GPU: " + why);
+    }
+    c.gpu_note = "no GPU: " + why;
+    return absl::OkStatus();
+  }
+  const std::string found =
+      absl::StrFormat("GPU %d (%s)", devices[0].index, devices[0].name);
+  if (FLAGS_gpu == "on") {
+    return absl::FailedPreconditionError(
+        "--gpu=on: " + found +
+        " found, but dmg run does not run its kernels yet (dmg gpu-probe "
+        "measures it); use --gpu=auto or off");
+  }
+  c.gpu_note = found + " found; dmg run does not run its kernels yet";
+  return absl::OkStatus();
+}
+
 // --checkpoint_interval into the engine's options (false: malformed).
 bool ParseCheckpointInterval(const std::string& flag,
                              compute::EngineOptions& options) {
@@ -408,6 +449,7 @@ absl::StatusOr<RunConfig> RunConfig::FromFlags() {
   }
   DMG_RETURN_IF_ERROR(CacheBound(c.engine));
   DMG_RETURN_IF_ERROR(Choices(c.engine));
+  DMG_RETURN_IF_ERROR(GpuFlags(c));
   DMG_RETURN_IF_ERROR(JobFlags(c));
   // --threads counts without --graph too (a run on loaded memory nodes);
   // several compute nodes on this host share its cores out.

@@ -51,6 +51,11 @@ struct RunConfig {
   store::GraphSourceOptions graph;
   compute::EngineOptions engine;
   JobPlace place;
+  // --gpu: auto | on | off, and what became of it ("" when a GPU runs a
+  // share; otherwise why the CPU threads do all of it).
+  std::string gpu_mode;
+  std::string gpu_note;
+  bool gpu_given = false;  // --gpu on the command line
 
   // Reads and checks every flag of `dmg run`.
   static absl::StatusOr<RunConfig> FromFlags();

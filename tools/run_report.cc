@@ -156,6 +156,8 @@ RunReport::RunReport(const RunConfig& config, TrialRunner& runner)
   }
   s.threads = config.graph.threads;
   s.load_seconds = runner.load_seconds();
+  s.gpu_mode = config.gpu_mode;
+  s.gpu_note = config.gpu_note;
 }
 
 absl::StatusOr<bool> RunReport::AddTrial(int trial) {

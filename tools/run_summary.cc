@@ -133,6 +133,11 @@ std::string ToJson(const RunSummary& r) {
                         R"(  "bytes_written": %d,)"
                         "\n",
                         bytes_read, bytes_written);
+  absl::StrAppendFormat(&out,
+                        R"(  "gpu": {"mode": %s, "used": %s, "note": %s},)"
+                        "\n",
+                        Quote(r.gpu_mode), r.gpu_used ? "true" : "false",
+                        Quote(r.gpu_note));
   absl::StrAppend(&out, R"(  "verify": )", Quote(r.verify), "\n}\n");
   return out;
 }

@@ -50,6 +50,10 @@ struct RunSummary {
   uint64_t cache_peak_bytes = 0;
   std::vector<TrialSummary> trials;
   std::string verify = "not run";  // ok | mismatch | not run
+  // --gpu (auto | on | off), whether a GPU ran a share, and why not.
+  std::string gpu_mode = "off";
+  bool gpu_used = false;
+  std::string gpu_note;
 };
 
 // Average, median, smallest and largest of the values (all 0 when empty).
