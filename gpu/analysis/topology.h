@@ -48,13 +48,15 @@ Mixture FitMixture(std::span<const double> xs, int k, uint64_t seed = 1);
 Mixture FitMixtureByBic(std::span<const double> xs, int max_k = 4);
 
 struct Topology {
-  int nodes = 1;                // L2 partitions (NUMA nodes) found
-  std::vector<int> sm_node;     // per SM, 0..nodes-1
-  std::vector<int> line_home;   // per sampled line, 0..nodes-1
-  double near_cycles = 0;       // mean of the near component
-  double far_cycles = 0;        // mean of the far one (= near with 1 node)
-  double threshold = 0;         // above it a hit is far
-  Mixture mixture;              // as fitted (after per-SM offsets removed)
+  int nodes = 1;               // L2 partitions (NUMA nodes) found
+  std::vector<int> sm_node;    // per SM, 0..nodes-1
+  std::vector<int> line_home;  // per sampled line, 0..nodes-1
+  double near_cycles = 0;      // mean of the near component
+  double far_cycles = 0;       // mean of the far one (= near with 1 node)
+  double threshold = 0;        // above it a hit is far
+  // As fitted; its means, near_cycles, far_cycles and threshold are in the
+  // typical SM's cycles (each SM's constant offset removed first).
+  Mixture mixture;
   // Share of (SM, line) cells whose near/far call matches the topology's
   // (near exactly when the line's home is the SM's node): 1 is a clean fit.
   double agreement = 0;
@@ -67,8 +69,7 @@ absl::StatusOr<Topology> AnalyzeLatencies(const LatencyMatrix& first_hit);
 // From the homes of consecutive lines `line_bytes` apart (a dense run):
 // the bytes a partition takes before addresses move to the next, the most
 // common run length times line_bytes (0: one home throughout).
-uint64_t InterleaveGranularity(std::span<const int> homes,
-                               uint64_t line_bytes);
+uint64_t InterleaveGranularity(std::span<const int> homes, uint64_t line_bytes);
 
 }  // namespace dmg::gpu
 
