@@ -4,9 +4,11 @@
 # host logic is host C++ that calls it through gpu/probe_kernels.h.
 find_package(CUDAToolkit REQUIRED)
 
-# The root's warning flags (add_compile_options) are gcc's: nvcc rejects
-# -Wall, so for CUDA sources they go to the host compiler (-Xcompiler),
-# and -Werror also covers nvcc's own warnings.
+# The root's warning flags (add_compile_options) are gcc's: nvcc takes
+# -Werror as its own option, which wants a kind ("Value '-c' is not defined
+# for option 'Werror'"), so for CUDA sources they all go to the host
+# compiler (-Xcompiler), and -Werror also turns on nvcc's own
+# --Werror=all-warnings.
 get_directory_property(dmg_gpu_options COMPILE_OPTIONS)
 set(dmg_gpu_wrapped)
 foreach(opt IN LISTS dmg_gpu_options)

@@ -23,6 +23,7 @@
 #include "store/summary.h"
 #include "tools/cli.h"
 #include "tools/doctor_command.h"
+#include "tools/gpu_probe_command.h"
 #include "tools/graph_flags.h"
 #include "tools/help.h"
 #include "tools/load_command.h"
@@ -60,6 +61,8 @@ commands:
   secret       --output=FILE [--job_only --secret_file=CLUSTER]
                write a new cluster secret (or a job key) for the
                memory nodes, dmg load and dmg run (--secret_file)
+  gpu-probe    [--output=topology.json] [--gpu_device=N]
+               measure the GPU's L2 partitions (NUMA nodes)
   help [CMD]   this text, or every flag of CMD with its default
   version      the version, git revision and build (also: dmg --version)
 
@@ -197,6 +200,18 @@ const std::vector<Command>& Commands() {
        "enough to run jobs, not to load a store or stop a memory node.",
        {{"flags", SecretFlagNames()}},
        SecretCommand},
+      {"gpu-probe",
+       "dmg gpu-probe [--output=topology.json] [--gpu_device=N] [flags]",
+       "Measures the GPU's NUMA structure: per SM, one thread pinned to it "
+       "times a pointer chase over --probe_lines lines of a 64 MiB buffer "
+       "after an L2 flush (DRAM), then twice from L2 (near or far). The "
+       "latencies give the L2 partitions (nodes), which SMs and lines "
+       "belong to each, the near and far hit latency, the interleave "
+       "granularity and the DRAM latency; --output writes them as JSON "
+       "for the GPU kernels. About 1-2 s of GPU time on an H100. Exit 0 "
+       "when it ran, 1 without a GPU or when the probe failed, 2 on bad "
+       "flags.",
+       GpuProbeFlagGroups(), GpuProbeCommand},
   };
   return *commands;
 }
