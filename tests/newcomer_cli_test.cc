@@ -171,13 +171,14 @@ TEST(MessagesTest, HelpEverywhere) {
     EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
     for (const std::string command :
          {"run", "info", "load", "memory-node", "status", "snapshot", "doctor",
-          "secret"}) {
+          "secret", "gpu-probe"}) {
       EXPECT_TRUE(Has(r.out, "\n  " + command + " "))
           << args << " lacks " << command;
     }
   }
-  for (const std::string command : {"run", "info", "load", "memory-node",
-                                    "status", "snapshot", "doctor", "secret"}) {
+  for (const std::string command :
+       {"run", "info", "load", "memory-node", "status", "snapshot", "doctor",
+        "secret", "gpu-probe"}) {
     CommandResult r = RunDmg(command + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_TRUE(Has(r.out, "usage: dmg " + command)) << r.out;
