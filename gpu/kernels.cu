@@ -7,6 +7,7 @@
 // The one CUDA translation unit of the share kernels (each costs ~25 s to
 // compile for sm_80 and sm_90): the host class lives here too, so nothing
 // outside needs CUDA's headers.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -218,8 +219,16 @@ struct DeviceEmit {
   uint32_t* pairs;  // (vertex, parent) at 2k, 2k + 1
   unsigned long long* count;
   unsigned long long capacity;  // the frontier's edges: never reached
+  // The lanes that emit together take their slots with one atomic: a
+  // single counter for the whole grid would otherwise take one per vertex.
   __device__ void operator()(uint32_t v, uint32_t u) const {
-    const unsigned long long at = atomicAdd(count, 1ull);
+    namespace cg = cooperative_groups;
+    const cg::coalesced_group active = cg::coalesced_threads();
+    unsigned long long base = 0;
+    if (active.thread_rank() == 0) {
+      base = atomicAdd(count, static_cast<unsigned long long>(active.size()));
+    }
+    const unsigned long long at = active.shfl(base, 0) + active.thread_rank();
     if (at < capacity) {
       pairs[2 * at] = v;
       pairs[2 * at + 1] = u;
@@ -352,14 +361,14 @@ class CudaShareKernels final : public ShareKernels {
  public:
   CudaShareKernels(uint64_t num_vertices, uint64_t begin, uint64_t end,
                    const KernelOptions& options)
-      : n_all_(num_vertices),
-        begin_(begin),
-        end_(end),
+      : ShareKernels(begin, end),
+        n_all_(num_vertices),
         options_(options),
         numa_(options.schedule == Schedule::kNuma) {}
 
   absl::Status Init();
 
+  using ShareKernels::Upload;
   absl::Status Upload(Direction direction, const CsrChunks& csr) override;
   absl::Status PageRankPull(std::span<const float> contrib_all,
                             std::span<float> sums_share) override {
@@ -383,8 +392,8 @@ class CudaShareKernels final : public ShareKernels {
   int nodes() const { return numa_ ? std::max(options_.nodes, 1) : 1; }
   uint64_t bitmap_words() const { return (n_all_ + 63) / 64; }
 
-  // Host <-> device through the two pinned halves (see the .cc of the
-  // copies below).
+  // Host <-> device through the two pinned halves, one filled or drained
+  // on the host while the other's copy runs.
   absl::Status StagedToDevice(void* dst, uint64_t bytes, const Fill& fill);
   absl::Status StagedFromDevice(const void* src, uint64_t bytes,
                                 const Drain& drain);
@@ -403,7 +412,7 @@ class CudaShareKernels final : public ShareKernels {
   absl::Status Pull(std::span<const T> contrib, std::span<T> sums,
                     DeviceArray<T>& d_contrib, DeviceArray<T>& d_sums);
 
-  const uint64_t n_all_, begin_, end_;
+  const uint64_t n_all_;
   const KernelOptions options_;
   const bool numa_;
   int sms_ = 0;

@@ -84,11 +84,12 @@ struct KernelOptions {
   int blocks_per_sm = 0;
 };
 
-// Where the time went, summed over the calls since Open; measured with
-// CUDA events on the GPU's own clock.
+// Where the time went, summed over the calls since Open.
 struct KernelTimes {
-  double copy_seconds = 0;    // host <-> device copies
-  double kernel_seconds = 0;  // the kernels
+  // Host <-> device copies through the staging, wall time (an upload's
+  // fill included: the copies run under it).
+  double copy_seconds = 0;
+  double kernel_seconds = 0;  // the kernels, by CUDA events
   uint64_t bytes_to_device = 0;
   uint64_t bytes_from_device = 0;
   uint64_t launches = 0;
@@ -108,6 +109,9 @@ class ShareKernels {
   // BfsBottomUp, kOut for BfsTopDown. Replaces an earlier upload.
   virtual absl::Status Upload(Direction direction, const CsrChunks& csr) = 0;
   absl::Status Upload(Direction direction, const ShareCsr& csr) {
+    if (csr.begin != begin_ || csr.end != end_) {
+      return absl::InvalidArgumentError("upload: the CSR is another share's");
+    }
     return Upload(direction, ChunksOf(csr));
   }
 
@@ -137,8 +141,13 @@ class ShareKernels {
 
   virtual KernelTimes times() const = 0;
 
+  uint64_t begin() const { return begin_; }
+  uint64_t end() const { return end_; }
+
  protected:
-  ShareKernels() = default;
+  ShareKernels(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {}
+
+  const uint64_t begin_, end_;
 };
 
 }  // namespace dmg::gpu
