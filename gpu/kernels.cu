@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "gpu/cuda_util.h"
 #include "gpu/kernel_bodies.h"
 #include "gpu/kernels.h"
 
@@ -272,30 +273,6 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // ---- host side: errors and owned resources -------------------------------
 
-absl::Status Check(cudaError_t err, absl::string_view what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  // Reading the error clears it, so the next call does not report it again.
-  cudaGetLastError();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err),
-                                          " (", cudaGetErrorString(err), ")"));
-}
-
-struct DeviceFree {
-  void operator()(void* p) const noexcept { cudaFree(p); }
-};
-struct HostFree {
-  void operator()(void* p) const noexcept { cudaFreeHost(p); }
-};
-struct StreamDestroy {
-  void operator()(cudaStream_t s) const noexcept { cudaStreamDestroy(s); }
-};
-struct EventDestroy {
-  void operator()(cudaEvent_t e) const noexcept { cudaEventDestroy(e); }
-};
-using Stream =
-    std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDestroy>;
-using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
-
 // A device array that grows (contents not kept) to the largest size asked.
 template <typename T>
 class DeviceArray {
@@ -307,7 +284,7 @@ class DeviceArray {
     void* p = nullptr;
     const uint64_t bytes = std::max<uint64_t>(count, 1) * sizeof(T);
     DMG_RETURN_IF_ERROR(
-        Check(cudaMalloc(&p, bytes),
+        CudaCheck(cudaMalloc(&p, bytes),
               absl::StrCat("cudaMalloc of ", bytes, " bytes (", what, ")")));
     ptr_.reset(static_cast<T*>(p));
     capacity_ = count;
@@ -316,14 +293,14 @@ class DeviceArray {
   T* get() const { return ptr_.get(); }
 
  private:
-  std::unique_ptr<T[], DeviceFree> ptr_;
+  DeviceBuffer<T> ptr_;
   uint64_t capacity_ = 0;
 };
 
 absl::StatusOr<Stream> CreateStream() {
   cudaStream_t s = nullptr;
   DMG_RETURN_IF_ERROR(
-      Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+      CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
             "cudaStreamCreateWithFlags"));
   return Stream(s);
 }
@@ -331,7 +308,7 @@ absl::StatusOr<Stream> CreateStream() {
 absl::StatusOr<Event> CreateEvent(bool timing) {
   cudaEvent_t e = nullptr;
   DMG_RETURN_IF_ERROR(
-      Check(cudaEventCreateWithFlags(
+      CudaCheck(cudaEventCreateWithFlags(
                 &e, timing ? cudaEventDefault : cudaEventDisableTiming),
             "cudaEventCreateWithFlags"));
   return Event(e);
@@ -419,7 +396,7 @@ class CudaShareKernels final : public ShareKernels {
   int max_blocks_per_sm_ = 0;
   // Pinned staging, two halves of half_bytes_; copies of half k run on
   // streams_[k] and end with copied_[k]. Kernels run on streams_[0].
-  std::unique_ptr<std::byte[], HostFree> staging_;
+  PinnedBuffer<std::byte> staging_;
   uint64_t half_bytes_ = 0;
   Stream streams_[2];
   Event copied_[2];
@@ -438,13 +415,13 @@ class CudaShareKernels final : public ShareKernels {
 };
 
 absl::Status CudaShareKernels::Init() {
-  DMG_RETURN_IF_ERROR(Check(cudaSetDevice(options_.device), "cudaSetDevice"));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(options_.device), "cudaSetDevice"));
   DMG_RETURN_IF_ERROR(
-      Check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount,
+      CudaCheck(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount,
                                    options_.device),
             "cudaDeviceGetAttribute(MultiProcessorCount)"));
   DMG_RETURN_IF_ERROR(
-      Check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      CudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
                 &max_blocks_per_sm_, PullKernel<double>, kBlockThreads, 0),
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
   max_blocks_per_sm_ = std::max(max_blocks_per_sm_, 1);
@@ -453,7 +430,7 @@ absl::Status CudaShareKernels::Init() {
       std::max<uint64_t>(options_.staging_bytes / 2, 64 << 10) / 8 * 8;
   void* pinned = nullptr;
   DMG_RETURN_IF_ERROR(
-      Check(cudaHostAlloc(&pinned, 2 * half_bytes_, cudaHostAllocDefault),
+      CudaCheck(cudaHostAlloc(&pinned, 2 * half_bytes_, cudaHostAllocDefault),
             absl::StrCat("cudaHostAlloc of ", 2 * half_bytes_, " bytes")));
   staging_.reset(static_cast<std::byte*>(pinned));
   for (int k = 0; k < 2; ++k) {
@@ -486,21 +463,21 @@ absl::Status CudaShareKernels::StagedToDevice(void* dst, uint64_t bytes,
     const uint64_t len = std::min(half_bytes_, bytes - offset);
     std::byte* half = staging_.get() + k * half_bytes_;
     status.Update(
-        Check(cudaEventSynchronize(copied_[k].get()), "cudaEventSynchronize"));
+        CudaCheck(cudaEventSynchronize(copied_[k].get()), "cudaEventSynchronize"));
     if (status.ok()) status.Update(fill(offset, {half, len}));
     if (status.ok()) {
       status.Update(
-          Check(cudaMemcpyAsync(static_cast<std::byte*>(dst) + offset, half,
+          CudaCheck(cudaMemcpyAsync(static_cast<std::byte*>(dst) + offset, half,
                                 len, cudaMemcpyHostToDevice, streams_[k].get()),
                 "cudaMemcpyAsync to the device"));
     }
     if (status.ok()) {
-      status.Update(Check(cudaEventRecord(copied_[k].get(), streams_[k].get()),
+      status.Update(CudaCheck(cudaEventRecord(copied_[k].get(), streams_[k].get()),
                           "cudaEventRecord"));
     }
   }
   for (const Stream& s : streams_) {
-    status.Update(Check(cudaStreamSynchronize(s.get()),
+    status.Update(CudaCheck(cudaStreamSynchronize(s.get()),
                         "cudaStreamSynchronize (copies)"));
   }
   times_.copy_seconds +=
@@ -522,28 +499,28 @@ absl::Status CudaShareKernels::StagedFromDevice(const void* src, uint64_t bytes,
   auto drain_piece = [&](uint64_t p) -> absl::Status {
     const int k = static_cast<int>(p % 2);
     DMG_RETURN_IF_ERROR(
-        Check(cudaEventSynchronize(copied_[k].get()), "cudaEventSynchronize"));
+        CudaCheck(cudaEventSynchronize(copied_[k].get()), "cudaEventSynchronize"));
     drain(p * half_bytes_, {staging_.get() + k * half_bytes_, piece_len(p)});
     return absl::OkStatus();
   };
   absl::Status status;
   for (uint64_t p = 0; p < pieces && status.ok(); ++p) {
     const int k = static_cast<int>(p % 2);
-    status.Update(Check(
+    status.Update(CudaCheck(
         cudaMemcpyAsync(staging_.get() + k * half_bytes_,
                         static_cast<const std::byte*>(src) + p * half_bytes_,
                         piece_len(p), cudaMemcpyDeviceToHost,
                         streams_[k].get()),
         "cudaMemcpyAsync from the device"));
     if (status.ok()) {
-      status.Update(Check(cudaEventRecord(copied_[k].get(), streams_[k].get()),
+      status.Update(CudaCheck(cudaEventRecord(copied_[k].get(), streams_[k].get()),
                           "cudaEventRecord"));
     }
     if (status.ok() && p > 0) status.Update(drain_piece(p - 1));
   }
   if (status.ok() && pieces > 0) status.Update(drain_piece(pieces - 1));
   for (const Stream& s : streams_) {
-    status.Update(Check(cudaStreamSynchronize(s.get()),
+    status.Update(CudaCheck(cudaStreamSynchronize(s.get()),
                         "cudaStreamSynchronize (copies)"));
   }
   times_.copy_seconds +=
@@ -610,7 +587,7 @@ template <typename Kernel>
 absl::StatusOr<int> CudaShareKernels::Grid(Kernel kernel,
                                            uint64_t groups) const {
   int per_sm = 0;
-  DMG_RETURN_IF_ERROR(Check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
                                 &per_sm, kernel, kBlockThreads, 0),
                             "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
   if (numa_ && options_.blocks_per_sm > 0) {
@@ -625,23 +602,23 @@ absl::StatusOr<int> CudaShareKernels::Grid(Kernel kernel,
 absl::Status CudaShareKernels::BeginLaunch() {
   if (numa_) {
     DMG_RETURN_IF_ERROR(
-        Check(cudaMemsetAsync(counters_.get(), 0, nodes() * sizeof(uint32_t),
+        CudaCheck(cudaMemsetAsync(counters_.get(), 0, nodes() * sizeof(uint32_t),
                               streams_[0].get()),
               "cudaMemsetAsync (queue counters)"));
   }
-  return Check(cudaEventRecord(kernel_start_.get(), streams_[0].get()),
+  return CudaCheck(cudaEventRecord(kernel_start_.get(), streams_[0].get()),
                "cudaEventRecord");
 }
 
 absl::Status CudaShareKernels::EndLaunch(absl::string_view kernel) {
-  DMG_RETURN_IF_ERROR(Check(cudaGetLastError(), kernel));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), kernel));
   DMG_RETURN_IF_ERROR(
-      Check(cudaEventRecord(kernel_stop_.get(), streams_[0].get()),
+      CudaCheck(cudaEventRecord(kernel_stop_.get(), streams_[0].get()),
             "cudaEventRecord"));
-  DMG_RETURN_IF_ERROR(Check(cudaStreamSynchronize(streams_[0].get()), kernel));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(streams_[0].get()), kernel));
   float ms = 0;
   DMG_RETURN_IF_ERROR(
-      Check(cudaEventElapsedTime(&ms, kernel_start_.get(), kernel_stop_.get()),
+      CudaCheck(cudaEventElapsedTime(&ms, kernel_start_.get(), kernel_stop_.get()),
             "cudaEventElapsedTime"));
   times_.kernel_seconds += ms / 1e3;
   ++times_.launches;
@@ -659,7 +636,7 @@ absl::Status CudaShareKernels::Upload(Direction direction,
   if (!std::is_sorted(csr.offsets.begin(), csr.offsets.end())) {
     return absl::InvalidArgumentError("upload: offsets decrease");
   }
-  DMG_RETURN_IF_ERROR(Check(cudaSetDevice(options_.device), "cudaSetDevice"));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(options_.device), "cudaSetDevice"));
   DeviceCsr& c = csr_[static_cast<int>(direction)];
   c.loaded = false;
   const uint64_t edges = csr.offsets.back();
@@ -710,7 +687,7 @@ absl::Status CudaShareKernels::Pull(std::span<const T> contrib,
         " sums expected; got ", contrib.size(), " and ", sums.size()));
   }
   if (sums.empty()) return absl::OkStatus();
-  DMG_RETURN_IF_ERROR(Check(cudaSetDevice(options_.device), "cudaSetDevice"));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(options_.device), "cudaSetDevice"));
   DMG_RETURN_IF_ERROR(d_contrib.Reserve(n_all_, "contributions"));
   DMG_RETURN_IF_ERROR(d_sums.Reserve(share_size(), "sums"));
   DMG_RETURN_IF_ERROR(
@@ -742,7 +719,7 @@ absl::Status CudaShareKernels::BfsBottomUp(
   }
   if (awakened != nullptr) *awakened = 0;
   if (parent_share.empty()) return absl::OkStatus();
-  DMG_RETURN_IF_ERROR(Check(cudaSetDevice(options_.device), "cudaSetDevice"));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(options_.device), "cudaSetDevice"));
   DMG_RETURN_IF_ERROR(bitmap_.Reserve(bitmap_words(), "frontier bitmap"));
   DMG_RETURN_IF_ERROR(parent_.Reserve(share_size(), "parents"));
   DMG_RETURN_IF_ERROR(ToDevice(bitmap_.get(), frontier_bitmap_all.data(),
@@ -750,7 +727,7 @@ absl::Status CudaShareKernels::BfsBottomUp(
   DMG_RETURN_IF_ERROR(
       ToDevice(parent_.get(), parent_share.data(), parent_share.size_bytes()));
   DMG_RETURN_IF_ERROR(
-      Check(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long),
+      CudaCheck(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long),
                             streams_[0].get()),
             "cudaMemsetAsync (awakened)"));
   const CsrView csr{c.d_offsets.get(), c.d_targets.get(), share_size()};
@@ -798,7 +775,7 @@ absl::Status CudaShareKernels::BfsTopDown(
   }
   if (edges == 0) return absl::OkStatus();
   std::sort(local.begin(), local.end());
-  DMG_RETURN_IF_ERROR(Check(cudaSetDevice(options_.device), "cudaSetDevice"));
+  DMG_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(options_.device), "cudaSetDevice"));
   if (numa_) {
     const uint64_t blocks = uint64_t(sms_) * max_blocks_per_sm_;
     const auto entries = static_cast<uint32_t>(
@@ -814,7 +791,7 @@ absl::Status CudaShareKernels::BfsTopDown(
   DMG_RETURN_IF_ERROR(ToDevice(bitmap_.get(), visited_bitmap_all.data(),
                                visited_bitmap_all.size_bytes()));
   DMG_RETURN_IF_ERROR(
-      Check(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long),
+      CudaCheck(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long),
                             streams_[0].get()),
             "cudaMemsetAsync (discovered)"));
   const CsrView csr{c.d_offsets.get(), c.d_targets.get(), share_size()};

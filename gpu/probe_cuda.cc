@@ -21,26 +21,13 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "gpu/cuda_util.h"
 #include "gpu/device.h"
 #include "gpu/probe.h"
 #include "gpu/probe_kernels.h"
 
 namespace dmg::gpu {
 namespace {
-
-absl::Status CudaCheck(cudaError_t err, absl::string_view what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  // Reading the error clears it, so the next call does not report it again.
-  cudaGetLastError();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err),
-                                          " (", cudaGetErrorString(err), ")"));
-}
-
-struct DeviceFree {
-  void operator()(void* p) const noexcept { cudaFree(p); }
-};
-template <typename T>
-using DeviceBuffer = std::unique_ptr<T[], DeviceFree>;
 
 template <typename T>
 absl::StatusOr<DeviceBuffer<T>> Allocate(size_t count, absl::string_view what) {
@@ -51,11 +38,6 @@ absl::StatusOr<DeviceBuffer<T>> Allocate(size_t count, absl::string_view what) {
   }
   return DeviceBuffer<T>(static_cast<T*>(p));
 }
-
-struct EventDestroy {
-  void operator()(cudaEvent_t e) const noexcept { cudaEventDestroy(e); }
-};
-using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
 
 absl::StatusOr<Event> CreateEvent() {
   cudaEvent_t e = nullptr;
