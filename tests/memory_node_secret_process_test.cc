@@ -51,6 +51,14 @@ uint64_t RssBytes(pid_t pid) {
   return 0;
 }
 
+// `dmg secret` writes the cluster secret, then the job key from it.
+bool WriteSecrets(const std::string& secret, const std::string& job_key) {
+  return RunDmg("secret --output=" + secret).exit_code == 0 &&
+         RunDmg("secret --job_only --secret_file=" + secret +
+                " --output=" + job_key)
+                 .exit_code == 0;
+}
+
 TEST(SecretProcessTest,
      OnlyHoldersOfTheSecretLoadAndRunAndForgedWritesAreRefused) {
   TempDir dir;
@@ -265,11 +273,7 @@ TEST(SecretProcessTest, IdleAndHalfOpenConnectionsKeepNoOneOut) {
   if (descriptors < 3000) GTEST_SKIP() << "descriptor limit " << descriptors;
   TempDir dir;
   const std::string secret = dir.file("s"), job_key = dir.file("j");
-  ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
-  ASSERT_EQ(RunDmg("secret --job_only --secret_file=" + secret +
-                   " --output=" + job_key)
-                .exit_code,
-            0);
+  ASSERT_TRUE(WriteSecrets(secret, job_key));
   constexpr uint64_t kCapMb = 64;
   Daemon node("--transport=tcp --secret_file=" + secret +
                   " --max_buffer_mb=" + std::to_string(kCapMb),
@@ -379,11 +383,7 @@ TEST(SecretProcessTest, IdleAndHalfOpenConnectionsKeepNoOneOut) {
 TEST(SecretProcessTest, AJobsKeptStateIsResumedOnlyWithItsToken) {
   TempDir dir;
   const std::string secret = dir.file("s"), job_key = dir.file("j");
-  ASSERT_EQ(RunDmg("secret --output=" + secret).exit_code, 0);
-  ASSERT_EQ(RunDmg("secret --job_only --secret_file=" + secret +
-                   " --output=" + job_key)
-                .exit_code,
-            0);
+  ASSERT_TRUE(WriteSecrets(secret, job_key));
   Daemon node("--transport=tcp --secret_file=" + secret, dir.file("node.log"));
   ASSERT_EQ(RunDmg("load --graph=kron:14 --secret_file=" + secret +
                    " --memory_nodes=" + node.address())
