@@ -50,17 +50,24 @@ absl::StatusOr<PageRankResult> Run(Engine& engine, int max_iters,
       contrib.Set(v,
                   d == 0 ? ScoreT{0} : score.Get(v) / static_cast<ScoreT>(d));
     }));
-    const auto c = contrib.reader();
-    DMG_ASSIGN_OR_RETURN(
-        result.last_l1,
-        engine.Gather<compute::Add>(
-            Direction::kIn, [c](VertexId u, VertexId, auto) { return c[u]; },
-            [&](VertexId v, ScoreT sum) {  // returns the L1 change
-              const ScoreT next = base + damping * sum;
-              const double change = std::fabs(double{next} - score.Get(v));
-              score.Set(v, next);
-              return change;
-            }));
+    auto finish = [&](VertexId v, ScoreT sum) {  // returns the L1 change
+      const ScoreT next = base + damping * sum;
+      const double change = std::fabs(double{next} - score.Get(v));
+      score.Set(v, next);
+      return change;
+    };
+    if (engine.GpuShareWanted()) {  // the GPU sums the range's first part
+      DMG_ASSIGN_OR_RETURN(
+          result.last_l1,
+          engine.GatherSumOnGpu<ScoreT>(Direction::kIn, contrib, finish));
+    } else {
+      const auto c = contrib.reader();
+      DMG_ASSIGN_OR_RETURN(
+          result.last_l1,
+          engine.Gather<compute::Add>(
+              Direction::kIn, [c](VertexId u, VertexId, auto) { return c[u]; },
+              finish));
+    }
     ++result.iterations;
     DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }

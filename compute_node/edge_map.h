@@ -6,6 +6,8 @@
 
 #include <bit>
 #include <optional>
+#include <span>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -392,13 +394,42 @@ absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
     const Frontier& frontier, Direction along, State<T>& target, Value& value,
     Candidate& candidate) {
   Frontier next = NewFrontier();
+  // With a GPU share (GpuShareForBottomUp): its candidates go to the
+  // kernels, on their own thread, while the workers scan the rest.
+  DMG_ASSIGN_OR_RETURN(const bool gpu,
+                       GpuShareForBottomUp(internal::Opposite(along)));
+  const VertexId cut =
+      gpu ? static_cast<VertexId>(gpu_.kernels->end()) : own_begin_;
+  // The GPU's candidates are not the workers' (0 without a share: chunks
+  // taken from other nodes lie below own_begin_).
+  const VertexId gpu_below = gpu ? cut : 0;
+  std::vector<int64_t> parents;
+  absl::Status gpu_status;
+  std::jthread gpu_thread;
+  if (gpu) {
+    parents.assign(cut - own_begin_, kNotCandidate);
+    DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+        parents.size(), internal::kVertexGrain,
+        [&](int, uint64_t begin, uint64_t end) {
+          for (uint64_t i = begin; i < end; ++i) {
+            if (candidate(static_cast<VertexId>(own_begin_ + i))) {
+              parents[i] = -1;
+            }
+          }
+          return absl::OkStatus();
+        }));
+    gpu_thread = std::jthread([&] {
+      gpu_status =
+          gpu_.kernels->BfsBottomUp(frontier.words(), parents, nullptr);
+    });
+  }
   DMG_ASSIGN_OR_RETURN(
       const bool scanned,
       ScanPrefixes(
           internal::Opposite(along),
           [&](VertexId begin, VertexId end, uint8_t* out) {
             for (VertexId v = begin; v < end; ++v) {
-              out[v - begin] = candidate(v);
+              out[v - begin] = v >= gpu_below && candidate(v);
             }
           },
           [&](int w, VertexId v, std::span<const VertexId> in,
@@ -419,7 +450,17 @@ absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
             }
             return false;
           },
-          /*may_steal=*/true));
+          /*may_steal=*/!gpu));
+  if (gpu) {
+    gpu_thread.join();
+    DMG_RETURN_IF_ERROR(Fail(gpu_status));
+    // No prefix scan (the pull runs instead, the share's vertices too):
+    // the GPU's parents are dropped.
+    if (scanned) {
+      DMG_RETURN_IF_ERROR(
+          (ApplyGpuParents<Op, T>(parents, target, value, next)));
+    }
+  }
   if (!scanned) return std::optional<Frontier>();
   next.Seal();
   if (scan_shared_) {
@@ -429,6 +470,29 @@ absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
   }
   DMG_ASSIGN_OR_RETURN(Frontier merged, MergeFrontier(std::move(next)));
   return std::optional<Frontier>(std::move(merged));
+}
+
+// A GPU bottom-up step's parents: each candidate of the share that found
+// one claims value(parent, v, 1) (the first frontier in-neighbour in
+// adjacency order, as the CPU's step takes), in grain chunks, each its
+// worker's alone.
+template <typename Op, typename T, typename Value>
+absl::Status Engine::ApplyGpuParents(std::span<const int64_t> parents,
+                                     State<T>& target, Value& value,
+                                     Frontier& next) {
+  stats_.gpu.used = true;
+  ++stats_.gpu.bottom_up_steps;
+  return scheduler_.ForRanges(
+      parents.size(), internal::kVertexGrain,
+      [&](int w, uint64_t begin, uint64_t end) {
+        for (uint64_t i = begin; i < end; ++i) {
+          if (parents[i] < 0 || parents[i] == kNotCandidate) continue;
+          const VertexId v = static_cast<VertexId>(own_begin_ + i);
+          const T x = value(static_cast<VertexId>(parents[i]), v, Weight{1});
+          if (target.template ApplyOwned<Op>(w, v, x)) next.AddExclusive(w, v);
+        }
+        return absl::OkStatus();
+      });
 }
 
 // EdgeMap's pull: each candidate folds the updates of its frontier

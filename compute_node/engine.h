@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,6 +51,7 @@
 #include "compute_node/worker_pool.h"
 #include "coordinator/outbox.h"
 #include "coordinator/update_coordinator.h"
+#include "gpu/kernels.h"
 #include "store/block_format.h"
 #include "workload/steal_policy.h"
 
@@ -145,6 +147,18 @@ struct EngineOptions {
   // dmg run, where node 0 alone reports, so that the others do not each
   // READ the whole result).
   bool results_everywhere = true;
+  // The GPU's share of this node's range (issue 40): opens the share
+  // kernels for [begin, end) of a graph of num_vertices vertices (dmg run:
+  // gpu::ShareKernels::Open; tests: a host fake). Empty: no GPU. GatherSum
+  // uses it with one compute node; an error falls back to the CPU threads.
+  using GpuShareFactory =
+      std::function<absl::StatusOr<std::unique_ptr<gpu::ShareKernels>>(
+          uint64_t num_vertices, uint64_t begin, uint64_t end)>;
+  GpuShareFactory gpu_share;
+  // The GPU's part of the range's cost (edges + stage1_alpha * vertices),
+  // 0..1, fixed (tests, ablations); < 0: stage 1's calibration at the
+  // first GatherSum measures it.
+  double gpu_share_fraction = -1;
 };
 
 class Engine {
@@ -222,6 +236,30 @@ class Engine {
   auto Gather(Direction neighbours, Value value, FinishFn finish)
       -> absl::StatusOr<decltype(finish(
           VertexId{}, value(VertexId{}, VertexId{}, Weight{})))>;
+  // Gather<Add> of values[u] over every vertex's neighbours u, then
+  // finish(v, sum), for float or double values (PageRank's pull). With a
+  // GPU share (EngineOptions::gpu_share, one compute node) it is a pull:
+  // the GPU sums the first part of the range while the CPU threads gather
+  // the rest, and finish sees every vertex as Gather's would; without one,
+  // it is Gather<Add>.
+  template <typename T, typename FinishFn>
+  auto GatherSum(Direction neighbours, State<T>& values, FinishFn finish)
+      -> absl::StatusOr<decltype(finish(VertexId{}, T{}))>;
+  // Whether GatherSum would run a GPU share now (a factory, one compute
+  // node, not turned off after a failure).
+  bool GpuShareWanted() const {
+    return options_.gpu_share && compute_nodes() == 1 &&
+           !(gpu_.tried && gpu_.kernels == nullptr);
+  }
+  // GatherSum for a program to call when GpuShareWanted() (else its own
+  // Gather<Add>). Compiled once, in engine_gpu.cc, for float and double:
+  // instantiated in a program's translation unit, the GPU path's code made
+  // GCC stop inlining that unit's CPU gather loop, and kron-20 PageRank ran
+  // 35% slower without any GPU.
+  template <typename T>
+  absl::StatusOr<double> GatherSumOnGpu(
+      Direction neighbours, State<T>& values,
+      const std::function<double(VertexId, T)>& finish);
   absl::Status Degrees(Direction d, State<uint32_t>& out);
   // One vertex's degree in direction d (a READ of its blocks' headers).
   absl::StatusOr<uint64_t> Degree(Direction d, VertexId v);
@@ -558,10 +596,73 @@ class Engine {
                                               size_t value_bytes) const;
   // Records a direction estimate, for the superstep's first operation.
   void NoteDirectionEstimate(const coordinator::DirectionEstimate& e);
+  // Sums of a pull Gather computed elsewhere (a GPU share): the vertices
+  // [own_begin_, own_begin_ + sums.size()) take them once ready() returns
+  // OK (it waits for them; the CPU threads gather the rest meanwhile).
+  template <typename T>
+  struct GivenSums {
+    std::span<const T> sums;
+    std::function<absl::Status()> ready;
+  };
   template <typename Op, typename Value, typename FinishFn>
-  auto PullGather(Direction neighbours, Value& value, FinishFn& finish)
+  auto PullGather(
+      Direction neighbours, Value& value, FinishFn& finish,
+      const GivenSums<std::invoke_result_t<Value&, VertexId, VertexId, Weight>>*
+          given = nullptr)
       -> absl::StatusOr<decltype(finish(
           VertexId{}, value(VertexId{}, VertexId{}, Weight{})))>;
+  // PullGather's end for the given sums: finish over their vertices, added
+  // per block of the vertex's last piece into `partial` (after the scan).
+  template <typename T, typename FinishFn, typename R>
+  absl::Status FinishGivenSums(Direction neighbours, const GivenSums<T>& given,
+                               FinishFn& finish, std::vector<R>& partial);
+  // The GPU share (engine_gpu.cc). What a GatherSum does with it: nothing
+  // (no factory, several nodes, it failed or took no part: the CPU threads
+  // gather all), calibrate (this gather runs on the CPU threads, timed,
+  // after the GPU pulled a sample; the share is cut after it), or run it.
+  enum class GpuPhase { kNone, kCalibrate, kRun };
+  // `sample_pull(kernels)` runs one PageRankPull of the current values on
+  // an open share (the calibration's GPU sample).
+  using SamplePull = std::function<absl::Status(gpu::ShareKernels&)>;
+  absl::StatusOr<GpuPhase> GpuShareFor(Direction neighbours,
+                                       const SamplePull& sample_pull);
+  // Ends the calibration with the CPU threads' time for the whole range.
+  absl::Status FinishGpuCalibration(Direction neighbours, double cpu_seconds);
+  // Opens the share [own_begin_, cut) and uploads its adjacency; on an
+  // error the GPU is off for the run, with the reason in the stats.
+  absl::Status OpenGpuShare(Direction neighbours, VertexId cut);
+  absl::StatusOr<std::unique_ptr<gpu::ShareKernels>> OpenShare(
+      Direction neighbours, VertexId begin, VertexId end);
+  // The share's adjacency in direction d, READ from the store's blocks
+  // (through the transport and the cache, counted as any READ) into the
+  // upload's staging, chunk by chunk.
+  absl::Status UploadShare(gpu::ShareKernels& share, Direction d);
+  // The share [begin, end)'s offsets in stored direction d (from 0), and
+  // the CSR index of its first edge.
+  struct ShareOffsets {
+    std::vector<uint64_t> offsets;
+    uint64_t first_edge = 0;
+  };
+  absl::StatusOr<ShareOffsets> ReadShareOffsets(Direction d, VertexId begin,
+                                                VertexId end);
+  // The edges per kVertexGrain vertices of the gathered direction (from
+  // the directory, once), SplitForGpu's input.
+  const std::vector<uint64_t>& GpuChunkEdges(Direction neighbours);
+  // The cost (edges + stage1_alpha * vertices) of [begin, end).
+  double GpuRangeCost(Direction neighbours, VertexId begin, VertexId end);
+  // One PageRankPull on the open share, its time and copies noted.
+  template <typename T>
+  absl::Status RunSharePull(std::span<const T> all, std::span<T> sums);
+  void GpuOff(std::string reason);
+  struct GpuShareState {
+    std::unique_ptr<gpu::ShareKernels> kernels;
+    bool tried = false;  // GpuShareFor decided (kNone stays kNone)
+    bool calibrating = false;
+    double sample_units = 0, sample_seconds = 0;
+    std::vector<uint64_t> chunk_edges;     // per kVertexGrain vertices
+    Direction direction = Direction::kIn;  // stored, of the upload
+  };
+  GpuShareState gpu_;
   template <typename Op, typename Value, typename FinishFn>
   auto PushGather(Direction neighbours, Value& value, FinishFn& finish)
       -> absl::StatusOr<decltype(finish(
@@ -581,6 +682,17 @@ class Engine {
                                                    State<T>& target,
                                                    Value& value,
                                                    Candidate& candidate);
+  // A bottom-up step's GPU share (engine_gpu.cc): true when one is open
+  // over direction d's adjacency (first-wins steps on an unweighted graph,
+  // one compute node); opens one at a fixed gpu_share_fraction (a BFS
+  // step's own calibration is not built: without a fraction, only a share
+  // a PageRank gather opened is used).
+  absl::StatusOr<bool> GpuShareForBottomUp(Direction d);
+  // parents[i] of a share vertex that was no candidate.
+  static constexpr int64_t kNotCandidate = std::numeric_limits<int64_t>::max();
+  template <typename Op, typename T, typename Value>
+  absl::Status ApplyGpuParents(std::span<const int64_t> parents,
+                               State<T>& target, Value& value, Frontier& next);
   template <typename Op, bool kEveryVertex, typename T, typename Value,
             typename Candidate>
   absl::StatusOr<Frontier> PullEdgeMap(const Frontier& frontier,

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <span>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -36,12 +39,24 @@ auto Engine::Gather(Direction neighbours, Value value, FinishFn finish)
 }
 
 template <typename Op, typename Value, typename FinishFn>
-auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
+auto Engine::PullGather(
+    Direction neighbours, Value& value, FinishFn& finish,
+    const GivenSums<std::invoke_result_t<Value&, VertexId, VertexId, Weight>>*
+        given)
     -> absl::StatusOr<decltype(finish(VertexId{}, value(VertexId{}, VertexId{},
                                                         Weight{})))> {
   using T = decltype(value(VertexId{}, VertexId{}, Weight{}));
   using R = decltype(finish(VertexId{}, T{}));
   ArmSourceReads(neighbours);
+  // With given sums (a GPU share), the CPU threads gather from cpu_from on
+  // and READ only the units holding such vertices (>=: a unit that ends in
+  // a split vertex names it as its end).
+  const VertexId cpu_from =
+      given == nullptr ? own_begin_
+                       : static_cast<VertexId>(own_begin_ + given->sums.size());
+  const RangeFn cpu_part = [cpu_from](VertexId, VertexId end) {
+    return end >= cpu_from;
+  };
   // finish's results are summed per block (the block of the vertex's last
   // piece, scanned by one worker in vertex order), then in block order.
   std::vector<R> partial(graph_.directory(Stored(neighbours)).size(), R{});
@@ -51,7 +66,7 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
   };
   std::vector<Pending> pending(threads());
   DMG_RETURN_IF_ERROR(ScanBlocks(
-      neighbours, nullptr,
+      neighbours, given == nullptr ? nullptr : &cpu_part,
       [&](int w, uint32_t entry, const BlockView& b, bool continues) {
         Pending& p = pending[w];
         const uint32_t count = b.vertex_count();
@@ -60,7 +75,13 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
         // (Plain variables: clang 14 lets no lambda capture a structured
         // binding.)
         const std::pair<uint32_t, uint32_t> range = WorkIndices(w, b);
-        const uint32_t lo = range.first, hi = range.second;
+        const uint32_t hi = range.second;
+        uint32_t lo = range.first;
+        if (given != nullptr && b.first_vertex() + lo < cpu_from) {
+          // The given sums' vertices (one node: no unit is taken).
+          lo = static_cast<uint32_t>(
+              std::min<uint64_t>(hi, cpu_from - b.first_vertex()));
+        }
         // The vertex loop is compiled once for each case, so that a
         // node's own blocks (all of them but in a shared scan) pay no test
         // per vertex (road-NY: ~3 arcs a vertex).
@@ -129,6 +150,9 @@ auto Engine::PullGather(Direction neighbours, Value& value, FinishFn& finish)
           (FinishTakenGather<Op, T>(neighbours, finish, partial)));
     }
   }
+  if (given != nullptr) {
+    DMG_RETURN_IF_ERROR(FinishGivenSums(neighbours, *given, finish, partial));
+  }
   R total{};
   if (compute_nodes() == 1) {  // the partials are all here
     for (const R& x : partial) total += x;
@@ -194,6 +218,125 @@ absl::Status Engine::FinishTakenGather(Direction neighbours, FinishFn& finish,
     }
     partial[entry] = sum;
   }
+  return absl::OkStatus();
+}
+
+// The given sums' vertices, finished in grain-sized chunks on the workers;
+// each chunk's results are summed per block of the vertex's last piece (as
+// PullGather's scan sums them) and added into `partial` in chunk order.
+template <typename T, typename FinishFn, typename R>
+absl::Status Engine::FinishGivenSums(Direction neighbours,
+                                     const GivenSums<T>& given,
+                                     FinishFn& finish,
+                                     std::vector<R>& partial) {
+  DMG_RETURN_IF_ERROR(given.ready());
+  std::span<const DirectoryEntry> dir = graph_.directory(Stored(neighbours));
+  const uint64_t n = given.sums.size();
+  const uint64_t grain = internal::kVertexGrain;
+  // Per chunk: (entry, sum) runs.
+  std::vector<std::vector<std::pair<size_t, R>>> runs((n + grain - 1) / grain);
+  DMG_RETURN_IF_ERROR(
+      scheduler_.ForRanges(n, grain, [&](int, uint64_t begin, uint64_t end) {
+        auto& out = runs[begin / grain];
+        size_t e = store::FindBlocks(dir, own_begin_ + begin).second - 1;
+        for (uint64_t i = begin; i < end; ++i) {
+          const VertexId v = static_cast<VertexId>(own_begin_ + i);
+          // The block of v's last piece: the last whose first vertex <= v.
+          while (e + 1 < dir.size() && dir[e + 1].first_vertex <= v) ++e;
+          if (out.empty() || out.back().first != e) out.push_back({e, R{}});
+          out.back().second += finish(v, given.sums[i]);
+        }
+        return absl::OkStatus();
+      }));
+  NoteVertexVisits(n);
+  for (const auto& chunk : runs) {
+    for (const auto& [e, sum] : chunk) partial[e] += sum;
+  }
+  return absl::OkStatus();
+}
+
+template <typename T, typename FinishFn>
+auto Engine::GatherSum(Direction neighbours, State<T>& values, FinishFn finish)
+    -> absl::StatusOr<decltype(finish(VertexId{}, T{}))> {
+  // Without a GPU (or once it took no part): Gather<Add> as a program
+  // would call it.
+  if (!options_.gpu_share || compute_nodes() > 1 ||
+      (gpu_.tried && gpu_.kernels == nullptr)) {
+    const auto c = values.reader();
+    return Gather<Add>(
+        neighbours, [c](VertexId u, VertexId, Weight) { return c[u]; }, finish);
+  }
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "the GPU kernels sum floats or doubles");
+  DMG_RETURN_IF_ERROR(Prepare());
+  const auto c = values.reader();
+  auto value = [c](VertexId u, VertexId, Weight) { return c[u]; };
+  // Every vertex's value, the GPU's input (the share's in-neighbours may be
+  // any vertex): the local copy itself when current, else gathered.
+  std::span<const T> all = values.current_values();
+  std::vector<T> gathered;
+  if (all.empty()) {
+    gathered.resize(num_vertices());
+    DMG_RETURN_IF_ERROR(
+        scheduler_.ForRanges(gathered.size(), internal::kVertexGrain,
+                             [&](int, uint64_t begin, uint64_t end) {
+                               for (uint64_t u = begin; u < end; ++u) {
+                                 gathered[u] = c[static_cast<VertexId>(u)];
+                               }
+                               return absl::OkStatus();
+                             }));
+    all = gathered;
+  }
+  const SamplePull sample = [&](gpu::ShareKernels& k) {
+    std::vector<T> sums(k.end() - k.begin());
+    return k.PageRankPull(all, std::span<T>(sums));
+  };
+  DMG_ASSIGN_OR_RETURN(const GpuPhase phase, GpuShareFor(neighbours, sample));
+  if (phase == GpuPhase::kNone) return Gather<Add>(neighbours, value, finish);
+  // The GPU pulls: so does this gather (no push choice to make).
+  NoteDecision(5);
+  NoteEdgeOp("pull", num_vertices(), "gpu", num_arcs(), 0);
+  if (phase == GpuPhase::kCalibrate) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = PullGather<Add>(neighbours, value, finish);
+    if (!r.ok()) return r;
+    const std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start;
+    DMG_RETURN_IF_ERROR(FinishGpuCalibration(neighbours, took.count()));
+    return r;
+  }
+  // The GPU's part runs on its own thread while the workers gather the
+  // rest; ready() joins it (the jthread joins on every path out).
+  std::vector<T> sums(gpu_.kernels->end() - gpu_.kernels->begin());
+  absl::Status gpu_status;
+  std::chrono::steady_clock::time_point gpu_done;
+  std::jthread gpu_thread([&] {
+    gpu_status = RunSharePull<T>(all, sums);
+    gpu_done = std::chrono::steady_clock::now();
+  });
+  GivenSums<T> given{
+      sums, [&]() -> absl::Status {
+        const auto cpu_done = std::chrono::steady_clock::now();
+        gpu_thread.join();
+        if (gpu_done > cpu_done) {
+          stats_.gpu.wait_seconds +=
+              std::chrono::duration<double>(gpu_done - cpu_done).count();
+        }
+        return Fail(gpu_status);
+      }};
+  return PullGather<Add>(neighbours, value, finish, &given);
+}
+
+// One pull on the share: the kernels' figures go to the run's stats.
+template <typename T>
+absl::Status Engine::RunSharePull(std::span<const T> all, std::span<T> sums) {
+  gpu::ShareKernels& k = *gpu_.kernels;
+  DMG_RETURN_IF_ERROR(k.PageRankPull(all, sums));
+  const gpu::KernelTimes t = k.times();
+  stats_.gpu.used = true;
+  ++stats_.gpu.pulls;
+  stats_.gpu.kernel_seconds = t.kernel_seconds;
+  stats_.gpu.copy_seconds = t.copy_seconds;
   return absl::OkStatus();
 }
 

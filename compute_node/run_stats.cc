@@ -25,6 +25,37 @@ std::string CacheJson(const CacheCounters& c) {
       c.bytes_saved);
 }
 
+// A JSON string's body (the GPU's note quotes error messages).
+std::string Escaped(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(ch));
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string GpuJson(const GpuStats& g) {
+  return absl::StrFormat(
+      "{\"used\": %s, \"note\": \"%s\", \"cpu_units\": %.0f, "
+      "\"cpu_seconds\": %.6f, \"gpu_units\": %.0f, \"gpu_seconds\": %.6f, "
+      "\"cpu_rate\": %.1f, \"gpu_rate\": %.1f, \"share\": %.4f, "
+      "\"begin\": %d, \"cut\": %d, \"end\": %d, \"upload_edges\": %d, "
+      "\"upload_bytes_read\": %d, \"pulls\": %d, \"kernel_seconds\": %.6f, "
+      "\"copy_seconds\": %.6f, \"wait_seconds\": %.6f, "
+      "\"bottom_up_steps\": %d}",
+      g.used ? "true" : "false", Escaped(g.note), g.cpu_units, g.cpu_seconds,
+      g.gpu_units, g.gpu_seconds, g.cpu_rate, g.gpu_rate, g.share, g.begin,
+      g.cut, g.end, g.upload_edges, g.upload_bytes_read, g.pulls,
+      g.kernel_seconds, g.copy_seconds, g.wait_seconds, g.bottom_up_steps);
+}
+
 uint64_t StatusField(const char* key) {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -96,11 +127,12 @@ std::string ToJson(const RunStats& s) {
                         "  \"transport_rtt_us\": %.2f,\n"
                         "  \"transport_bytes_per_us\": %.1f,\n"
                         "  \"cost_constants\": \"%s\",\n"
-                        "  \"job_totals\": %s,\n  \"nodes\": [",
+                        "  \"job_totals\": %s,\n  \"gpu\": %s,\n"
+                        "  \"nodes\": [",
                         OpsJson(s.total), CacheJson(s.total_cache),
                         s.compute_nodes, s.job, s.transport_rtt_us,
                         s.transport_bytes_per_us, s.cost_constants,
-                        OpsJson(s.job_total));
+                        OpsJson(s.job_total), GpuJson(s.gpu));
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const NodeStats& n = s.nodes[i];
     absl::StrAppendFormat(

@@ -68,6 +68,9 @@ struct SuperstepStats {
   // VertexMaps, VertexFilters and Reduces visited, the exchanges and the
   // time it waited in them.
   uint64_t push_arcs = 0, remote_arcs = 0, pull_visits = 0, gather_visits = 0;
+  // Vertices and arcs of the blocks READ for a GPU share's upload (not a
+  // pull's visits: the cost model's fit must not see them).
+  uint64_t gpu_upload_visits = 0;
   uint64_t pull_hits = 0;  // of pull_visits, arcs whose source was active
   uint64_t vertex_visits = 0;
   uint64_t rounds = 0;
@@ -96,6 +99,28 @@ struct NodeStats {
   // other nodes' ranges (stolen through the shared cursors).
   uint64_t own_items = 0, stolen_items = 0;
   transport::OpStats total;
+};
+
+// The GPU's share of the node's range (issue 40; Engine::GatherSum).
+struct GpuStats {
+  bool used = false;  // a share ran in some gather
+  // How the share was chosen ("fixed", "calibrated"), or why the CPU
+  // threads ran it all.
+  std::string note;
+  // Stage 1's calibration: cost units and seconds of each side's sample,
+  // the rates and the share they gave (workload::ShareFromCalibration).
+  double cpu_units = 0, cpu_seconds = 0, gpu_units = 0, gpu_seconds = 0;
+  double cpu_rate = 0, gpu_rate = 0, share = 0;
+  // The GPU's part [begin, cut) of the node's range [begin, end).
+  uint64_t begin = 0, cut = 0, end = 0;
+  // The share's upload: edges, and bytes READ for it through the transport.
+  uint64_t upload_edges = 0, upload_bytes_read = 0;
+  // Pulls run, the kernels' own figures (gpu::KernelTimes), and how long
+  // the CPU threads waited for the GPU after their part.
+  uint64_t pulls = 0;
+  double kernel_seconds = 0, copy_seconds = 0, wait_seconds = 0;
+  // BFS bottom-up steps whose share's candidates the GPU took.
+  uint64_t bottom_up_steps = 0;
 };
 
 struct RunStats {
@@ -133,6 +158,7 @@ struct RunStats {
   std::string cost_constants;
   std::vector<NodeStats> nodes;
   transport::OpStats job_total;
+  GpuStats gpu;
 };
 
 std::string ToJson(const RunStats& stats);

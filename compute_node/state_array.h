@@ -766,6 +766,13 @@ class StateArray : public StateArrayBase {
     const T* local_;
   };
   Reader reader() { return Reader(this); }
+  // Every vertex's value as one span, when the local copy is current (a
+  // resident array with nothing pending; else empty): a GPU share's input
+  // without a copy.
+  std::span<const T> current_values() {
+    const T* p = Reader::Current(this);
+    return p == nullptr ? std::span<const T>() : std::span<const T>(p, size());
+  }
 
   // The version after `superstep` as the memory node holds it; a resident
   // array also checks it against its local copy (a difference would mean the

@@ -12,8 +12,10 @@
 #           tests (device attributes, the probe, the kernels against host
 #           references, both schedules) and the kernels on kron:22-24, plain
 #           against NUMA, PageRank and BFS checked against CPU loops; prints
-#           one table. Without build/devkit it tries to build there (which
-#           needs dmg's libraries installed).
+#           one table; then dmg run PageRank --gpu=on --verify on kron:20
+#           (DMG_RUN_GRAPH): the engine's share, calibrated, against the
+#           reference, with its gpu stats. Without build/devkit it tries
+#           to build there (which needs dmg's libraries installed).
 #
 # Results go to $OUT (or build/device-check) as device-check.txt and
 # topology.json. Under 5 minutes on an H100, the graphs' generation
@@ -84,6 +86,13 @@ run() {
     [ -s "$out/topology.json" ] && topo=(--topology="$out/topology.json")
     timeout 240 "$bin/gpu_share_bench" \
       --graphs="${DMG_CHECK_GRAPHS:-kron:22,kron:23,kron:24}" "${topo[@]}" 2>&1
+    # The engine's share (Engine::GatherSum): PageRank with the kernels,
+    # checked against the reference; the calibration and cut in stats.
+    echo "== dmg run pagerank --gpu=on"
+    timeout 180 "$bin/dmg" run --algo=pagerank --graph="${DMG_RUN_GRAPH:-kron:20}" \
+      --gpu=on --verify --summary_json="$out/run-summary.json" \
+      --stats_json="$out/run-stats.json" 2>&1 | tail -3
+    grep -o '"gpu": {[^}]*}' "$out/run-summary.json" "$out/run-stats.json"
   } | tee "$out/device-check.txt"
 }
 

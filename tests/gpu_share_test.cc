@@ -100,6 +100,17 @@ TEST(GpuShareTest, TheCutGivesTheGpuItsShareOfTheRangesCost) {
 
 // `dmg run --gpu` where no GPU can be used (this machine, CI): on is
 // refused with one line and exit 2, auto runs on the CPU and says so.
+TEST(GpuFlagTest, AGpuShareAboveOneIsRefused) {
+  testing::CommandResult r =
+      testing::RunDmg("run --algo=pagerank --graph=kron:10 --gpu_share=1.5");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  ASSERT_EQ(testing::ErrorLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("--gpu_share=1.5"), std::string::npos) << r.err;
+  testing::CommandResult ok = testing::RunDmg(
+      "run --algo=pagerank --graph=kron:10 --gpu_share=0.5 --verify");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 TEST(GpuFlagTest, WithoutAGpuOnIsRefusedAndAutoSaysItRunsOnTheCpu) {
   std::string why;
   if (!gpu::ListDevices(&why).empty()) {

@@ -183,7 +183,7 @@ std::vector<FlagGroup> RunFlagGroups() {
       {"compute nodes, the update coordinator and the workload manager",
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
         "cost_constants", "steal", "stage1_alpha"}},
-      {"the GPU", {"gpu"}},
+      {"the GPU", {"gpu", "gpu_share"}},
       {"resume after a failure",
        {"resume", "keep_state_s", "checkpoint_interval", "max_retries",
         "job_token_file"}},
@@ -209,7 +209,8 @@ int RunCommand() {
   WarmPool::Process().Keep();
   absl::StatusOr<RunConfig> config = RunConfig::FromFlags();
   if (!config.ok()) return ReportError(config.status());
-  if (config->gpu_given && config->gpu_mode == "auto") {
+  if (config->gpu_given && config->gpu_mode == "auto" &&
+      !config->engine.gpu_share) {
     absl::FPrintF(stderr, "dmg: --gpu=auto: %s: the CPU threads run it all\n",
                   config->gpu_note);
   }

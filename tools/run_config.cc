@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "coordinator/update_coordinator.h"
 #include "gpu/device.h"
+#include "gpu/kernels.h"
 #include "store/image_file.h"
 #include "tools/graph_flags.h"
 #include "tools/job_token.h"
@@ -100,6 +101,11 @@ DEFINE_string(gpu, "auto",
               "GPU, by measured throughput (auto: when a GPU can run it, else "
               "the CPU threads, and --summary_json says why; on: refuse to "
               "run without one)");
+DEFINE_double(gpu_share, -1,
+              "with a GPU: its part of the compute node's range (cost: edges "
+              "+ stage1_alpha x vertices), 0 to 1, fixed (ablations; BFS's "
+              "bottom-up steps use the GPU only so); below 0: measured by the "
+              "calibration at PageRank's first gather");
 DEFINE_double(stage1_alpha, 1.0,
               "stage 1 of the workload manager: a compute node's range costs "
               "its edges plus this times its vertices");
@@ -322,9 +328,11 @@ absl::StatusOr<JobPlace> ResolveJob() {
   return p;
 }
 
-// --gpu against the GPUs this process can use. The CUDA kernels are not
-// run by the engine yet, so a GPU found is named and left to `dmg
-// gpu-probe`; --gpu=on says so rather than run without it.
+// --gpu against the GPUs this process can use. With one (auto or on), the
+// engine gets the share kernels' Open as its GPU share factory: PageRank's
+// gather runs a share of the node's range on it, cut by stage 1's
+// calibration (compute_node/engine_gpu.cc); an Open that fails there
+// leaves the CPU threads to run it all, with the reason in the stats.
 absl::Status GpuFlags(RunConfig& c) {
   c.gpu_mode = FLAGS_gpu;
   c.gpu_given = FlagGiven("gpu");
@@ -332,6 +340,12 @@ absl::Status GpuFlags(RunConfig& c) {
     return absl::InvalidArgumentError("--gpu='" + FLAGS_gpu +
                                       "' is not auto, on or off");
   }
+  if (!(FLAGS_gpu_share <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--gpu_share=%g: the GPU's part is at most 1 (below 0: calibrate)",
+        FLAGS_gpu_share));
+  }
+  c.engine.gpu_share_fraction = FLAGS_gpu_share;
   if (FLAGS_gpu == "off") {
     c.gpu_note = "off (--gpu=off)";
     return absl::OkStatus();
@@ -345,15 +359,15 @@ absl::Status GpuFlags(RunConfig& c) {
     c.gpu_note = "no GPU: " + why;
     return absl::OkStatus();
   }
-  const std::string found =
-      absl::StrFormat("GPU %d (%s)", devices[0].index, devices[0].name);
-  if (FLAGS_gpu == "on") {
-    return absl::FailedPreconditionError(
-        "--gpu=on: " + found +
-        " found, but dmg run does not run its kernels yet (dmg gpu-probe "
-        "measures it); use --gpu=auto or off");
-  }
-  c.gpu_note = found + " found; dmg run does not run its kernels yet";
+  c.gpu_note =
+      absl::StrFormat("GPU %d (%s) found", devices[0].index, devices[0].name);
+  const int device = devices[0].index;
+  c.engine.gpu_share = [device](uint64_t num_vertices, uint64_t begin,
+                                uint64_t end) {
+    gpu::KernelOptions options;
+    options.device = device;
+    return gpu::ShareKernels::Open(num_vertices, begin, end, options);
+  };
   return absl::OkStatus();
 }
 

@@ -178,6 +178,17 @@ absl::StatusOr<bool> RunReport::AddTrial(int trial) {
   ts.cache = stats.total_cache;
   ts.counts = outcome.counts;
   ts.converged = outcome.converged;
+  // The GPU's share (engine_gpu.cc): whether one ran, and how it was cut
+  // or why the CPU threads ran it all.
+  if (stats.gpu.used) summary_.gpu_used = true;
+  if (!stats.gpu.note.empty()) {
+    summary_.gpu_note = config_.gpu_note + "; " + stats.gpu.note;
+  } else if (config_.engine.gpu_share) {
+    summary_.gpu_note = config_.gpu_note +
+                        "; not used: a share runs in PageRank's gather "
+                        "(and, with --gpu_share, BFS's bottom-up steps) on "
+                        "one compute node";
+  }
   if (FLAGS_trials > 1) {
     absl::FPrintF(Report(), "trial %d: %.3f s (%s; %s)\n", trial + 1,
                   stats.seconds, Count(stats.supersteps.size(), "superstep"),
