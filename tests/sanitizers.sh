@@ -21,7 +21,10 @@ mode="${1:-}"
 # block source, frontier, barrier, unit scheduler, progress record), every
 # transport's conformance suite, Endpoint::Wait, the tcp server and wire
 # (tcp_wire, auth, load transactions, snapshots), the engine and several
-# compute nodes in one process, the workload runner.
+# compute nodes in one process, the workload runner; and the GPU part's
+# host side in this CUDA-off build (topology analysis, the share split, the
+# kernel bodies on the host fake, the engine's share, the no-GPU answers),
+# so CI builds and runs it with CUDA off as the release run does with it on.
 ASAN_TARGETS=(reader_test memory_limits_test generator_test build_graph_test
   layout_test block_codec_test image_test block_validation_test reference_test
   wire_codec_test outbox_test coordinator_test page_cache_test state_array_test
@@ -31,7 +34,9 @@ ASAN_TARGETS=(reader_test memory_limits_test generator_test build_graph_test
   barrier_test unit_scheduler_test progress_test
   transport_conformance_test endpoint_wait_test tcp_wire_test
   memory_node_auth_test load_transaction_test snapshot_test
-  engine_test multinode_test workload_test)
+  engine_test multinode_test workload_test
+  gpu_analysis_test gpu_share_test gpu_kernels_test gpu_engine_test
+  gpu_device_test)
 # ThreadSanitizer: the tests that run threads against each other: the
 # engine and its parts (worker pool, unit scheduler, outbox, barrier,
 # frontier, page / hot-block / header caches, state arrays, block
