@@ -390,6 +390,27 @@ class StateArrayBase : public PageSource {
                .load(std::memory_order_relaxed);
     return true;
   }
+  // After a validated read of a cached page that is not the worker's
+  // pinned one: whether the pin should move there, because the last
+  // kFollowAfter such reads were all of that page. A read never moved the
+  // pin before, so a sequential scan of a cached page, or a pull whose
+  // sources sit mostly on their target's page (road-NY: 89% of arcs),
+  // paid the page cache's validated read at every element; moving it at
+  // every such read would move it away and back for each source off the
+  // page.
+  bool FollowRead(int worker, uint64_t index) {
+    static constexpr uint32_t kFollowAfter = 4;
+    Handle& h = handles_[worker];
+    const uint64_t page = index * elem_ / kPageBytes;
+    if (h.streak_page != page) {
+      h.streak_page = page;
+      h.streak = 1;
+      return false;
+    }
+    if (++h.streak < kFollowAfter) return false;
+    h.streak = 0;
+    return true;
+  }
   template <typename T>
   bool TryReadElement(int worker, uint64_t index, T* out) {
     uint64_t at = index * elem_;
@@ -583,6 +604,9 @@ class StateArrayBase : public PageSource {
     uint64_t page = ~uint64_t{0};
     std::byte* base = nullptr;
     bool dirty = false;
+    // Reads of cached pages that are not the pinned one (FollowRead).
+    uint32_t streak = 0;
+    uint64_t streak_page = ~uint64_t{0};
   };
   std::byte* PinSlow(int worker, uint64_t at);
   std::vector<Handle> handles_;  // per worker (paged mode)
@@ -809,7 +833,11 @@ class StateArray : public StateArrayBase {
   [[gnu::noinline]] T GetPaged(int w, store::VertexId v) {
     if (filtered() && UnsetBit(v)) return initial();  // no page for it
     T x;
-    if (TryReadElement(w, v, &x)) return x;
+    if (TryReadElement(w, v, &x)) {
+      if (!FollowRead(w, v)) return x;
+      PinElement(w, v);  // a failure is recorded; x was read all the same
+      return x;
+    }
     std::byte* p = PinElement(w, v);
     if (p == nullptr) return T{};
     return std::atomic_ref<T>(*reinterpret_cast<T*>(p)).load(kRelaxed);

@@ -4,8 +4,6 @@
 
 namespace dmg::compute {
 
-thread_local int WorkerPool::current_ = 0;
-
 WorkerPool::WorkerPool(
     std::vector<std::unique_ptr<transport::Endpoint>> endpoints)
     : endpoints_(std::move(endpoints)) {
