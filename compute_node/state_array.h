@@ -382,27 +382,31 @@ class StateArrayBase : public PageSource {
   // Paged reads: from the worker's pinned page, else an unpinned validated
   // read of a cached page (the page cache's hit path).
   template <typename T>
-  bool TryPinnedElement(int worker, uint64_t index, T* out) const {
+  bool TryPinnedElement(int worker, uint64_t index, T* out) {
     const uint64_t at = index * elem_;
-    const Handle& h = handles_[worker];
+    Handle& h = handles_[worker];
     if (h.page != at / kPageBytes) return false;
+    ++h.reads;
     *out = std::atomic_ref<T>(*reinterpret_cast<T*>(h.base + at % kPageBytes))
                .load(std::memory_order_relaxed);
     return true;
   }
   // After a validated read of a cached page that is not the worker's
   // pinned one: whether the pin should move there, because the last
-  // kFollowAfter such reads were all of that page. A read never moved the
-  // pin before, so a sequential scan of a cached page, or a pull whose
-  // sources sit mostly on their target's page (road-NY: 89% of arcs),
-  // paid the page cache's validated read at every element; moving it at
-  // every such read would move it away and back for each source off the
-  // page.
+  // kFollowAfter reads of the array by this worker were all of that page
+  // (no read of the pinned page between them: `reads` counts those). A
+  // read never moved the pin before, so a sequential scan of a cached
+  // page, or a pull whose sources sit mostly on their target's page
+  // (road-NY: 89% of arcs), paid the page cache's validated read at every
+  // element; counting only the reads off the pin would move it away and
+  // back for sources off their target's page.
   bool FollowRead(int worker, uint64_t index) {
     static constexpr uint32_t kFollowAfter = 4;
     Handle& h = handles_[worker];
     const uint64_t page = index * elem_ / kPageBytes;
-    if (h.streak_page != page) {
+    const bool run = h.streak_page == page && h.streak_reads == h.reads;
+    h.streak_reads = h.reads;
+    if (!run) {
       h.streak_page = page;
       h.streak = 1;
       return false;
@@ -604,8 +608,11 @@ class StateArrayBase : public PageSource {
     uint64_t page = ~uint64_t{0};
     std::byte* base = nullptr;
     bool dirty = false;
-    // Reads of cached pages that are not the pinned one (FollowRead).
+    // Reads of the pinned page, and of cached pages that are not the
+    // pinned one (FollowRead).
+    uint32_t reads = 0;
     uint32_t streak = 0;
+    uint32_t streak_reads = 0;
     uint64_t streak_page = ~uint64_t{0};
   };
   std::byte* PinSlow(int worker, uint64_t at);
