@@ -40,28 +40,58 @@ uint32_t Crc32(std::span<const std::byte> bytes) {
   return static_cast<uint32_t>(total);
 }
 
+namespace {
+
+// Whether any of ids[0, count) is at least `lim`, BYTES of ids a vector
+// (GCC/Clang vector extensions: lane compares, no branch), two vectors a
+// step. A macro, not a template: GCC ignores vector_size with a dependent
+// size, and each target's function below must hold its own vectors.
+#define DMG_ANY_AT_LEAST(BYTES)                             \
+  typedef uint32_t Ids __attribute__((vector_size(BYTES))); \
+  typedef int32_t Mask __attribute__((vector_size(BYTES))); \
+  constexpr size_t kLanes = (BYTES) / sizeof(uint32_t);     \
+  Ids limit;                                                \
+  for (size_t k = 0; k < kLanes; ++k) limit[k] = lim;       \
+  Mask a = {}, b = {};                                      \
+  size_t i = 0;                                             \
+  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {        \
+    Ids x, y;                                               \
+    std::memcpy(&x, p + i, sizeof(x));                      \
+    std::memcpy(&y, p + i + kLanes, sizeof(y));             \
+    a |= x >= limit;                                        \
+    b |= y >= limit;                                        \
+  }                                                         \
+  a |= b;                                                   \
+  int32_t any = 0;                                          \
+  for (size_t k = 0; k < kLanes; ++k) any |= a[k];          \
+  for (; i < count; ++i) any |= p[i] >= lim;                \
+  return any != 0
+
+bool AnyAtLeastBase(const VertexId* p, size_t count, uint32_t lim) {
+  DMG_ANY_AT_LEAST(16);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DMG_ANY_AT_LEAST_AVX2 1
+// Every block read is checked (kron-20 PageRank at 5%: 8% of its time at
+// 16 bytes a compare); 32 bytes where the CPU has AVX2, chosen at run time
+// (the build targets plain x86-64).
+[[gnu::target("avx2")]] bool AnyAtLeastAvx2(const VertexId* p, size_t count,
+                                            uint32_t lim) {
+  DMG_ANY_AT_LEAST(32);
+}
+#endif
+
+}  // namespace
+
 bool AnyIdAtLeast(std::span<const VertexId> ids, uint64_t n) {
   if (n > 0xFFFFFFFFull) return false;  // every 32-bit id is below n
-  // GCC/Clang vector extensions: compares of four lanes, no branch.
-  typedef uint32_t Ids __attribute__((vector_size(16)));
-  typedef int32_t Mask __attribute__((vector_size(16)));
   const uint32_t lim = static_cast<uint32_t>(n);
-  const Ids limit = {lim, lim, lim, lim};
-  Mask a = {0, 0, 0, 0}, b = a;
-  const VertexId* p = ids.data();
-  const size_t count = ids.size();
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    Ids x, y;
-    std::memcpy(&x, p + i, sizeof(x));
-    std::memcpy(&y, p + i + 4, sizeof(y));
-    a |= x >= limit;
-    b |= y >= limit;
-  }
-  a |= b;
-  bool any = (a[0] | a[1] | a[2] | a[3]) != 0;
-  for (; i < count; ++i) any |= p[i] >= lim;
-  return any;
+#ifdef DMG_ANY_AT_LEAST_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return AnyAtLeastAvx2(ids.data(), ids.size(), lim);
+#endif
+  return AnyAtLeastBase(ids.data(), ids.size(), lim);
 }
 
 std::string_view RegionKindName(RegionKind kind) {

@@ -744,5 +744,41 @@ TEST(BlockValidationTest, ParseChecksTargetsAgainstTheVertexCount) {
       << b.status();
 }
 
+// AnyIdAtLeast against a plain loop: every length up to 100 (each vector
+// width's main loop and its tail), the one id at or past n at every
+// position, n at the edges of the 32-bit range, and ids that only an
+// unsigned compare sees as large.
+TEST(BlockValidationTest, AnyIdAtLeastIsAPlainLoopsAnswer) {
+  std::mt19937 rng(7);
+  for (const uint64_t n : {uint64_t{1}, uint64_t{1000}, uint64_t{1} << 31,
+                           uint64_t{0xFFFFFFFF}, uint64_t{1} << 32}) {
+    for (size_t len = 0; len <= 100; ++len) {
+      std::vector<VertexId> ids(len);
+      for (VertexId& x : ids) {
+        x = static_cast<VertexId>(
+            n > 1 ? rng() % std::min<uint64_t>(n - 1, 1u << 30) : 0);
+      }
+      auto plain = [&] {
+        for (VertexId x : ids) {
+          if (x >= n) return true;
+        }
+        return false;
+      };
+      ASSERT_EQ(store::AnyIdAtLeast(ids, n), plain()) << len << " " << n;
+      for (size_t at = 0; at < len; ++at) {
+        for (const uint64_t bad :
+             {n, n + 1, uint64_t{0x80000000}, uint64_t{0xFFFFFFFF}}) {
+          if (bad > 0xFFFFFFFF) continue;
+          const VertexId keep = ids[at];
+          ids[at] = static_cast<VertexId>(bad);
+          ASSERT_EQ(store::AnyIdAtLeast(ids, n), plain())
+              << "len " << len << ", n " << n << ", id " << bad << " at " << at;
+          ids[at] = keep;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dmg
