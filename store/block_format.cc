@@ -94,6 +94,11 @@ bool AnyIdAtLeast(std::span<const VertexId> ids, uint64_t n) {
   return AnyAtLeastBase(ids.data(), ids.size(), lim);
 }
 
+bool AnyIdAtLeastWithoutAvx2(std::span<const VertexId> ids, uint64_t n) {
+  if (n > 0xFFFFFFFFull) return false;
+  return AnyAtLeastBase(ids.data(), ids.size(), static_cast<uint32_t>(n));
+}
+
 std::string_view RegionKindName(RegionKind kind) {
   switch (kind) {
     case RegionKind::kOutDirectory:

@@ -179,6 +179,9 @@ uint32_t Crc32(std::span<const std::byte> bytes);
 // is not vectorized at -O2 on x86-64's SSE2), sixteen where the CPU has
 // AVX2. Every block and edge range a compute node reads goes through it.
 bool AnyIdAtLeast(std::span<const VertexId> ids, uint64_t n);
+// The same on 16-byte vectors whatever the CPU (what AnyIdAtLeast runs
+// without AVX2), so that tests check both.
+bool AnyIdAtLeastWithoutAvx2(std::span<const VertexId> ids, uint64_t n);
 
 // A parsed, validated view of one plain block's bytes (which may have come
 // over the network: Parse checks every length before use). A compressed

@@ -765,6 +765,8 @@ TEST(BlockValidationTest, AnyIdAtLeastIsAPlainLoopsAnswer) {
         return false;
       };
       ASSERT_EQ(store::AnyIdAtLeast(ids, n), plain()) << len << " " << n;
+      ASSERT_EQ(store::AnyIdAtLeastWithoutAvx2(ids, n), plain())
+          << len << " " << n;
       for (size_t at = 0; at < len; ++at) {
         for (const uint64_t bad :
              {n, n + 1, uint64_t{0x80000000}, uint64_t{0xFFFFFFFF}}) {
@@ -773,6 +775,8 @@ TEST(BlockValidationTest, AnyIdAtLeastIsAPlainLoopsAnswer) {
           ids[at] = static_cast<VertexId>(bad);
           ASSERT_EQ(store::AnyIdAtLeast(ids, n), plain())
               << "len " << len << ", n " << n << ", id " << bad << " at " << at;
+          ASSERT_EQ(store::AnyIdAtLeastWithoutAvx2(ids, n), plain())
+              << "16-byte vectors, len " << len << ", at " << at;
           ids[at] = keep;
         }
       }
