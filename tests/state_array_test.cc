@@ -230,7 +230,7 @@ TEST_F(StateArrayTest, PagedReadsMoveThePinToThePageBeingScanned) {
   EXPECT_EQ(wrong, 0);
   // Per page: the reads before the pin moves, and the 64 off it (a page
   // scanned element by element through validated reads: 1,024 a page).
-  EXPECT_LE(cache.counters().hits - before, 3 * (4 + 64 + 4));
+  EXPECT_LE(cache.counters().hits - before, 3 * (16 + 64 + 16));
   a.ReleasePins();
 }
 
