@@ -394,15 +394,15 @@ class StateArrayBase : public PageSource {
   // After a validated read of a cached page that is not the worker's
   // pinned one: whether the pin should move there, because the last
   // kFollowAfter reads of the array by this worker were all of that page
-  // (no read of the pinned page between them: `reads` counts those). A
-  // read never moved the pin before, so a sequential scan of a cached
-  // page, or a pull whose sources sit mostly on their target's page
-  // (road-NY: 89% of arcs), paid the page cache's validated read at every
-  // element; counting only the reads off the pin would move it away and
-  // back for sources off their target's page. Sixteen, not four: a pin
-  // moves with two locked read-modify-writes, and Afforest's climbs,
-  // which read a few pages of roots between their vertices' pages, moved
-  // it often enough at four to lose 6% on road-NY CC (one thread).
+  // (no read of the pinned page between them: `reads` counts those).
+  // Without it a sequential scan of cached pages, or a pull whose sources
+  // sit mostly on their target's page (road-NY: 89% of arcs), would pay
+  // the page cache's validated read at every element; counting only the
+  // reads off the pin would move it away and back for sources off their
+  // target's page. Sixteen: a pin moves with two locked read-modify-
+  // writes, and Afforest's climbs, which read a few pages of roots between
+  // their vertices' pages, moved it often enough at four to lose 6% on
+  // road-NY CC (one thread).
   [[gnu::always_inline]] bool FollowRead(int worker, uint64_t index) {
     static constexpr uint32_t kFollowAfter = 16;
     Handle& h = handles_[worker];

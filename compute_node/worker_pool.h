@@ -44,10 +44,10 @@ class WorkerPool {
 
  private:
   void Loop(int worker);
-  // constinit and defined here: every translation unit then reads it with
-  // one %fs-relative load. Declared in the class and defined in a .cc, it
-  // was read through the TLS wrapper function (a call through the PLT), at
-  // every paged state access of the hot loops.
+  // constinit and defined here, so that every translation unit reads it
+  // with one %fs-relative load: defined in a .cc, the others would call
+  // the TLS wrapper function (through the PLT) at every paged state access
+  // of the hot loops.
   static inline constinit thread_local int current_ = 0;
 
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
