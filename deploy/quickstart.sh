@@ -116,6 +116,24 @@ fi
 # Ctrl-C in the middle leaving nothing behind (about 20 s; no root needed).
 step "experiments (tests/experiments_test.sh)" bash tests/experiments_test.sh
 
+# The two-VM stage, once more with fresh VMs when the first try failed
+# because qemu's emulated link stopped: a VM's console then shows the
+# guest's virtio NIC transmit watchdog (NETDEV WATCHDOG: the host side no
+# longer takes its packets; a few runs in twenty on this kind of machine,
+# with DMG's code unchanged). Any other failure fails the step as it is.
+rdma_two_vms() {
+  local rc=0 logs=(build/rxe-2host/a/rxevm-console.log
+                   build/rxe-2host/b/rxevm-console.log)
+  bash deploy/softroce/dmg-rdma-2host-test.sh || rc=$?
+  if [ "$rc" -ne 0 ] && grep -a -q "NETDEV WATCHDOG" "${logs[@]}" 2>/dev/null; then
+    echo "quickstart: the VMs' emulated link stopped (NETDEV WATCHDOG in a" \
+      "VM's console): the two-VM stage once more, with fresh VMs"
+    rc=0
+    bash deploy/softroce/dmg-rdma-2host-test.sh || rc=$?
+  fi
+  return "$rc"
+}
+
 # RDMA: the conformance suite and an end-to-end job over real verbs, on
 # soft-RoCE inside a small qemu VM (this machine's kernel may lack rdma_rxe);
 # then two VMs joined by an emulated link, memory and compute nodes on both,
@@ -125,8 +143,7 @@ if [ "${DMG_SKIP_RDMA_VM:-0}" = 1 ]; then
   echo "quickstart: DMG_SKIP_RDMA_VM=1: skipping the soft-RoCE VM tests"
 else
   step "soft-RoCE VM (dmg-rdma-test.sh)" bash deploy/softroce/dmg-rdma-test.sh
-  step "soft-RoCE two VMs (dmg-rdma-2host-test.sh)" \
-    bash deploy/softroce/dmg-rdma-2host-test.sh
+  step "soft-RoCE two VMs (dmg-rdma-2host-test.sh)" rdma_two_vms
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
