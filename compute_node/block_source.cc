@@ -511,17 +511,10 @@ class GraphAwareBlockSource::FrontierReader {
   absl::Status Run();
 
  private:
-  // What the buffer holds: whole blocks (from it or the cache), or one
-  // vertex's edge range.
-  struct Item {
-    uint32_t entry;
-    bool whole;
-    bool fetched;            // whole blocks: READ now (else from the cache)
-    const std::byte* bytes;  // whole blocks
-    VertexId v;              // ranges
-    uint64_t at;             // ranges: offset in the buffer
-    uint32_t edges;          // ranges
-  };
+  // What the buffer holds: whole blocks (from it or the cache, `fetched`
+  // when READ now), or one vertex's edge range (`at` in the buffer,
+  // `edges` long).
+  using Item = OffsetScratch::Item;
   // A block read by its members' edge ranges.
   struct SparseBlock {
     uint32_t entry = 0;
@@ -596,13 +589,7 @@ class GraphAwareBlockSource::FrontierReader {
 
   // A READ of the plan: `bytes` at `offset` of a node's region, into the
   // worker's buffer (or its offset scratch).
-  struct PlannedRead {
-    uint32_t node;
-    uint32_t region;
-    uint64_t offset;
-    std::byte* into;
-    uint32_t bytes;
-  };
+  using PlannedRead = OffsetScratch::PlannedRead;
   void PlanRead(uint32_t node, uint32_t region, uint64_t offset,
                 std::byte* into, uint64_t bytes) {
     reads_.push_back(
@@ -632,7 +619,8 @@ class GraphAwareBlockSource::FrontierReader {
   // Queues a READ of block i whole (after delivering a full batch).
   absl::Status ReadWholeBlock(uint32_t i, const RemoteGraph::Location& loc);
 
-  // Queues READs of the frontier members' edge ranges of block b.
+  // Queues READs of the frontier members' edge ranges of block b (the
+  // members ReadBlock listed, with their ranges).
   absl::Status ReadMemberRanges(SparseBlock& b);
 
   // Queues the READ of b's open span, if any.
@@ -671,14 +659,11 @@ class GraphAwareBlockSource::FrontierReader {
   OffsetScratch& sc_;
   std::atomic<uint8_t>* const checked_;
   // The plan: READs and items in order, cut into batches; a batch ends
-  // at these indices of reads_ and items_.
-  struct Batch {
-    size_t reads_end;
-    size_t items_end;
-  };
-  std::vector<PlannedRead> reads_;
-  std::vector<Item> items_;
-  std::vector<Batch> batches_;
+  // at these indices of reads_ and items_ (the worker's scratch).
+  using Batch = OffsetScratch::Batch;
+  std::vector<PlannedRead>& reads_;
+  std::vector<Item>& items_;
+  std::vector<Batch>& batches_;
   uint64_t used_ = 0;  // bytes of the buffer the open batch fills
 };
 GraphAwareBlockSource::FrontierReader::FrontierReader(
@@ -710,8 +695,14 @@ GraphAwareBlockSource::FrontierReader::FrontierReader(
       ep_(source.pool_.endpoint(worker)),
       base_(source.buffer(worker, 0)),
       sc_(source.offset_scratch_[worker]),
-      checked_(source.header_checked_[static_cast<int>(d)].get()) {
+      checked_(source.header_checked_[static_cast<int>(d)].get()),
+      reads_(sc_.reads),
+      items_(sc_.items),
+      batches_(sc_.batches) {
   if (packed_) headers_ = nullptr;
+  reads_.clear();
+  items_.clear();
+  batches_.clear();
 }
 
 absl::Status GraphAwareBlockSource::FrontierReader::Run() {
@@ -747,9 +738,7 @@ uint64_t GraphAwareBlockSource::FrontierReader::PlanOffsetRuns() {
     const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
     if (!frontier_.AnyIn(e.first_vertex, block_end)) continue;
     if (cache_ != nullptr && cache_->Peek(i) != nullptr) continue;
-    uint64_t vertices = 0;
-    frontier_.ForEachIn(e.first_vertex, block_end,
-                        [&](VertexId) { ++vertices; });
+    const uint64_t vertices = frontier_.CountIn(e.first_vertex, block_end);
     // Estimated at the block's mean degree.
     const uint64_t mean =
         packed_ ? Align8(StreamBytes(e) / e.vertex_count + 1)
@@ -930,17 +919,20 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadBlock(uint32_t i) {
   // or the offsets READ above (checked: they came over the wire).
   const int64_t first_run = sc_.first_run[i - unit_.first];
   b.run = first_run < 0 ? 0 : static_cast<size_t>(first_run);
-  uint64_t need = 0, vertices = 0;
+  uint64_t need = 0;
   bool whole = first_run < 0;  // without headers: as decided above
-  if (headers_ != nullptr) {
+  if (!whole || headers_ != nullptr) {
+    // One walk of the frontier's bits for the block: the members and their
+    // ranges, kept for ReadMemberRanges.
+    sc_.members.clear();
     frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
       uint32_t lo, hi;
       RangeOf(b, v - e.first_vertex, &lo, &hi);
-      ++vertices;
+      sc_.members.push_back({v, lo, hi});
       need += Align8(uint64_t{hi - lo} * edge_bytes_);
     });
-    whole = ReadsWhole(e, need, vertices);
   }
+  if (headers_ != nullptr) whole = ReadsWhole(e, need, sc_.members.size());
   b.loc = graph_.Locate(d_, e);
   if (whole) return ReadWholeBlock(i, b.loc);
   return ReadMemberRanges(b);
@@ -992,25 +984,22 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadWholeBlock(
 absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberRanges(
     SparseBlock& b) {
   const DirectoryEntry& e = dir_[b.entry];
-  const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
   b.targets_at =
       b.loc.offset + sizeof(store::BlockHeader) + 4 * (e.vertex_count + 1);
   absl::Status status;
   b.span_base = packed_ ? b.loc.offset + StreamStart(e) : b.targets_at;
-  frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
-    if (!status.ok()) return;
-    uint32_t lo, hi;
-    RangeOf(b, v - e.first_vertex, &lo, &hi);
-    if (!weighted_) {
-      status = AddToSpan(b, v, lo, hi);
-    } else if (packed_) {
-      status = ReadSegment(b, v, lo, hi);
-    } else {
-      status = ReadWeightedRange(b, v, lo, hi);
-    }
-  });
-  if (status.ok()) CloseSpan(b);
   if (!b.bad.ok()) return b.bad;
+  for (const OffsetScratch::Member& m : sc_.members) {
+    if (!weighted_) {
+      status = AddToSpan(b, m.v, m.lo, m.hi);
+    } else if (packed_) {
+      status = ReadSegment(b, m.v, m.lo, m.hi);
+    } else {
+      status = ReadWeightedRange(b, m.v, m.lo, m.hi);
+    }
+    if (!status.ok()) return status;
+  }
+  CloseSpan(b);
   return status;
 }
 

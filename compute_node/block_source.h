@@ -240,6 +240,37 @@ class GraphAwareBlockSource : public BlockSource {
     // A compressed segment, decoded.
     std::vector<VertexId> targets;
     std::vector<store::Weight> weights;
+    // A FrontierReader's plan (block_source.cc says what each holds), kept
+    // across calls so that a unit allocates nothing.
+    struct PlannedRead {
+      uint32_t node;
+      uint32_t region;
+      uint64_t offset;
+      std::byte* into;
+      uint32_t bytes;
+    };
+    struct Item {
+      uint32_t entry;
+      bool whole;
+      bool fetched;
+      const std::byte* bytes;
+      VertexId v;
+      uint64_t at;
+      uint32_t edges;
+    };
+    struct Batch {
+      size_t reads_end;
+      size_t items_end;
+    };
+    std::vector<PlannedRead> reads;
+    std::vector<Item> items;
+    std::vector<Batch> batches;
+    // The members of the block being planned, with their edge ranges.
+    struct Member {
+      VertexId v;
+      uint32_t lo, hi;
+    };
+    std::vector<Member> members;
   };
   std::vector<OffsetScratch> offset_scratch_;
   // Per direction, per entry: the block's header was READ and found to be

@@ -922,7 +922,7 @@ void Engine::PlanDirection(Direction d, bool push) {
     headers_tried_[k] = true;
     const uint64_t bytes = planner_.GrantHeaders(HeaderCache::BytesFor(dir));
     if (bytes > 0) {
-      auto headers = std::make_unique<HeaderCache>(dir);
+      auto headers = std::make_unique<HeaderCache>(dir, &graph_.block_index(d));
       absl::Status s =
           ScanHeaders(d, [&](int, uint32_t entry, const uint32_t* offsets) {
             headers->Fill(entry, offsets);

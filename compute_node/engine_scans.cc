@@ -846,7 +846,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
       vs.size(), 4096, [&](int, uint64_t begin, uint64_t end) {
         for (uint64_t j = begin; j < end; ++j) {
-          auto [first, last] = store::FindBlocks(dir, vs[j]);
+          auto [first, last] = graph_.FindBlocks(d, vs[j]);
           for (size_t i = first; i < last; ++i) {
             std::atomic_ref<uint8_t>(touched[i])
                 .store(1, std::memory_order_relaxed);
@@ -1288,7 +1288,7 @@ absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
     s.entries.clear();
     for (size_t j = 0; j < s.by_target.size(); ++j) {
       if (j > 0 && s.by_target[j].first == s.by_target[j - 1].first) continue;
-      auto [first, last] = store::FindBlocks(dir, s.by_target[j].first);
+      auto [first, last] = graph_.FindBlocks(d, s.by_target[j].first);
       for (size_t i = first; i < last; ++i) {
         if (s.entries.empty() || s.entries.back() < i) s.entries.push_back(i);
       }

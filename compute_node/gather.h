@@ -205,7 +205,7 @@ absl::Status Engine::FinishTakenGather(Direction neighbours, FinishFn& finish,
     const bool holds = known && dir[e].first_vertex <= v &&
                        v < dir[e].first_vertex + dir[e].vertex_count &&
                        !(e + 1 < dir.size() && dir[e + 1].first_vertex <= v);
-    if (!holds) e = store::FindBlocks(dir, v).second - 1;
+    if (!holds) e = graph_.FindBlocks(Stored(neighbours), v).second - 1;
     known = true;
     return e;
   };

@@ -11,8 +11,9 @@ uint64_t HeaderCache::BytesFor(
   return count * 4 + directory.size() * 8;
 }
 
-HeaderCache::HeaderCache(std::span<const store::DirectoryEntry> directory)
-    : dir_(directory), start_(directory.size()) {
+HeaderCache::HeaderCache(std::span<const store::DirectoryEntry> directory,
+                         const store::BlockIndex* index)
+    : dir_(directory), index_(index), start_(directory.size()) {
   uint64_t at = 0;
   for (size_t i = 0; i < directory.size(); ++i) {
     start_[i] = at;
@@ -27,7 +28,8 @@ void HeaderCache::Fill(uint32_t entry, const uint32_t* offsets) {
 }
 
 uint64_t HeaderCache::Degree(store::VertexId v) const {
-  auto [first, last] = store::FindBlocks(dir_, v);
+  auto [first, last] = index_ != nullptr ? index_->Find(dir_, v)
+                                         : store::FindBlocks(dir_, v);
   uint64_t degree = 0;
   for (size_t i = first; i < last; ++i) {
     const uint32_t k = v - dir_[i].first_vertex;

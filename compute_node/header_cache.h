@@ -13,13 +13,17 @@
 
 #include "common/huge_pages.h"
 #include "store/block_format.h"
+#include "store/block_index.h"
 
 namespace dmg::compute {
 
 class HeaderCache {
  public:
-  // Sized for `directory`; filled by Fill.
-  explicit HeaderCache(std::span<const store::DirectoryEntry> directory);
+  // Sized for `directory`; filled by Fill. Degree finds a vertex's blocks
+  // through `index` (built for `directory`, outliving this) when given,
+  // else by a binary search.
+  explicit HeaderCache(std::span<const store::DirectoryEntry> directory,
+                       const store::BlockIndex* index = nullptr);
 
   // Bytes this cache holds once filled (what the caller reserves).
   static uint64_t BytesFor(std::span<const store::DirectoryEntry> directory);
@@ -39,6 +43,7 @@ class HeaderCache {
 
  private:
   std::span<const store::DirectoryEntry> dir_;
+  const store::BlockIndex* index_;
   std::vector<uint64_t> start_;  // per entry, into offsets_
   HugePageVector<uint32_t> offsets_;
 };

@@ -99,6 +99,7 @@ absl::StatusOr<RemoteGraph> RemoteGraph::Open(transport::Endpoint& ep) {
     if (next != sb.num_vertices) {
       return absl::DataLossError("remote directory does not cover the graph");
     }
+    g.index_[d] = store::BlockIndex(g.dir_[d], sb.num_vertices);
   }
   return g;
 }

@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "store/block_format.h"
+#include "store/block_index.h"
 #include "transport/transport.h"
 
 namespace dmg::compute {
@@ -42,6 +44,15 @@ class RemoteGraph {
   std::span<const DirectoryEntry> directory(Direction d) const {
     return dir_[static_cast<int>(d)];
   }
+  // The entries [first, last) of directory(d) that hold v
+  // (store::FindBlocks, through the index: O(1) expected).
+  std::pair<size_t, size_t> FindBlocks(Direction d, VertexId v) const {
+    const int k = static_cast<int>(d);
+    return index_[k].Find(dir_[k], v);
+  }
+  const store::BlockIndex& block_index(Direction d) const {
+    return index_[static_cast<int>(d)];
+  }
   // Remote location of a block: (node, region, offset within the region).
   struct Location {
     uint32_t node;
@@ -61,14 +72,17 @@ class RemoteGraph {
   uint64_t image_bytes() const { return sb_.image_size; }
   // (Its fingerprint: store::SourceOf, arc_digest.)
   const store::Superblock& superblock() const { return sb_; }
-  // Bytes of directory held locally (reported separately from the cache).
+  // Bytes of directory held locally, with its index (reported separately
+  // from the cache).
   uint64_t directory_bytes() const {
-    return (dir_[0].size() + dir_[1].size()) * sizeof(DirectoryEntry);
+    return (dir_[0].size() + dir_[1].size()) * sizeof(DirectoryEntry) +
+           index_[0].bytes() + index_[1].bytes();
   }
 
  private:
   store::Superblock sb_;
   std::vector<DirectoryEntry> dir_[2];
+  store::BlockIndex index_[2];  // over dir_
   std::vector<uint64_t> block_base_[2];  // per memory node
 };
 

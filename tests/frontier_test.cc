@@ -52,7 +52,7 @@ TEST(FrontierTest, AnyInMatchesAScanOfContains) {
   }
 }
 
-TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrder) {
+TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrderAndCountInCountsThem) {
   std::mt19937 rng(5);
   const uint64_t n = 1000;
   Frontier f(n, 1);
@@ -70,6 +70,7 @@ TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrder) {
     std::vector<VertexId> got;
     f.ForEachIn(a, b, [&](VertexId v) { got.push_back(v); });
     ASSERT_EQ(got, want) << a << " " << b;
+    ASSERT_EQ(f.CountIn(a, b), want.size()) << a << " " << b;
   }
 }
 

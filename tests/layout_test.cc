@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "store/block_format.h"
+#include "store/block_index.h"
 #include "store/build_graph.h"
 #include "store/generator.h"
 #include "tests/test_util.h"
@@ -97,6 +98,32 @@ TEST(LayoutTest, VertexSpanningSeveralBlocks) {
   auto [f2, l2] = FindBlocks(in, 399);
   EXPECT_EQ(l2, in.size());
   EXPECT_EQ(l2 - f2, 1u);
+}
+
+// The index answers as the binary search over the whole directory, for
+// every vertex: split runs at chunk edges, isolated vertices, tiny and
+// large blocks, one block for the whole graph.
+TEST(LayoutTest, BlockIndexAgreesWithFindBlocks) {
+  EdgeList star;  // runs longer and shorter than the index walks
+  star.num_vertices = 1200;
+  for (VertexId v = 1; v < 1200; ++v) star.Add(0, v);
+  for (VertexId v = 1; v < 1199; ++v) star.Add(v, v + 1);
+  for (VertexId v = 0; v < 300; ++v) star.Add(256, v);  // a run mid-graph
+  EdgeList kron = Generate({GeneratorParams::Kind::kKron, 10, 8, 3});
+  for (const EdgeList* e : {&star, &kron}) {
+    for (uint32_t block_size : {256u, 1024u, 65536u}) {
+      StoreImage image = Build(*e, block_size);
+      for (Direction d : {Direction::kOut, Direction::kIn}) {
+        auto dir = image.directory(d);
+        BlockIndex index(dir, image.num_vertices());
+        EXPECT_LE(index.bytes(), 8 * dir.size() + 8);
+        for (VertexId v = 0; v < image.num_vertices(); ++v) {
+          ASSERT_EQ(index.Find(dir, v), FindBlocks(dir, v))
+              << "vertex " << v << ", block size " << block_size;
+        }
+      }
+    }
+  }
 }
 
 TEST(LayoutTest, EveryBlockRespectsTheBlockSize) {
