@@ -28,8 +28,8 @@ void HeaderCache::Fill(uint32_t entry, const uint32_t* offsets) {
 }
 
 uint64_t HeaderCache::Degree(store::VertexId v) const {
-  auto [first, last] = index_ != nullptr ? index_->Find(dir_, v)
-                                         : store::FindBlocks(dir_, v);
+  auto [first, last] =
+      index_ != nullptr ? index_->Find(dir_, v) : store::FindBlocks(dir_, v);
   uint64_t degree = 0;
   for (size_t i = first; i < last; ++i) {
     const uint32_t k = v - dir_[i].first_vertex;

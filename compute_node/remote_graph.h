@@ -82,7 +82,7 @@ class RemoteGraph {
  private:
   store::Superblock sb_;
   std::vector<DirectoryEntry> dir_[2];
-  store::BlockIndex index_[2];  // over dir_
+  store::BlockIndex index_[2];           // over dir_
   std::vector<uint64_t> block_base_[2];  // per memory node
 };
 

@@ -52,7 +52,8 @@ TEST(FrontierTest, AnyInMatchesAScanOfContains) {
   }
 }
 
-TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrderAndCountInCountsThem) {
+TEST(FrontierTest,
+     ForEachInVisitsTheMembersOfARangeInOrderAndCountInCountsThem) {
   std::mt19937 rng(5);
   const uint64_t n = 1000;
   Frontier f(n, 1);
