@@ -574,16 +574,6 @@ class GraphAwareBlockSource::FrontierReader {
   // blocks not checked yet.
   void PostOffsetReads(uint64_t total);
 
-  // Word k of the offsets READ into the scratch (u16 or u32).
-  uint32_t OffsetWord(uint64_t k) const {
-    return index_width_ == 2
-               ? reinterpret_cast<const uint16_t*>(sc_.offsets.data())[k]
-               : sc_.offsets[k];
-  }
-
-  // The offsets READ give each member a range inside its block.
-  absl::Status CheckOffsetRuns() const;
-
   // The headers READ are their entries' blocks'; marks them checked.
   absl::Status CheckSparseHeaders();
 
@@ -661,8 +651,8 @@ class GraphAwareBlockSource::FrontierReader {
   // The plan: READs and items in order, cut into batches; a batch ends
   // at these indices of reads_ and items_ (the worker's scratch).
   using Batch = OffsetScratch::Batch;
-  std::vector<PlannedRead>& reads_;
-  std::vector<Item>& items_;
+  PlanVector<PlannedRead>& reads_;
+  PlanVector<Item>& items_;
   std::vector<Batch>& batches_;
   uint64_t used_ = 0;  // bytes of the buffer the open batch fills
 };
@@ -709,12 +699,17 @@ absl::Status GraphAwareBlockSource::FrontierReader::Run() {
   sc_.runs.clear();
   sc_.sparse.clear();
   sc_.first_run.assign(unit_.last - unit_.first, -1);
+  sc_.planned.clear();
+  sc_.first_member.resize(unit_.last - unit_.first);
   if (headers_ == nullptr) {
     DMG_RETURN_IF_ERROR(ReadMemberOffsets());
   }
   for (uint32_t i = unit_.first; i < unit_.last; ++i) {
     DMG_RETURN_IF_ERROR(ReadBlock(i));
   }
+  // Before any range is READ: each member's offsets were checked as
+  // ReadBlock took them, and now the headers READ with them.
+  if (headers_ == nullptr) DMG_RETURN_IF_ERROR(CheckSparseHeaders());
   NextBatch();
   return Execute();
 }
@@ -725,10 +720,7 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadMemberOffsets() {
   PostOffsetReads(total);
   DMG_RETURN_IF_ERROR(PostAndWait(0, reads_.size()));
   reads_.clear();
-  // Before any range is READ: the offsets (each member's [lo, hi)
-  // inside the block), then the headers.
-  DMG_RETURN_IF_ERROR(CheckOffsetRuns());
-  return CheckSparseHeaders();
+  return absl::OkStatus();
 }
 
 uint64_t GraphAwareBlockSource::FrontierReader::PlanOffsetRuns() {
@@ -746,13 +738,16 @@ uint64_t GraphAwareBlockSource::FrontierReader::PlanOffsetRuns() {
                          edge_bytes_);
     if (ReadsWhole(e, vertices * mean, vertices)) continue;
     sc_.first_run[i - unit_.first] = static_cast<int64_t>(sc_.runs.size());
+    sc_.first_member[i - unit_.first] =
+        static_cast<uint32_t>(sc_.planned.size());
     if (!checked_[i].load(std::memory_order_relaxed)) sc_.sparse.push_back(i);
     int64_t last = -2;  // the previous member's index in the block
     frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
+      sc_.planned.push_back(v);
       const int64_t j = v - e.first_vertex;
       if (last >= 0 && j - last <= kOffsetGapWords + 1) {
         // Offsets up to j + 1: a few more words (the ones between are
-        // read too, and checked like the rest), one READ fewer.
+        // read too, and not used), one READ fewer.
         sc_.runs.back().count += j - last;
         total += j - last;
       } else {
@@ -790,23 +785,6 @@ void GraphAwareBlockSource::FrontierReader::PostOffsetReads(uint64_t total) {
              reinterpret_cast<std::byte*>(&sc_.headers[k]),
              sizeof(store::BlockHeader));
   }
-}
-
-absl::Status GraphAwareBlockSource::FrontierReader::CheckOffsetRuns() const {
-  for (const OffsetScratch::Run& r : sc_.runs) {
-    const DirectoryEntry& e = dir_[r.entry];
-    const uint64_t limit = packed_ ? StreamBytes(e) : BlockEdges(r.entry);
-    for (uint32_t t = 0; t + 1 < r.count; ++t) {
-      const uint32_t lo = OffsetWord(r.at + t), hi = OffsetWord(r.at + t + 1);
-      if (lo > hi || hi > limit) {
-        return absl::DataLossError(absl::StrFormat(
-            "block %d read from memory node %d: offsets of vertex %d are "
-            "outside its %d edges",
-            r.entry, e.memory_node, e.first_vertex + r.first + t, limit));
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status GraphAwareBlockSource::FrontierReader::CheckSparseHeaders() {
@@ -921,16 +899,23 @@ absl::Status GraphAwareBlockSource::FrontierReader::ReadBlock(uint32_t i) {
   b.run = first_run < 0 ? 0 : static_cast<size_t>(first_run);
   uint64_t need = 0;
   bool whole = first_run < 0;  // without headers: as decided above
-  if (!whole || headers_ != nullptr) {
-    // One walk of the frontier's bits for the block: the members and their
-    // ranges, kept for ReadMemberRanges.
-    sc_.members.clear();
-    frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
-      uint32_t lo, hi;
-      RangeOf(b, v - e.first_vertex, &lo, &hi);
-      sc_.members.push_back({v, lo, hi});
-      need += Align8(uint64_t{hi - lo} * edge_bytes_);
-    });
+  // The members and their ranges, kept for ReadMemberRanges: as planned
+  // with the offsets READ, or one walk of the frontier's bits for the
+  // block.
+  sc_.members.clear();
+  auto add = [&](VertexId v) {
+    uint32_t lo, hi;
+    RangeOf(b, v - e.first_vertex, &lo, &hi);
+    sc_.members.push_back({v, lo, hi});
+    need += Align8(uint64_t{hi - lo} * edge_bytes_);
+  };
+  if (!whole) {
+    for (size_t k = sc_.first_member[i - unit_.first];
+         k < sc_.planned.size() && sc_.planned[k] < block_end; ++k) {
+      add(sc_.planned[k]);
+    }
+  } else if (headers_ != nullptr) {
+    frontier_.ForEachIn(e.first_vertex, block_end, add);
   }
   if (headers_ != nullptr) whole = ReadsWhole(e, need, sc_.members.size());
   b.loc = graph_.Locate(d_, e);
