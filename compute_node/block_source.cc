@@ -728,19 +728,11 @@ uint64_t GraphAwareBlockSource::FrontierReader::PlanOffsetRuns() {
   for (uint32_t i = unit_.first; i < unit_.last; ++i) {
     const DirectoryEntry& e = dir_[i];
     const uint64_t block_end = uint64_t{e.first_vertex} + e.vertex_count;
-    if (!frontier_.AnyIn(e.first_vertex, block_end)) continue;
     if (cache_ != nullptr && cache_->Peek(i) != nullptr) continue;
-    const uint64_t vertices = frontier_.CountIn(e.first_vertex, block_end);
-    // Estimated at the block's mean degree.
-    const uint64_t mean =
-        packed_ ? Align8(StreamBytes(e) / e.vertex_count + 1)
-                : Align8(BlockEdges(i) * edge_bytes_ / e.vertex_count +
-                         edge_bytes_);
-    if (ReadsWhole(e, vertices * mean, vertices)) continue;
-    sc_.first_run[i - unit_.first] = static_cast<int64_t>(sc_.runs.size());
-    sc_.first_member[i - unit_.first] =
-        static_cast<uint32_t>(sc_.planned.size());
-    if (!checked_[i].load(std::memory_order_relaxed)) sc_.sparse.push_back(i);
+    // One walk of the block's frontier bits plans its runs; a block read
+    // whole (or with no member) takes them back.
+    const size_t member_mark = sc_.planned.size(), run_mark = sc_.runs.size();
+    const uint64_t total_mark = total;
     int64_t last = -2;  // the previous member's index in the block
     frontier_.ForEachIn(e.first_vertex, block_end, [&](VertexId v) {
       sc_.planned.push_back(v);
@@ -756,6 +748,22 @@ uint64_t GraphAwareBlockSource::FrontierReader::PlanOffsetRuns() {
       }
       last = j;
     });
+    const uint64_t vertices = sc_.planned.size() - member_mark;
+    if (vertices == 0) continue;
+    // Estimated at the block's mean degree.
+    const uint64_t mean =
+        packed_ ? Align8(StreamBytes(e) / e.vertex_count + 1)
+                : Align8(BlockEdges(i) * edge_bytes_ / e.vertex_count +
+                         edge_bytes_);
+    if (ReadsWhole(e, vertices * mean, vertices)) {
+      sc_.planned.truncate(member_mark);
+      sc_.runs.resize(run_mark);
+      total = total_mark;
+      continue;
+    }
+    sc_.first_run[i - unit_.first] = static_cast<int64_t>(run_mark);
+    sc_.first_member[i - unit_.first] = static_cast<uint32_t>(member_mark);
+    if (!checked_[i].load(std::memory_order_relaxed)) sc_.sparse.push_back(i);
   }
   return total;
 }

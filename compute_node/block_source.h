@@ -241,6 +241,7 @@ class GraphAwareBlockSource : public BlockSource {
       v_[n_++] = x;
     }
     void clear() { n_ = 0; }
+    void truncate(size_t n) { n_ = std::min(n_, n); }
     size_t size() const { return n_; }
     bool empty() const { return n_ == 0; }
     T& operator[](size_t k) { return v_[k]; }

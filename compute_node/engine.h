@@ -947,8 +947,12 @@ class Engine {
   bool headers_tried_[2] = {false, false};
   bool hot_tried_[2] = {false, false};
   std::unique_ptr<HeaderCache> headers_[2];
-  // ScanFrontier's per-entry edge bytes of the frontier (zero between scans).
+  // ScanFrontier's per-entry edge bytes of the frontier, or its members
+  // where no headers give the bytes (zero between scans); the touched
+  // entries and their estimated bytes (kept across scans).
   std::vector<uint64_t> need_[2];
+  std::vector<uint32_t> push_entries_;
+  std::vector<uint64_t> push_estimate_;
   // Buffers a dead frontier hands to the next one.
   std::shared_ptr<FrontierSpares> frontier_spares_ =
       std::make_shared<FrontierSpares>();

@@ -843,50 +843,73 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   const uint64_t edge_bytes = graph_.weighted() ? 8 : 4;
   std::vector<uint64_t>& need = need_[k];
   if (sparse && need.size() != dir.size()) need.assign(dir.size(), 0);
-  DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
-      vs.size(), 4096, [&](int, uint64_t begin, uint64_t end) {
-        for (uint64_t j = begin; j < end; ++j) {
-          auto [first, last] = graph_.FindBlocks(d, vs[j]);
-          for (size_t i = first; i < last; ++i) {
-            std::atomic_ref<uint8_t>(touched[i])
-                .store(1, std::memory_order_relaxed);
-            if (sparse) {
-              uint64_t bytes;
-              if (graph_.compressed()) {
-                // The block's mean segment (its stream over its vertices).
-                bytes = dir[i].length / dir[i].vertex_count + 8;
-              } else if (h != nullptr) {
-                const uint32_t at = vs[j] - dir[i].first_vertex;
-                const uint32_t* off = h->offsets(i);
-                bytes = (off[at + 1] - off[at]) * edge_bytes;
-              } else {
-                bytes = store::EntryEdges(dir, i, num_arcs()) * edge_bytes /
-                            dir[i].vertex_count +
-                        8;
-              }
-              std::atomic_ref<uint64_t>(need[i]).fetch_add(
-                  bytes, std::memory_order_relaxed);
-            }
-          }
+  // Per touched block, the members' edge bytes where the headers give
+  // them, else the members (estimated at the block's mean piece below).
+  // One worker marks a small frontier with plain adds: a locked add per
+  // member was 3% of a road-NY BFS at 5%, on ~600 members a level.
+  const bool exact = h != nullptr && !graph_.compressed();
+  auto mark = [&]<bool kShared>(uint64_t begin, uint64_t end) {
+    for (uint64_t j = begin; j < end; ++j) {
+      auto [first, last] = graph_.FindBlocks(d, vs[j]);
+      for (size_t i = first; i < last; ++i) {
+        uint64_t add = 1;
+        if (exact) {
+          const uint32_t at = vs[j] - dir[i].first_vertex;
+          const uint32_t* off = h->offsets(i);
+          add = (off[at + 1] - off[at]) * edge_bytes;
         }
-        return absl::OkStatus();
-      }));
+        if constexpr (kShared) {
+          std::atomic_ref<uint8_t>(touched[i])
+              .store(1, std::memory_order_relaxed);
+          if (sparse) {
+            std::atomic_ref<uint64_t>(need[i]).fetch_add(
+                add, std::memory_order_relaxed);
+          }
+        } else {
+          touched[i] = 1;
+          if (sparse) need[i] += add;
+        }
+      }
+    }
+  };
+  constexpr uint64_t kMarkGrain = 4096;
+  if (vs.size() <= kMarkGrain) {
+    mark.template operator()<false>(0, vs.size());
+  } else {
+    DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
+        vs.size(), kMarkGrain, [&](int, uint64_t begin, uint64_t end) {
+          mark.template operator()<true>(begin, end);
+          return absl::OkStatus();
+        }));
+  }
+  // A block's mean piece of one vertex: compressed, its stream's bytes over
+  // its vertices; else its edges'; plus a word.
+  auto mean_piece = [&](size_t i) -> uint64_t {
+    const uint64_t bytes =
+        graph_.compressed()
+            ? dir[i].length
+            : store::EntryEdges(dir, i, num_arcs()) * edge_bytes;
+    return bytes / dir[i].vertex_count + 8;
+  };
   constexpr uint64_t kSerialPushEdges = 4096;
-  std::vector<uint32_t> entries;
-  std::vector<uint64_t> estimate;
+  std::vector<uint32_t>& entries = push_entries_;
+  std::vector<uint64_t>& estimate = push_estimate_;
+  entries.clear();
+  estimate.clear();
   uint64_t total = 0;
   for (uint32_t i = 0; i < touched.size(); ++i) {
     if (touched[i]) {
       entries.push_back(i);
       touched[i] = 0;
       if (sparse) {
+        const uint64_t wanted = exact ? need[i] : need[i] * mean_piece(i);
         // As ReadFrontier decides: the whole block once half of it is
         // needed (or when blocks are kept: nothing once cached), else the
         // edge ranges.
         const uint64_t bytes =
             keep ? (hot_[k]->Peek(i) != nullptr ? 0 : dir[i].length)
-            : need[i] * 2 >= dir[i].length ? dir[i].length
-                                           : need[i];
+            : wanted * 2 >= dir[i].length ? dir[i].length
+                                          : wanted;
         estimate.push_back(bytes);
         total += bytes;
         need[i] = 0;

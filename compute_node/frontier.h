@@ -175,19 +175,6 @@ class Frontier {
       }
     }
   }
-  // Members in [begin, end), a word at a time.
-  uint64_t CountIn(uint64_t begin, uint64_t end) const {
-    if (begin >= end) return 0;
-    const uint64_t first = begin >> 6, last = (end - 1) >> 6;
-    uint64_t count = 0;
-    for (uint64_t k = first; k <= last; ++k) {
-      uint64_t b = bits_[k];
-      if (k == first) b &= ~uint64_t{0} << (begin & 63);
-      if (k == last) b &= ~uint64_t{0} >> (63 - ((end - 1) & 63));
-      count += std::popcount(b);
-    }
-    return count;
-  }
   // The members in ascending order, from the bitmap (no sort).
   std::vector<VertexId> SortedVertices() const {
     std::vector<VertexId> out;

@@ -52,8 +52,7 @@ TEST(FrontierTest, AnyInMatchesAScanOfContains) {
   }
 }
 
-TEST(FrontierTest,
-     ForEachInVisitsTheMembersOfARangeInOrderAndCountInCountsThem) {
+TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrder) {
   std::mt19937 rng(5);
   const uint64_t n = 1000;
   Frontier f(n, 1);
@@ -71,7 +70,6 @@ TEST(FrontierTest,
     std::vector<VertexId> got;
     f.ForEachIn(a, b, [&](VertexId v) { got.push_back(v); });
     ASSERT_EQ(got, want) << a << " " << b;
-    ASSERT_EQ(f.CountIn(a, b), want.size()) << a << " " << b;
   }
 }
 
