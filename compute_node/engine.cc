@@ -376,7 +376,7 @@ absl::Status Engine::Init() {
       return absl::InvalidArgumentError("cache too small for any pages");
     }
     page_cache_ = std::make_unique<PageCache>(bytes / PageCache::kPageBytes,
-                                              threads(), /*read_ahead=*/1);
+                                              threads(), /*read_ahead=*/64);
     source_ =
         std::make_unique<PageLruBlockSource>(graph_, *pool_, *page_cache_);
   } else {
@@ -753,8 +753,12 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
   // room for the page minimum beside them). A resumed job reads the bits
   // from the version it adopts.
   std::vector<uint64_t> filter_bytes(arrays.size(), 0);
+  const bool dear = transport_cost_.round_trip_us >= kDearRoundTripUs;
   for (size_t i = 0; i < arrays.size(); ++i) {
-    const uint64_t bits = arrays[i]->ClaimFilterBytes();  // and its logs
+    // And its log: a few entries where round trips are cheap (a full log
+    // pages claims in; only dear round trips commit early for it).
+    const uint64_t bits = dear ? arrays[i]->ClaimFilterBytes()
+                               : arrays[i]->LeanClaimFilterBytes();
     if (!resident[i] && page_cache_ == nullptr &&
         arrays[i]->hint() == CacheHint::kClaimed &&
         options_.cache_policy == CachePolicy::kGraphAware &&
@@ -791,7 +795,7 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
         (resident[i] ? arrays[i]->bytes() : 0) + filter_bytes[i];
     if (!adopt) {
       DMG_RETURN_IF_ERROR(
-          Fail(arrays[i]->Materialize(cache, reserved, filter_bytes[i] > 0)));
+          Fail(arrays[i]->Materialize(cache, reserved, filter_bytes[i])));
       continue;
     }
     // The earlier attempt's two buffers of this array, by name.
@@ -812,8 +816,8 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
       buffers[b] = *it;
       leftovers_.erase(it);
     }
-    DMG_RETURN_IF_ERROR(Fail(arrays[i]->Adopt(cache, reserved, buffers,
-                                              version_, filter_bytes[i] > 0)));
+    DMG_RETURN_IF_ERROR(Fail(
+        arrays[i]->Adopt(cache, reserved, buffers, version_, filter_bytes[i])));
   }
   return absl::OkStatus();
 }

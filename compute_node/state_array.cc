@@ -72,9 +72,9 @@ void StateArrayBase::AttachStorage(PageCache* cache, uint64_t reserved) {
 }
 
 absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
-                                         bool claim_filter) {
+                                         uint64_t claim_filter_bytes) {
   AttachStorage(cache, reserved);
-  if (claim_filter) InitClaims();
+  if (claim_filter_bytes > 0) InitClaims(claim_filter_bytes);
   // Both versions start as the initial state, set by the memory node as it
   // allocates them (a local copy takes it here).
   transport::RegionFill fill{static_cast<uint32_t>(elem_), 0};
@@ -98,7 +98,7 @@ absl::Status StateArrayBase::ExchangeSlices() {
   return slices_.TakePosts(*all, resident_here);
 }
 
-void StateArrayBase::InitClaims() {
+void StateArrayBase::InitClaims(uint64_t bytes) {
   if (cache_ == nullptr || ctx_.bounds.size() > 2 ||
       elem_ > kMaxClaimedElement) {
     return;
@@ -106,10 +106,12 @@ void StateArrayBase::InitClaims() {
   // Every element starts as the initial value.
   uint64_t initial = 0;
   std::memcpy(&initial, initial_.data(), elem_);
-  claims_.Init(n_, elem_, kPageBytes,
-               std::max<uint64_t>(16, (ClaimFilterBytes() - ClaimBitBytes()) /
-                                          kLogBytesPerEntry),
-               initial);
+  claims_.Init(
+      n_, elem_, kPageBytes,
+      std::max<uint64_t>(kMinLogEntries,
+                         (std::max(bytes, ClaimBitBytes()) - ClaimBitBytes()) /
+                             kLogBytesPerEntry),
+      initial);
 }
 
 absl::Status StateArrayBase::RebuildClaimBits(int version) {
@@ -130,7 +132,7 @@ absl::Status StateArrayBase::RebuildClaimBits(int version) {
 
 absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
                                    const transport::RegionInfo (&regions)[2],
-                                   int version, bool claim_filter) {
+                                   int version, uint64_t claim_filter_bytes) {
   DMG_RETURN_IF_ERROR(slices_.AdoptOwn(regions));
   AttachStorage(cache, reserved);
   if (slices_.count() > 1) {
@@ -148,8 +150,8 @@ absl::Status StateArrayBase::Adopt(PageCache* cache, uint64_t reserved,
   // changed in the last superstep, the next commit completes it.
   std::fill(prev_dirty_.begin(), prev_dirty_.end(), ~uint64_t{0});
   std::fill(prev_lines_.begin(), prev_lines_.end(), ~uint64_t{0});
-  if (claim_filter) {
-    InitClaims();
+  if (claim_filter_bytes > 0) {
+    InitClaims(claim_filter_bytes);
     if (filtered()) DMG_RETURN_IF_ERROR(RebuildClaimBits(version));
   }
   if (cache_ != nullptr) return absl::OkStatus();  // pages come from version
