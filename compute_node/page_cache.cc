@@ -183,9 +183,10 @@ absl::StatusOr<std::byte*> PageCache::Claim(int worker, Miss& miss) {
   // run: neither may be fetched now.
   uint64_t want = 1;
   if (read_ahead_ > 1) {
-    if (page == source->run_end_ ||
-        (c.run_source == source && page == c.run_end)) {
-      want = read_ahead_;
+    if (page == source->run_end_) {
+      want = std::min(read_ahead_, 2 * source->run_pages_);
+    } else if (c.run_source == source && page == c.run_end) {
+      want = std::min(read_ahead_, 2 * c.run_pages);
     }
   }
   while (miss.frames.size() < want &&
@@ -213,6 +214,7 @@ absl::StatusOr<std::byte*> PageCache::Claim(int worker, Miss& miss) {
   // is in flight, reads ahead too. A failed fetch leaves it so: it is only
   // a hint.
   source->run_end_ = c.run_end = page + miss.frames.size();
+  source->run_pages_ = c.run_pages = miss.frames.size();
   c.run_source = source;
   ++inflight_;
   return nullptr;
