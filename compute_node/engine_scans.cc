@@ -600,8 +600,12 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   const double average =
       static_cast<double>(num_arcs()) /
       static_cast<double>(std::max<uint64_t>(1, num_vertices()));
-  for (VertexId v : frontier.vertices()) {
-    work[OwnerOf(v)] += (h != nullptr ? h->Degree(v) : average) + alpha;
+  std::span<const VertexId> vs = frontier.vertices();
+  std::span<const uint64_t> degrees;
+  if (h != nullptr) degrees = MemberDegrees(frontier, d, vs.size());
+  for (size_t k = 0; k < vs.size(); ++k) {
+    work[OwnerOf(vs[k])] +=
+        (h != nullptr ? static_cast<double>(degrees[k]) : average) + alpha;
   }
   // A taken arc is pushed as the owner would, from the owner's blocks
   // READ again; its update travels anyway (the outbox and the exchange
@@ -950,15 +954,37 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   }));
 }
 
+std::span<const uint64_t> Engine::MemberDegrees(const Frontier& frontier,
+                                                Direction d,
+                                                size_t count) const {
+  DegreeMemo& m = degree_memo_;
+  if (m.epoch != frontier.epoch() || m.direction != static_cast<int>(d)) {
+    m.epoch = frontier.epoch();
+    m.direction = static_cast<int>(d);
+    m.degrees.clear();
+  }
+  std::span<const VertexId> vs = frontier.vertices();
+  count = std::min(count, vs.size());
+  const HeaderCache* h = headers(d);
+  for (size_t k = m.degrees.size(); k < count; ++k) {
+    m.degrees.push_back(h->Degree(vs[k]));
+  }
+  return {m.degrees.data(), count};
+}
+
 uint64_t Engine::FrontierEdges(const Frontier& frontier, Direction d,
                                uint64_t stop_at) const {
   d = Stored(d);
   uint64_t edges = 0;
-  if (const HeaderCache* h = headers(d); h != nullptr) {
-    // Stops summing as soon as the answer is known.
-    for (VertexId v : frontier.vertices()) {
-      if (edges > stop_at) break;
-      edges += h->Degree(v);
+  if (headers(d) != nullptr) {
+    // Stops summing as soon as the answer is known, taking degrees a
+    // growing prefix at a time (a wide frontier's tail may not be needed).
+    const size_t n = frontier.size();
+    size_t k = 0;
+    while (k < n && edges <= stop_at) {
+      const size_t upto = std::min(n, std::max<size_t>(2 * k, k + 256));
+      std::span<const uint64_t> degrees = MemberDegrees(frontier, d, upto);
+      for (; k < upto && edges <= stop_at; ++k) edges += degrees[k];
     }
     return edges;
   }
@@ -1142,11 +1168,14 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
 uint64_t Engine::OwnFrontierEdges(const Frontier& frontier, Direction d) const {
   d = Stored(d);
   const HeaderCache* h = headers(d);
+  std::span<const VertexId> vs = frontier.vertices();
+  std::span<const uint64_t> degrees;
+  if (h != nullptr) degrees = MemberDegrees(frontier, d, vs.size());
   uint64_t members = 0, edges = 0;
-  for (VertexId v : frontier.vertices()) {
-    if (!Owns(v)) continue;
+  for (size_t k = 0; k < vs.size(); ++k) {
+    if (!Owns(vs[k])) continue;
     ++members;
-    if (h != nullptr) edges += h->Degree(v);
+    if (h != nullptr) edges += degrees[k];
   }
   if (h != nullptr) return edges;
   return members * num_arcs() / std::max<uint64_t>(1, num_vertices());

@@ -62,7 +62,7 @@ class Frontier {
  public:
   Frontier(uint64_t num_vertices, int workers,
            std::shared_ptr<FrontierSpares> spares = nullptr)
-      : spares_(std::move(spares)) {
+      : spares_(std::move(spares)), epoch_(NextEpoch()) {
     const uint64_t words = (num_vertices + 63) / 64;
     if (spares_ != nullptr) {
       FrontierSpares::Storage s = spares_->Take(words, workers);
@@ -81,7 +81,12 @@ class Frontier {
     Clear();
     spares_->Give({std::move(bits_), std::move(pending_)});
   }
-  Frontier(Frontier&&) = default;
+  Frontier(Frontier&& other) noexcept
+      : bits_(std::move(other.bits_)),
+        list_(std::move(other.list_)),
+        pending_(std::move(other.pending_)),
+        spares_(std::move(other.spares_)),
+        epoch_(std::exchange(other.epoch_, NextEpoch())) {}
   Frontier& operator=(Frontier&& other) {
     if (this != &other) {
       Frontier gone(std::move(*this));  // hands its storage on
@@ -89,9 +94,16 @@ class Frontier {
       list_ = std::move(other.list_);
       pending_ = std::move(other.pending_);
       spares_ = std::move(other.spares_);
+      epoch_ = other.epoch_;
+      other.epoch_ = NextEpoch();
     }
     return *this;
   }
+  // Changes when the members may no longer be a prefix of what they were:
+  // at Clear, and when another frontier moves in. Between, members are
+  // only appended (Seal, Merge), so what was computed for vertices()[0, k)
+  // under one epoch still holds (Engine keeps its members' degrees so).
+  uint64_t epoch() const { return epoch_; }
 
   // Adds v if absent; safe from many workers (each passes its own index).
   bool Add(int worker, VertexId v) {
@@ -138,6 +150,7 @@ class Frontier {
     }
   }
   void Clear() {
+    epoch_ = NextEpoch();
     if (list_.size() > bits_.size()) {
       std::fill(bits_.begin(), bits_.end(), 0);
     } else {
@@ -196,10 +209,15 @@ class Frontier {
   }
 
  private:
+  static uint64_t NextEpoch() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
   std::vector<uint64_t> bits_;
   HugePageVector<VertexId> list_;
   std::vector<WorkerAdds> pending_;
   std::shared_ptr<FrontierSpares> spares_;
+  uint64_t epoch_ = 0;
 };
 
 }  // namespace dmg::compute

@@ -73,6 +73,36 @@ TEST(FrontierTest, ForEachInVisitsTheMembersOfARangeInOrder) {
   }
 }
 
+// What was computed for a prefix of vertices() under one epoch holds
+// while the epoch does: members are only appended between Clears, and a
+// frontier moved from or into takes a new one.
+TEST(FrontierTest, TheEpochChangesWhenMembersStopBeingAPrefix) {
+  Frontier f(100, 1);
+  const uint64_t e0 = f.epoch();
+  f.Add(0, 5);
+  f.Seal();
+  f.AddUnique(0, 7);
+  f.Seal();
+  EXPECT_EQ(f.epoch(), e0);  // appended
+  Frontier other(100, 1);
+  other.Add(0, 9);
+  other.Seal();
+  f.Merge(other);
+  EXPECT_EQ(f.epoch(), e0);
+  EXPECT_EQ(Members(f), (std::vector<VertexId>{5, 7, 9}));
+  f.Clear();
+  const uint64_t e1 = f.epoch();
+  EXPECT_NE(e1, e0);
+  Frontier moved(std::move(f));
+  EXPECT_EQ(moved.epoch(), e1);
+  EXPECT_NE(f.epoch(), e1);  // NOLINT(bugprone-use-after-move): reused
+  const uint64_t e2 = other.epoch();
+  f = std::move(other);
+  EXPECT_EQ(f.epoch(), e2);
+  EXPECT_NE(other.epoch(), e2);  // NOLINT(bugprone-use-after-move)
+  EXPECT_NE(other.epoch(), e1);
+}
+
 TEST(FrontierTest, SparesComeBackEmpty) {
   auto spares = std::make_shared<FrontierSpares>();
   const uint64_t n = 5000;
