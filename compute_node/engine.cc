@@ -786,8 +786,10 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
               "no room left in the cache for vertex state; raise the cache "
               "bound");
         }
-        page_cache_ = std::make_unique<PageCache>(bytes / PageCache::kPageBytes,
-                                                  threads(), /*read_ahead=*/64);
+        // Read-ahead ramps up where round trips are cheap (PageCache).
+        page_cache_ = std::make_unique<PageCache>(
+            bytes / PageCache::kPageBytes, threads(), /*read_ahead=*/64,
+            /*ramp=*/transport_cost_.round_trip_us < kDearRoundTripUs);
       }
       cache = page_cache_.get();
     }

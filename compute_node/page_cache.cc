@@ -30,9 +30,11 @@ CacheCounters CacheCounters::operator-(const CacheCounters& o) const {
   return d;
 }
 
-PageCache::PageCache(uint64_t frames, int workers, uint64_t read_ahead)
+PageCache::PageCache(uint64_t frames, int workers, uint64_t read_ahead,
+                     bool ramp)
     : frames_(frames),
       read_ahead_(std::max<uint64_t>(1, std::min(read_ahead, frames / 4))),
+      ramp_(ramp),
       memory_(frames * kPageBytes, AlignedBuffer::Init::kUninitialized),
       frame_(new Frame[frames]),
       meta_(frames),
@@ -184,9 +186,10 @@ absl::StatusOr<std::byte*> PageCache::Claim(int worker, Miss& miss) {
   uint64_t want = 1;
   if (read_ahead_ > 1) {
     if (page == source->run_end_) {
-      want = std::min(read_ahead_, 2 * source->run_pages_);
+      want =
+          ramp_ ? std::min(read_ahead_, 2 * source->run_pages_) : read_ahead_;
     } else if (c.run_source == source && page == c.run_end) {
-      want = std::min(read_ahead_, 2 * c.run_pages);
+      want = ramp_ ? std::min(read_ahead_, 2 * c.run_pages) : read_ahead_;
     }
   }
   while (miss.frames.size() < want &&

@@ -119,14 +119,17 @@ class PageCache {
   // by up to `workers` workers. Read-ahead, as an OS does it for files: a
   // miss on the page right after the previous miss run of its source (by
   // any worker: workers of a dense scan take turns along the array), or of
-  // the worker's own previous run, fetches twice as many pages as that run
-  // (those not cached), up to `read_ahead`, in one batch; any other miss
-  // fetches one page. A scan reaches the full window in a few misses; two
-  // neighbouring pages that a sparse pattern happens to miss in a row
-  // fetch two, not the window (road-NY BFS at 5%: 88 MB of depth pages a
-  // source with the whole window at once). read_ahead = 1: none (the
-  // page_lru baseline).
-  PageCache(uint64_t frames, int workers, uint64_t read_ahead = 1);
+  // the worker's own previous run, fetches up to `read_ahead` pages (those
+  // not cached) in one batch; any other miss fetches one page. With `ramp`,
+  // twice as many as that run instead, up to `read_ahead`: a scan reaches
+  // the full window in a few misses, and two neighbouring pages that a
+  // sparse pattern happens to miss in a row fetch two, not the window
+  // (road-NY BFS at 5%, local: 88 -> 52 MB of depth pages a source). Where
+  // round trips are dear the ramp's extra misses cost more than the pages
+  // (road-NY PageRank over tcp: 21 K -> 28 K round trips, 27% slower).
+  // read_ahead = 1: none (the page_lru baseline).
+  PageCache(uint64_t frames, int workers, uint64_t read_ahead = 1,
+            bool ramp = false);
   uint64_t frames() const { return frames_; }
 
   // Gives `source` a page table for `pages` pages. Before its first Pin.
@@ -311,6 +314,7 @@ class PageCache {
 
   const uint64_t frames_;
   const uint64_t read_ahead_;
+  const bool ramp_;
   AlignedBuffer memory_;
   std::unique_ptr<Frame[]> frame_;
   Mutex mu_;
