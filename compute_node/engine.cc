@@ -753,7 +753,7 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
   // room for the page minimum beside them). A resumed job reads the bits
   // from the version it adopts.
   std::vector<uint64_t> filter_bytes(arrays.size(), 0);
-  const bool dear = transport_cost_.round_trip_us >= kDearRoundTripUs;
+  const bool dear = RoundTripsDear();
   for (size_t i = 0; i < arrays.size(); ++i) {
     // And its log: a few entries where round trips are cheap (a full log
     // pages claims in; only dear round trips commit early for it).
@@ -787,9 +787,9 @@ absl::Status Engine::PlaceStates(std::span<StateArrayBase* const> arrays,
               "bound");
         }
         // Read-ahead ramps up where round trips are cheap (PageCache).
-        page_cache_ = std::make_unique<PageCache>(
-            bytes / PageCache::kPageBytes, threads(), /*read_ahead=*/64,
-            /*ramp=*/transport_cost_.round_trip_us < kDearRoundTripUs);
+        page_cache_ = std::make_unique<PageCache>(bytes / PageCache::kPageBytes,
+                                                  threads(), /*read_ahead=*/64,
+                                                  /*ramp=*/!RoundTripsDear());
       }
       cache = page_cache_.get();
     }
@@ -1042,7 +1042,7 @@ bool Engine::CheckpointDue() {
   // page is a memcpy and the commits cost more than they save (road-NY
   // BFS at 5%, 10 trials: 0.044 s a source without them, 0.054 s with;
   // 23,690 against 3,183 round trips).
-  if (claims_full && transport_cost_.round_trip_us >= kDearRoundTripUs) {
+  if (claims_full && RoundTripsDear()) {
     return true;
   }
   return options_.checkpoint_seconds > 0 &&

@@ -901,6 +901,9 @@ class Engine {
   // measured at job start) fell on either side from run to run: road-NY
   // BFS at 5% took 0.15 or 0.58 s a source.
   static constexpr double kDearRoundTripUs = 1;
+  bool RoundTripsDear() const {
+    return transport_cost_.round_trip_us >= kDearRoundTripUs;
+  }
   std::vector<Frontier> steal_scratch_;  // per worker
   std::vector<UpdateOutbox> outbox_;     // per worker (ToOutbox)
   // FinishPush's dense combining: values (any T of up to 8 bytes) and

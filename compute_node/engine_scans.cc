@@ -926,7 +926,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   // that a batch holds runs on one worker (road-NY BFS over tcp at 5%:
   // ~600 members a level, 8 -> 2 round trips a level). Else units small
   // enough to balance the workers.
-  const bool dear = transport_cost_.round_trip_us >= kDearRoundTripUs;
+  const bool dear = RoundTripsDear();
   std::vector<Unit> units =
       sparse ? MakeSparseUnits(
                    dir, entries, estimate,
@@ -942,7 +942,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   // sources, best of 3, 0.30 -> 0.24 s. Over a network the workers overlap
   // their round trips instead (tcp loopback: 4.3 -> 4.6 s serial).
   if (units.size() <= 1 ||
-      (transport_cost_.round_trip_us < kDearRoundTripUs &&
+      (!RoundTripsDear() &&
        FrontierEdges(pushed, d, kSerialPushEdges) <= kSerialPushEdges)) {
     for (const Unit& u : units) {
       DMG_RETURN_IF_ERROR(Fail(source_->ReadFrontier(0, d, u, pushed, h, fn)));

@@ -14,17 +14,9 @@ BlockIndex::BlockIndex(std::span<const DirectoryEntry> directory,
   shift_ = static_cast<uint32_t>(std::bit_width(per_block - 1));
   const uint64_t chunks = ((num_vertices - 1) >> shift_) + 1;
   first_.assign(chunks + 1, 0);
-  size_t e = 0;
   for (uint64_t c = 0; c < chunks; ++c) {
-    const uint64_t v = c << shift_;
-    // The first entry holding v: the last one starting at or before it,
-    // then back over the pieces of a split run (they all start at v).
-    while (e + 1 < directory.size() && directory[e + 1].first_vertex <= v) {
-      ++e;
-    }
-    size_t first = e;
-    while (first > 0 && directory[first - 1].first_vertex == v) --first;
-    first_[c] = static_cast<uint32_t>(first);
+    first_[c] = static_cast<uint32_t>(
+        FindBlocks(directory, static_cast<VertexId>(c << shift_)).first);
   }
   first_[chunks] = static_cast<uint32_t>(directory.size());
 }
