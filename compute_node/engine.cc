@@ -586,10 +586,15 @@ absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
         superstep_, placed_, decisions_)));
   }
   std::vector<LineRun>& refresh = posts.refresh;
+  const bool own = k == compute_node();
   for (size_t i = 0; i < placed_; ++i) {
-    // Runs of consecutive changed lines.
+    // Runs of consecutive changed lines (of its own post, only whether
+    // there are any).
     const size_t from = refresh.size();
+    bool any = false;
     auto add = [&](VertexId line) {
+      any = true;
+      if (own) return;
       if (refresh.size() > from &&
           refresh.back().first + refresh.back().count == line) {
         ++refresh.back().count;
@@ -603,12 +608,7 @@ absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
           "array %d of %d, or a line beyond it)",
           k, states_[i]->name(), i, placed_)));
     }
-    if (k == compute_node()) {
-      posts.own_changes = posts.own_changes || refresh.size() > from;
-      refresh.resize(from);
-    } else {
-      posts.others_changed = posts.others_changed || refresh.size() > from;
-    }
+    (own ? posts.own_changes : posts.others_changed) |= any;
   }
   // What is left is the operation's own part.
   const size_t used = post.size() - in.remaining();
@@ -712,14 +712,24 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
 }
 
 void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
-  // A bitmap or ascending gaps, whichever is smaller (wire_codec.h).
-  wire::PutVertexSet(out.bytes(), local.words());
+  // A bitmap or ascending gaps, whichever is smaller (wire_codec.h). A
+  // small frontier's extent comes from its list, not a scan of the bitmap.
+  std::span<const VertexId> vs = local.vertices();
+  std::span<const uint64_t> words = local.words();
+  if (vs.empty() || vs.size() * 8 > words.size() || !local.sealed()) {
+    wire::PutVertexSet(out.bytes(), words);
+    return;
+  }
+  const auto [lo, hi] = std::minmax_element(vs.begin(), vs.end());
+  wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6, (*hi >> 6) + 1);
 }
 
 absl::Status Engine::TakeFrontier(MessageReader& in, int node,
                                   Frontier& global) {
+  // One thread decodes: plain stores (AddExclusive still skips members
+  // that two nodes posted).
   if (!wire::GetVertexSet(in.rest(), num_vertices(),
-                          [&](VertexId v) { global.Add(0, v); })) {
+                          [&](VertexId v) { global.AddExclusive(0, v); })) {
     return Fail(absl::DataLossError(absl::StrFormat(
         "compute node %d posted a malformed frontier (or a vertex beyond "
         "the graph)",

@@ -829,7 +829,7 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   Frontier own_part = compute_nodes() > 1 ? NewFrontier() : Frontier(0, 0);
   if (compute_nodes() > 1) {
     for (VertexId v : frontier.vertices()) {
-      if (Owns(v)) own_part.Add(0, v);
+      if (Owns(v)) own_part.AddExclusive(0, v);
     }
     own_part.Seal();
   }

@@ -200,6 +200,13 @@ class Frontier {
     return out;
   }
   uint64_t size() const { return list_.size(); }
+  // No additions wait for Seal: the bitmap holds exactly the members.
+  bool sealed() const {
+    for (const WorkerAdds& p : pending_) {
+      if (!p.ids.empty()) return false;
+    }
+    return true;
+  }
   bool empty() const { return list_.empty(); }
   std::span<const VertexId> vertices() const { return list_; }
   // The membership bitmap (bit v of word v / 64); sealed members only.

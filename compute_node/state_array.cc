@@ -69,6 +69,7 @@ void StateArrayBase::AttachStorage(PageCache* cache, uint64_t reserved) {
     local_ = AlignedBuffer(bytes_);
   }
   line_flags_.assign(pages_ * 64, 0);
+  page_flags_.assign(pages_, 0);
 }
 
 absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
@@ -444,6 +445,17 @@ absl::Status StateArrayBase::Publish(std::vector<uint64_t>& pages) {
 void StateArrayBase::FoldLineFlags() {
   if (line_flags_.empty() || !flags_set_.exchange(false)) return;
   for (uint64_t p = 0; p < pages_; ++p) {
+    // Eight pages' bytes at a time, to skip the unflagged.
+    if (p % 8 == 0 && p + 8 <= pages_) {
+      uint64_t group;
+      std::memcpy(&group, page_flags_.data() + p, sizeof(group));
+      if (group == 0) {
+        p += 7;
+        continue;
+      }
+    }
+    if (page_flags_[p] == 0) continue;
+    page_flags_[p] = 0;
     uint8_t* flags = line_flags_.data() + p * 64;
     const uint64_t lines = PackLineFlags(flags);
     if (lines == 0) continue;

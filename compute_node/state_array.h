@@ -353,6 +353,10 @@ class StateArrayBase : public PageSource {
     std::atomic_ref<uint8_t> flag(line_flags_[at / kLineBytes]);
     if (flag.load(std::memory_order_relaxed) == 0) {
       flag.store(1, std::memory_order_relaxed);
+      std::atomic_ref<uint8_t> page(page_flags_[at / kPageBytes]);
+      if (page.load(std::memory_order_relaxed) == 0) {
+        page.store(1, std::memory_order_relaxed);
+      }
       // Read first: once set, the workers share the line read-only.
       if (!flags_set_.load(std::memory_order_relaxed)) {
         flags_set_.store(true, std::memory_order_relaxed);
@@ -592,6 +596,10 @@ class StateArrayBase : public PageSource {
   // threaded, before anything reads those, and clears them. Not counted in
   // the cache bound (like the bitmaps: 1/64 of the array's bytes).
   std::vector<uint8_t> line_flags_;
+  // A byte per page: one of its line flags was set since the last fold (a
+  // BFS level changes a few hundred lines: the fold packs their pages, not
+  // a flag of every line of the array).
+  std::vector<uint8_t> page_flags_;
   // A line flag was set since the last fold (folds between operations,
   // several a collective, skip the scan of every flag when none was).
   std::atomic<bool> flags_set_ = false;

@@ -11,6 +11,11 @@ void PutVertexSet(std::string& out, std::span<const uint64_t> words) {
   while (last > first && words[last - 1] == 0) --last;
   uint64_t count = 0;
   for (size_t k = first; k < last; ++k) count += std::popcount(words[k]);
+  PutVertexSet(out, words, count, first, last);
+}
+
+void PutVertexSet(std::string& out, std::span<const uint64_t> words,
+                  uint64_t count, size_t first, size_t last) {
   if (count == 0) {
     out.push_back(static_cast<char>(kEmptySet));
     return;
@@ -29,22 +34,31 @@ void PutVertexSet(std::string& out, std::span<const uint64_t> words) {
                bitmap_bytes);
     return;
   }
-  out.push_back(static_cast<char>(kGapSet));
+  // Written in place (a varint is at most 10 bytes) and the zero words
+  // skipped in a loop of their own: a sparse frontier's span is mostly
+  // zeros (road-NY's ~600 members a level span thousands of words).
+  const size_t at = out.size();
+  out.resize(at + 1 + 10 * (count + 1));
+  auto* const begin = reinterpret_cast<uint8_t*>(out.data() + at);
+  uint8_t* p = begin;
+  *p++ = kGapSet;
   bool head = true;
   uint64_t previous = 0;
   for (size_t k = first; k < last; ++k) {
+    while (k + 1 < last && words[k] == 0) ++k;
     for (uint64_t w = words[k]; w != 0; w &= w - 1) {
       const uint64_t v = 64 * k + std::countr_zero(w);
       if (head) {
-        PutVarint(out, v);
-        PutVarint(out, count);
+        p = PutVarint(p, v);
+        p = PutVarint(p, count);
         head = false;
       } else {
-        PutVarint(out, v - previous);
+        p = PutVarint(p, v - previous);
       }
       previous = v;
     }
   }
+  out.resize(at + (p - begin));
 }
 
 }  // namespace dmg::compute::wire

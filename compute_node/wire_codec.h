@@ -37,6 +37,12 @@ using dmg::PutVarint;
 // A set of vertices given by its bitmap (bit v of word v / 64), appended
 // to `out`.
 void PutVertexSet(std::string& out, std::span<const uint64_t> words);
+// The same bytes, for a set whose size and extent the caller knows:
+// `count` members, every one in words [first, last), the first and the
+// last of them holding members (a small frontier's list says so without a
+// scan of the whole bitmap: 4,131 words for road-NY, at every exchange).
+void PutVertexSet(std::string& out, std::span<const uint64_t> words,
+                  uint64_t count, size_t first, size_t last);
 
 // Reads a set written by PutVertexSet, calling add(v) for each member in
 // ascending order; false if malformed or a member is >= num_vertices.
@@ -83,10 +89,13 @@ bool GetVertexSet(std::string_view& in, uint64_t num_vertices, Add add) {
   }
   if (kind != kGapSet || n == 0 || n - 1 > in.size()) return false;
   uint64_t v = lo;
+  const auto* const begin = reinterpret_cast<const uint8_t*>(in.data());
+  const uint8_t* p = begin;
+  const uint8_t* const end = begin + in.size();
   for (uint64_t k = 0; k < n; ++k) {
     if (k > 0) {
       uint64_t gap;
-      if (!GetVarint(in, &gap) || gap == 0 || gap >= num_vertices - v) {
+      if (!GetVarint(p, end, &gap) || gap == 0 || gap >= num_vertices - v) {
         return false;
       }
       v += gap;
@@ -94,6 +103,7 @@ bool GetVertexSet(std::string_view& in, uint64_t num_vertices, Add add) {
     if (v >= num_vertices) return false;
     add(static_cast<VertexId>(v));
   }
+  in.remove_prefix(p - begin);
   return true;
 }
 

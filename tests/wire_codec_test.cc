@@ -56,6 +56,30 @@ TEST(WireCodecTest, VertexSetsRoundTripInTheSmallerForm) {
   EXPECT_TRUE(ok);
 }
 
+TEST(WireCodecTest, AKnownSizeAndExtentGiveTheSameBytes) {
+  // What a frontier posts from its list (its size, its least and greatest
+  // member) against the scan of the whole bitmap: sparse sets with gaps of
+  // one to several varint bytes, dense ones (a bitmap), one member.
+  const uint64_t n = 1 << 20;
+  std::mt19937_64 rng(11);
+  for (uint64_t count : {1, 2, 3, 600, 5000, 200000}) {
+    for (uint64_t spread : {uint64_t{64}, uint64_t{4096}, n}) {
+      SCOPED_TRACE(testing::Message() << count << " over " << spread);
+      const uint64_t base = rng() % (n - spread + 1);
+      std::set<VertexId> members;
+      while (members.size() < std::min(count, spread)) {
+        members.insert(static_cast<VertexId>(base + rng() % spread));
+      }
+      const std::vector<uint64_t> words = Bitmap(members, n);
+      std::string scanned = "x", known = "x";
+      PutVertexSet(scanned, words);
+      PutVertexSet(known, words, members.size(), *members.begin() / 64,
+                   *members.rbegin() / 64 + 1);
+      EXPECT_EQ(known, scanned);
+    }
+  }
+}
+
 TEST(WireCodecTest, MalformedVertexSetsAreRefused) {
   const uint64_t n = 1000;
   std::string out;

@@ -349,6 +349,15 @@ int GuardedMain(int argc, char** argv) {
 }  // namespace dmg::cli
 
 int main(int argc, char** argv) {
+#if defined(DMG_POPCNT) && defined(__x86_64__)
+  // Before anything else runs: the build's code uses the instruction.
+  if (!__builtin_cpu_supports("popcnt")) {
+    std::fprintf(stderr,
+                 "dmg: error: this build uses the POPCNT instruction, which "
+                 "this CPU lacks: rebuild with -DDMG_POPCNT=OFF\n");
+    return 2;
+  }
+#endif
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return dmg::cli::GuardedMain(argc, argv);
