@@ -28,14 +28,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from dmgexp import graphs, registry  # noqa: E402
 
 
-def run_stats(dmg, graph, algo, nodes, threads, args, who="node_bytes"):
-    """One `dmg run` on the embedded cluster; its --stats_json, parsed.
-    args: cache_fraction, iters, source, unit_weights (optional), timeout."""
+def run_stats(dmg, graph, algo, nodes, threads, args, who="node_bytes",
+              summary=False):
+    """One `dmg run` on the embedded cluster; its --stats_json, parsed (or
+    its --summary_json, when summary). args: cache_fraction, iters, source,
+    unit_weights and trials (optional), timeout."""
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "stats.json")
         cmd = [dmg, "run", f"--algo={algo}", f"--graph={graph}",
                f"--compute_nodes={nodes}", f"--threads={threads}",
-               "--progress=false", f"--stats_json={stats}"]
+               "--progress=false",
+               f"--{'summary' if summary else 'stats'}_json={stats}"]
+        if getattr(args, "trials", 1) > 1:
+            cmd.append(f"--trials={args.trials}")
         if args.cache_fraction:
             cmd.append(f"--cache_fraction={args.cache_fraction}")
         if algo == "pagerank":

@@ -83,6 +83,7 @@ void ReadPieces(transport::Endpoint& ep, const transport::RegionInfo& r,
 // a level's work.
 class Backoff {
  public:
+  explicit Backoff(uint64_t max_pause_us = 1000) : max_pause_us_(max_pause_us) {}
   void Pause() {
     if (++polls_ < 64) return;
     const auto now = std::chrono::steady_clock::now();
@@ -92,11 +93,12 @@ class Backoff {
       return;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
-    pause_us_ = std::min<uint64_t>(pause_us_ * 2, 1000);
+    pause_us_ = std::min<uint64_t>(pause_us_ * 2, max_pause_us_);
   }
 
  private:
   static constexpr std::chrono::microseconds kYieldFor{2000};
+  uint64_t max_pause_us_;
   int polls_ = 0;
   std::chrono::steady_clock::time_point yield_until_;
   uint64_t pause_us_ = 20;
@@ -189,6 +191,10 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
   } else {
     const auto deadline = std::chrono::steady_clock::now() + options.timeout;
     std::vector<std::byte> head(kBoundsAt);
+    // Node 0 writes the record as it starts: nodes started together find
+    // it within microseconds (a flat 5 ms sleep was most of a small job's
+    // setup); a node started long before it polls every 5 ms.
+    Backoff backoff(/*max_pause_us=*/5000);
     for (;;) {
       DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> found, find());
       if (found.has_value() && found->length >= kBoundsAt) {
@@ -216,7 +222,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
             "node 0 running with --job=%s?",
             options.job, options.timeout.count(), options.job));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      backoff.Pause();
     }
     if (Load64(head, kNodesAt) != static_cast<uint64_t>(nodes) ||
         record.length < bytes) {

@@ -716,12 +716,15 @@ void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
   // small frontier's extent comes from its list, not a scan of the bitmap.
   std::span<const VertexId> vs = local.vertices();
   std::span<const uint64_t> words = local.words();
-  if (vs.empty() || vs.size() * 8 > words.size() || !local.sealed()) {
+  if (vs.size() * 8 > words.size() || !local.sealed()) {
     wire::PutVertexSet(out.bytes(), words);
-    return;
+  } else if (vs.empty()) {  // often: a step's second exchange
+    wire::PutVertexSet(out.bytes(), words, 0, 0, 0);
+  } else {
+    const auto [lo, hi] = std::minmax_element(vs.begin(), vs.end());
+    wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6,
+                       (*hi >> 6) + 1);
   }
-  const auto [lo, hi] = std::minmax_element(vs.begin(), vs.end());
-  wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6, (*hi >> 6) + 1);
 }
 
 absl::Status Engine::TakeFrontier(MessageReader& in, int node,

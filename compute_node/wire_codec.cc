@@ -7,6 +7,10 @@ namespace dmg::compute::wire {
 void PutVertexSet(std::string& out, std::span<const uint64_t> words) {
   // The span of words holding members.
   size_t first = 0, last = words.size();
+  while (first + 4 <= last && (words[first] | words[first + 1] |
+                               words[first + 2] | words[first + 3]) == 0) {
+    first += 4;
+  }
   while (first < last && words[first] == 0) ++first;
   while (last > first && words[last - 1] == 0) --last;
   uint64_t count = 0;
@@ -45,6 +49,10 @@ void PutVertexSet(std::string& out, std::span<const uint64_t> words,
   bool head = true;
   uint64_t previous = 0;
   for (size_t k = first; k < last; ++k) {
+    while (k + 4 < last && (words[k] | words[k + 1] | words[k + 2] |
+                            words[k + 3]) == 0) {
+      k += 4;
+    }
     while (k + 1 < last && words[k] == 0) ++k;
     for (uint64_t w = words[k]; w != 0; w &= w - 1) {
       const uint64_t v = 64 * k + std::countr_zero(w);
