@@ -3,7 +3,9 @@
 //   pagerank.cc  every vertex gathers its in-neighbours' contributions
 //   bfs.cc       direction-optimising frontier expansion (Claim)
 //   cc.cc        Afforest: neighbour sampling, link, compress (one compute
-//                node; label propagation on several)
+//                node)
+//   cc_forest.cc  components on several compute nodes: local forests, then
+//                labels across the cut
 //   cc_lp.cc     min-label propagation over both directions (Min)
 //   sssp.cc      frontier Bellman-Ford (Min)
 //   bc.cc        Brandes betweenness centrality from given sources
@@ -51,10 +53,16 @@ absl::StatusOr<PageRankResult> PageRank(
     Precision precision = Precision::kDouble);
 absl::StatusOr<std::vector<int32_t>> Bfs(Engine& engine, VertexId source);
 // Weakly connected components, each vertex labelled with the smallest id in
-// its component: Afforest (cc.cc) on one compute node, label propagation
-// (cc_lp.cc) on several; ConnectedComponentsLp is label propagation always.
+// its component: Afforest (cc.cc) on one compute node, local forests and
+// labels across the cut (cc_forest.cc) on several; ConnectedComponentsLp is
+// label propagation always (cc_lp.cc).
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine);
+absl::StatusOr<std::vector<VertexId>> ConnectedComponentsOnNodes(
+    Engine& engine);
 absl::StatusOr<std::vector<VertexId>> ConnectedComponentsLp(Engine& engine);
+// Label propagation's loop (cc_lp.cc) from `frontier`, until no label drops.
+absl::Status PropagateLabels(Engine& engine, compute::State<VertexId>& label,
+                             compute::Frontier& frontier);
 absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
                                           bool unit_weights);
 // Scores normalised by the largest (all zero if no source reaches any

@@ -23,9 +23,9 @@
 // reference, whatever the thread interleaving.
 //
 // Links write any vertex's parent, which another compute node would own:
-// on several nodes `cc` runs label propagation, whose updates the engine
-// exchanges. Each phase ends a superstep, so a resumed job redoes at most
-// one phase (a link repeated is a no-op).
+// on several nodes `cc` links only within each node's range and carries
+// labels across the cut (cc_forest.cc). Each phase ends a superstep, so a
+// resumed job redoes at most one phase (a link repeated is a no-op).
 #include <algorithm>
 #include <random>
 #include <unordered_map>
@@ -99,7 +99,7 @@ VertexId MostFrequentRoot(Engine& engine, Comp& comp) {
 }  // namespace
 
 absl::StatusOr<std::vector<VertexId>> ConnectedComponents(Engine& engine) {
-  if (engine.compute_nodes() > 1) return ConnectedComponentsLp(engine);
+  if (engine.compute_nodes() > 1) return ConnectedComponentsOnNodes(engine);
   // Read at random (links climb trees): the array to keep local.
   auto& comp =
       engine.NewState<VertexId>("cc.comp", 0, compute::CacheHint::kPerEdge);

@@ -1,5 +1,6 @@
 // Weakly connected components by min-label propagation (`--algo=cc_lp`;
-// `cc` is Afforest, cc.cc, which runs this one on several compute nodes):
+// `cc` is Afforest, cc.cc, and on several compute nodes cc_forest.cc, which
+// runs this loop where most arcs cross between nodes):
 // every vertex starts with its own id; each superstep, every vertex whose
 // label dropped offers it to its neighbours in both directions (arcs count
 // as undirected), which keep the smallest (Min). At the fixpoint each vertex
@@ -16,18 +17,8 @@
 
 namespace dmg::algorithms {
 
-absl::StatusOr<std::vector<VertexId>> ConnectedComponentsLp(Engine& engine) {
-  auto& label = engine.NewState<VertexId>("cc.label", 0);
-  compute::Frontier frontier = engine.NewFrontier();
-  engine.Carry("cc.frontier", &frontier);
-  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
-  if (!resumed) {
-    // Every vertex starts active, labelled with its own id.
-    DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {
-      label.Set(v, v);
-      return true;
-    }));
-  }
+absl::Status PropagateLabels(Engine& engine, compute::State<VertexId>& label,
+                             compute::Frontier& frontier) {
   while (!frontier.empty()) {
     compute::Frontier next = engine.NewFrontier();
     for (Direction along : {Direction::kOut, Direction::kIn}) {
@@ -48,6 +39,22 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponentsLp(Engine& engine) {
     frontier = std::move(next);
     DMG_RETURN_IF_ERROR(engine.EndSuperstep());
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<VertexId>> ConnectedComponentsLp(Engine& engine) {
+  auto& label = engine.NewState<VertexId>("cc.label", 0);
+  compute::Frontier frontier = engine.NewFrontier();
+  engine.Carry("cc.frontier", &frontier);
+  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
+  if (!resumed) {
+    // Every vertex starts active, labelled with its own id.
+    DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {
+      label.Set(v, v);
+      return true;
+    }));
+  }
+  DMG_RETURN_IF_ERROR(PropagateLabels(engine, label, frontier));
   return engine.Result(label);
 }
 

@@ -68,6 +68,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   engine->start_ = start;
   engine->version_time_ = start;
   engine->own_end_ = static_cast<VertexId>(engine->num_vertices());
+  // Before the nodes meet: a bound below the minimum is the same error on
+  // every node, not a node that left the record and one that lost it.
+  DMG_ASSIGN_OR_RETURN(engine->buffers_, engine->planner_.PlanBuffers());
   if (options.cluster.nodes > 1) {
     // Stage 1 of the workload manager: node 0 splits the vertices by edges
     // and vertices and records the ranges; the others take them from the
@@ -340,7 +343,6 @@ absl::Status Engine::Init() {
   if (options_.keep_state_s > 0 || options_.resume) {
     DMG_RETURN_IF_ERROR(KeepState());
   }
-  DMG_ASSIGN_OR_RETURN(buffers_, planner_.PlanBuffers());
   taking_.assign(threads(), 0);
   work_range_.assign(threads(), {own_begin_, own_end_});
   for (int d = 0; d < 2; ++d) {

@@ -131,6 +131,57 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"cc", "urand:16:2", "--algo=cc --cache_mb=1"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Components on three nodes of a road-like graph (a grid numbered row by
+// row, whose halves meet only at the bottom: most arcs stay in a node's
+// range) take local forests, then labels across the cut (cc_forest.cc),
+// in a few supersteps: a random kill rarely lands in the second phase. The
+// three are stopped at chosen supersteps (the DMG_TEST_EXIT_AFTER_SUPERSTEP
+// hook, exit 9 with nothing cleaned up): after the forests (1), and in the
+// rounds across the cut; each resume builds its forests again and must
+// give the uninterrupted output.
+TEST(MultiNodeResumeAtASuperstepTest, ComponentsAcrossTheCutResume) {
+  testing::TempDir dir;
+  TwoDaemons daemons(dir);
+  const std::string nodes = daemons.flag();
+  std::string edges;
+  const int rows = 240, cols = 96;
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const int v = r * cols + c;
+      if (c + 1 < cols && !(r < rows - 8 && c + 1 == cols / 2)) {
+        edges += std::to_string(v) + " " + std::to_string(v + 1) + "\n";
+      }
+      if (r + 1 < rows) {
+        edges += std::to_string(v) + " " + std::to_string(v + cols) + "\n";
+      }
+    }
+  }
+  const std::string graph = dir.Write("grid.el", edges);
+  ASSERT_EQ(RunDmg("load --graph=" + graph + nodes).exit_code, 0);
+  const std::string run =
+      RunOnThree("--algo=cc --cache_mb=1 --checkpoint_interval=0", nodes);
+  testing::CommandResult ref = RunCommand(
+      run + " --job=reference --output=" + dir.file("reference.out"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const std::string want = Slurp(dir.file("reference.out"));
+  ASSERT_FALSE(want.empty());
+  for (int stop : {1, 2, 3}) {
+    SCOPED_TRACE(stop);
+    const std::string job = "grid" + std::to_string(stop);
+    const std::string out = " --job=" + job + " --output=" + dir.file(job);
+    testing::CommandResult stopped =
+        RunCommand("DMG_TEST_EXIT_AFTER_SUPERSTEP=" + std::to_string(stop) +
+                   " " + run + out + " --keep_state_s=120");
+    EXPECT_NE(stopped.exit_code, 0) << stopped.err;
+    testing::CommandResult again = RunCommand(run + out + " --resume");
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.out.find("resumed after superstep " + std::to_string(stop)),
+              std::string::npos)
+        << again.out << again.err;
+    EXPECT_EQ(Slurp(dir.file(job)), want);
+  }
+}
+
 TEST(MultiNodeRetryTest, MaxRetriesStartsTheThreeAgainAndTheyResume) {
   testing::TempDir dir;
   TwoDaemons daemons(dir);

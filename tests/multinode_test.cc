@@ -434,6 +434,71 @@ absl::StatusOr<store::Graph> Path(uint32_t n) {
   return Symmetric(std::move(e));
 }
 
+// A road-like graph: a rows x cols grid numbered row by row (ranges cut
+// it across a few rows), arcs right and down. Rows below `wall_rows` have
+// no arc across the middle column, so the two halves meet only at the
+// bottom (labels travel far); every seventh vertex of the last row has no
+// arcs at all (components of one).
+absl::StatusOr<store::Graph> Grid(uint32_t rows, uint32_t cols,
+                                  uint32_t wall_rows, bool symmetric) {
+  store::EdgeList e;
+  e.num_vertices = rows * cols;
+  auto alone = [&](uint32_t r, uint32_t c) {
+    return r == rows - 1 && c % 7 == 0;
+  };
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t c = 0; c < cols; ++c) {
+      const uint32_t v = r * cols + c;
+      if (c + 1 < cols && !(r < wall_rows && c + 1 == cols / 2) &&
+          !alone(r, c) && !alone(r, c + 1)) {
+        e.Add(v, v + 1);
+      }
+      if (r + 1 < rows && !alone(r + 1, c)) e.Add(v, v + cols);
+    }
+  }
+  store::CleanOptions clean;
+  clean.symmetrize = symmetric;
+  return store::BuildGraph(std::move(e), clean);
+}
+
+// Components on several nodes of a graph whose arcs mostly stay in their
+// node's range: local forests, then labels across the cut (cc_forest.cc).
+// The answer is the reference's on every node, in a few supersteps where
+// label propagation takes the grid's diameter (~450), whether the arcs go
+// both ways or one (a directed graph's boundary is found from its
+// in-arcs), with resident and with paged labels.
+TEST(MultiNodeTest, ComponentsOfARoadLikeGraphCrossTheCutInFewSupersteps) {
+  for (bool symmetric : {true, false}) {
+    absl::StatusOr<store::Graph> g = Grid(160, 128, 150, symmetric);
+    ASSERT_TRUE(g.ok()) << g.status();
+    const std::vector<store::VertexId> want =
+        reference::ConnectedComponents(*g);
+    for (int nodes : {2, 3, 4}) {
+      for (uint64_t cache : {compute::MemoryBudget::kUnlimited,
+                             uint64_t{256} << 10}) {
+        Config c;
+        c.compute_nodes = nodes;
+        c.cache_bytes = cache;
+        SCOPED_TRACE(absl::StrCat(symmetric ? "symmetric, " : "directed, ",
+                                  Describe(c)));
+        auto cluster = Start(*g, c);
+        ASSERT_NE(cluster, nullptr);
+        auto results = cluster->RunEverywhere([&](compute::Engine& e) {
+          auto r = algorithms::ConnectedComponents(e);
+          if (r.ok()) e.Finish();
+          return r;
+        });
+        ASSERT_TRUE(results[0].ok()) << results[0].status();
+        EXPECT_EQ(*results[0], want);
+        for (size_t k = 1; k < results.size(); ++k) {
+          EXPECT_TRUE(results[k].ok()) << results[k].status();
+        }
+        EXPECT_LT(cluster->engine(0).stats().supersteps.size(), 40u);
+      }
+    }
+  }
+}
+
 // A BFS along a path from the middle changes one vertex a level on each
 // node: each node refreshes the 64-byte line holding the other's change,
 // not its 4 KiB page, so every level's answer must come through those

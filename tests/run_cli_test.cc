@@ -324,6 +324,11 @@ TEST(RunCliTest, BadInputIsOneLineAndExitTwo) {
       "run --algo=bc --graph=kron:8 --sources=-1",
       "run --algo=bfs --graph=kron:8 --direction=sideways",
       "run --algo=pagerank --graph=kron:8 --precision=half",
+      // Below the cache's minimum, on one node and on two (each node finds
+      // it before they meet: not one node's error and the other's lost
+      // job record).
+      "run --algo=bfs --graph=kron:10 --cache_mb=0.0625",
+      "run --algo=bfs --graph=kron:10 --cache_mb=0.0625 --compute_nodes=2",
   };
   for (const std::string& c : cases) {
     testing::CommandResult r = RunDmg(c + " --output=" + out);

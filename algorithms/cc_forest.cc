@@ -1,0 +1,298 @@
+// Weakly connected components on several compute nodes (`cc` there; one
+// node runs Afforest, cc.cc). A node writes only its own vertices' labels,
+// so Afforest's links, which hook any vertex's root, become two phases:
+//  1. Local forests. Each node links the arcs whose ends it both owns, in a
+//     union-find over its range kept in its own memory (the larger root
+//     hooked under the smaller, as Afforest does), and compresses it: each
+//     own vertex's label is the smallest id of its local component. Every
+//     own adjacency is read once. A vertex with an arc to or from another
+//     node's vertex is a boundary vertex.
+//  2. Labels across the cut. Boundary vertices whose label dropped offer it
+//     along their arcs (Min, combined per owner); a vertex whose label
+//     dropped lowers its local root's, and every own vertex then takes its
+//     root's. (Offers along arcs inside a range change nothing: a round
+//     starts with every local component at one label. They are not
+//     filtered out, since a node that steals a work item pushes the
+//     owner's arcs and cannot tell them by its own range.) The supersteps are about the diameter
+//     of the graph of local components, not of the graph: label
+//     propagation needs ~540 on road-NY.
+// Why that is the smallest id: a root's label is the least of its
+// members' and every member takes it, so the ends of an arc inside a
+// range agree; a boundary vertex offers every label it takes across each
+// of its crossing arcs, so at the fixpoint the ends of those agree too.
+// Labels are ids of the component's vertices and only fall, and the
+// smallest vertex keeps its own id (it is its local root), so the one
+// label left in a component is its smallest id.
+//
+// Where most arcs cross (a kron graph: every node's piece of the giant
+// component has arcs to every other's) the second phase would read nearly
+// every adjacency again in each of its first rounds, and label propagation
+// reads less. The first units of phase 1 are a sample: when more than a
+// quarter of the sampled arcs cross, every node (deciding on the same
+// sums) runs label propagation instead (cc_lp.cc).
+//
+// Resumable: the phase and the frontier are carried. A job resumed in
+// phase 2 builds its forests again (the labels it kept are at or below
+// their roots', which the roots then take).
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+
+namespace dmg::algorithms {
+
+namespace {
+
+constexpr double kMaxCrossShare = 0.25;
+constexpr uint64_t kChunk = 4096;  // stage 1 cuts ranges at multiples
+constexpr uint64_t kSampleChunks = 4;
+
+enum Phase : int { kFresh = 0, kPropagate = 1, kAcrossTheCut = 2 };
+
+// A union-find over one node's range, with a mark per boundary vertex and
+// each root's label. Links and root labels are lock-free (workers run in
+// parallel); a vertex's adjacency goes to one worker, so its marks are
+// plain stores.
+class LocalForest {
+ public:
+  LocalForest(VertexId begin, VertexId end)
+      : begin_(begin),
+        parent_(end - begin),
+        boundary_(end - begin, 0),
+        seen_(end - begin, 0) {
+    std::iota(parent_.begin(), parent_.end(), begin);
+  }
+
+  bool Owns(VertexId v) const { return v - begin_ < parent_.size(); }
+
+  // Hooks the larger of u's and v's roots under the smaller (cc.cc's Link,
+  // on this range's parents).
+  void Link(VertexId u, VertexId v) {
+    VertexId a = Parent(u), b = Parent(v);
+    while (a != b) {
+      const VertexId high = std::max(a, b), low = std::min(a, b);
+      VertexId above = Parent(high);
+      if (above == low) return;
+      if (above == high && std::atomic_ref<VertexId>(parent_[high - begin_])
+                               .compare_exchange_strong(
+                                   above, low, std::memory_order_relaxed)) {
+        return;
+      }
+      a = Parent(Parent(high));
+      b = Parent(low);
+    }
+  }
+  // Every vertex points at its root, whose label starts as its own id.
+  void Compress() {
+    for (VertexId& p : parent_) {
+      while (parent_[p - begin_] != p) p = parent_[p - begin_];
+    }
+    root_label_ = parent_;
+  }
+  VertexId Root(VertexId v) const { return parent_[v - begin_]; }
+  VertexId RootLabel(VertexId v) const {
+    return Load(root_label_[Root(v) - begin_]);
+  }
+  void LowerRoot(VertexId v, VertexId label) {
+    std::atomic_ref<VertexId> x(root_label_[Root(v) - begin_]);
+    VertexId old = x.load(std::memory_order_relaxed);
+    while (label < old &&
+           !x.compare_exchange_weak(old, label, std::memory_order_relaxed)) {
+    }
+  }
+
+  void MarkBoundary(VertexId v) { boundary_[v - begin_] = 1; }
+  bool boundary(VertexId v) const { return boundary_[v - begin_] != 0; }
+  // Whether phase 1 has linked v's out-arcs (the sample's units first).
+  // (Relaxed atomics: another unit's `want` may look at a vertex split
+  // over two units while a worker marks it.)
+  void MarkSeen(VertexId v) {
+    std::atomic_ref<uint8_t>(seen_[v - begin_])
+        .store(1, std::memory_order_relaxed);
+  }
+  bool AnyUnseen(VertexId begin, VertexId end) const {
+    begin = std::max(begin, begin_);
+    end = std::min<uint64_t>(end, begin_ + parent_.size());
+    for (VertexId v = begin; v < end; ++v) {
+      if (std::atomic_ref<uint8_t>(const_cast<uint8_t&>(seen_[v - begin_]))
+              .load(std::memory_order_relaxed) == 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  static VertexId Load(const VertexId& x) {
+    return std::atomic_ref<VertexId>(const_cast<VertexId&>(x))
+        .load(std::memory_order_relaxed);
+  }
+  VertexId Parent(VertexId v) const { return Load(parent_[v - begin_]); }
+  VertexId begin_;
+  std::vector<VertexId> parent_, root_label_;
+  std::vector<uint8_t> boundary_, seen_;
+};
+
+struct ArcCounts {
+  uint64_t arcs = 0, crossing = 0;
+};
+
+// Phase 1's scan of the out-arcs of the units `want` accepts (each vertex
+// once: a unit read in the sample is not read again): links the arcs inside
+// the range, marks the ends of the others, counts both.
+absl::StatusOr<ArcCounts> LinkOwnArcs(
+    Engine& engine, LocalForest& forest,
+    const std::function<bool(VertexId, VertexId)>& want) {
+  std::vector<ArcCounts> counts(engine.threads());
+  DMG_RETURN_IF_ERROR(engine.ForEachAdjacency(
+      Direction::kOut, &want,
+      [&](int w, VertexId u, std::span<const VertexId> out) {
+        if (!forest.Owns(u) || !forest.AnyUnseen(u, u + 1)) return;
+        forest.MarkSeen(u);
+        counts[w].arcs += out.size();
+        for (VertexId x : out) {
+          if (forest.Owns(x)) {
+            forest.Link(u, x);
+          } else {
+            forest.MarkBoundary(u);
+            ++counts[w].crossing;
+          }
+        }
+      }));
+  ArcCounts all;
+  for (const ArcCounts& c : counts) {
+    all.arcs += c.arcs;
+    all.crossing += c.crossing;
+  }
+  return all;
+}
+
+// The rest of phase 1 (every unit not yet scanned; on a directed graph
+// also the in-arcs, for the boundary marks), then the labels: each own
+// vertex's root's.
+absl::Status FinishForest(Engine& engine, LocalForest& forest,
+                          compute::State<VertexId>& label, bool fresh) {
+  const std::function<bool(VertexId, VertexId)> unseen =
+      [&](VertexId begin, VertexId end) {
+        return forest.AnyUnseen(begin, end);
+      };
+  DMG_RETURN_IF_ERROR(LinkOwnArcs(engine, forest, unseen).status());
+  if (!engine.symmetric()) {
+    DMG_RETURN_IF_ERROR(engine.ForEachAdjacency(
+        Direction::kIn, nullptr,
+        [&](int, VertexId u, std::span<const VertexId> in) {
+          if (!forest.Owns(u)) return;
+          for (VertexId x : in) {
+            if (!forest.Owns(x)) {
+              forest.MarkBoundary(u);
+              return;
+            }
+          }
+        }));
+  }
+  forest.Compress();
+  if (fresh) {
+    return engine.VertexMap(
+        [&](VertexId v) { label.Set(v, forest.Root(v)); });
+  }
+  // Resumed: the kept labels are at or below their roots'.
+  return engine.VertexMap(
+      [&](VertexId v) { forest.LowerRoot(v, label.Get(v)); });
+}
+
+// Phase 2, from `frontier` (boundary vertices whose label dropped).
+absl::Status AcrossTheCut(Engine& engine, LocalForest& forest,
+                          compute::State<VertexId>& label,
+                          compute::Frontier& frontier) {
+  std::vector<Direction> along = {Direction::kOut};
+  if (!engine.symmetric()) along.push_back(Direction::kIn);
+  while (!frontier.empty()) {
+    compute::Frontier changed = engine.NewFrontier();
+    for (Direction d : along) {
+      DMG_ASSIGN_OR_RETURN(
+          compute::Frontier c,
+          engine.EdgeMap<compute::Min>(
+              frontier, d, compute::Mode::kPush, label,
+              [&](VertexId u, VertexId, auto) { return label.Get(u); },
+              compute::AllVertices()));
+      changed.Merge(c);
+    }
+    DMG_RETURN_IF_ERROR(engine.VertexMap(
+        changed, [&](VertexId v) { forest.LowerRoot(v, label.Get(v)); }));
+    DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {
+      bool dropped = changed.Contains(v);
+      const VertexId root = forest.RootLabel(v);
+      if (root < label.Get(v)) {
+        label.Set(v, root);
+        dropped = true;
+      }
+      return dropped && forest.boundary(v);
+    }));
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<VertexId>> ConnectedComponentsOnNodes(
+    Engine& engine) {
+  auto& label = engine.NewState<VertexId>("cc.label", 0);
+  int phase = kFresh;
+  compute::Frontier frontier = engine.NewFrontier();
+  engine.Carry("cc.phase", &phase);
+  engine.Carry("cc.frontier", &frontier);
+  DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
+  (void)resumed;  // the phase says where to go on
+  const VertexId begin = engine.own_begin(), end = engine.own_end();
+  LocalForest forest(begin, end);
+  if (phase == kFresh) {
+    // The sample: the units holding kSampleChunks chunks spread over the
+    // range (all of a small range).
+    const uint64_t chunks = (end - begin + kChunk - 1) / kChunk;
+    const uint64_t stride = std::max<uint64_t>(1, chunks / kSampleChunks);
+    const std::function<bool(VertexId, VertexId)> sampled =
+        [&](VertexId b, VertexId e) {
+          b = std::max(b, begin);
+          e = std::min(e, end);
+          for (uint64_t c = (b - begin) / kChunk;
+               b < e && c <= (e - 1 - begin) / kChunk; ++c) {
+            if (c % stride == stride / 2) return true;
+          }
+          return false;
+        };
+    DMG_ASSIGN_OR_RETURN(const ArcCounts mine,
+                         LinkOwnArcs(engine, forest, sampled));
+    DMG_ASSIGN_OR_RETURN(const uint64_t arcs,
+                         engine.AllReduce<compute::Add>(mine.arcs));
+    DMG_ASSIGN_OR_RETURN(const uint64_t crossing,
+                         engine.AllReduce<compute::Add>(mine.crossing));
+    if (static_cast<double>(crossing) >
+        kMaxCrossShare * static_cast<double>(arcs)) {
+      phase = kPropagate;
+      DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {
+        label.Set(v, v);
+        return true;
+      }));
+    } else {
+      DMG_RETURN_IF_ERROR(FinishForest(engine, forest, label, /*fresh=*/true));
+      DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {
+        return forest.boundary(v);
+      }));
+      phase = kAcrossTheCut;
+    }
+    DMG_RETURN_IF_ERROR(engine.EndSuperstep());
+  } else if (phase == kAcrossTheCut) {
+    DMG_RETURN_IF_ERROR(FinishForest(engine, forest, label, /*fresh=*/false));
+  }
+  if (phase == kPropagate) {
+    DMG_RETURN_IF_ERROR(PropagateLabels(engine, label, frontier));
+  } else {
+    DMG_RETURN_IF_ERROR(AcrossTheCut(engine, forest, label, frontier));
+  }
+  return engine.Result(label);
+}
+
+}  // namespace dmg::algorithms
