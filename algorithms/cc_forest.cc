@@ -13,9 +13,9 @@
 //     root's. (Offers along arcs inside a range change nothing: a round
 //     starts with every local component at one label. They are not
 //     filtered out, since a node that steals a work item pushes the
-//     owner's arcs and cannot tell them by its own range.) The supersteps are about the diameter
-//     of the graph of local components, not of the graph: label
-//     propagation needs ~540 on road-NY.
+//     owner's arcs and cannot tell them by its own range.) The supersteps
+//     are about the diameter of the graph of local components, not of the
+//     graph: road-NY takes 7 on 2 nodes, label propagation ~540.
 // Why that is the smallest id: a root's label is the least of its
 // members' and every member takes it, so the ends of an arc inside a
 // range agree; a boundary vertex offers every label it takes across each
@@ -75,9 +75,9 @@ class LocalForest {
       const VertexId high = std::max(a, b), low = std::min(a, b);
       VertexId above = Parent(high);
       if (above == low) return;
-      if (above == high && std::atomic_ref<VertexId>(parent_[high - begin_])
-                               .compare_exchange_strong(
-                                   above, low, std::memory_order_relaxed)) {
+      if (above == high &&
+          std::atomic_ref<VertexId>(parent_[high - begin_])
+              .compare_exchange_strong(above, low, std::memory_order_relaxed)) {
         return;
       }
       a = Parent(Parent(high));
@@ -174,10 +174,10 @@ absl::StatusOr<ArcCounts> LinkOwnArcs(
 // vertex's root's.
 absl::Status FinishForest(Engine& engine, LocalForest& forest,
                           compute::State<VertexId>& label, bool fresh) {
-  const std::function<bool(VertexId, VertexId)> unseen =
-      [&](VertexId begin, VertexId end) {
-        return forest.AnyUnseen(begin, end);
-      };
+  const std::function<bool(VertexId, VertexId)> unseen = [&](VertexId begin,
+                                                             VertexId end) {
+    return forest.AnyUnseen(begin, end);
+  };
   DMG_RETURN_IF_ERROR(LinkOwnArcs(engine, forest, unseen).status());
   if (!engine.symmetric()) {
     DMG_RETURN_IF_ERROR(engine.ForEachAdjacency(
@@ -194,8 +194,7 @@ absl::Status FinishForest(Engine& engine, LocalForest& forest,
   }
   forest.Compress();
   if (fresh) {
-    return engine.VertexMap(
-        [&](VertexId v) { label.Set(v, forest.Root(v)); });
+    return engine.VertexMap([&](VertexId v) { label.Set(v, forest.Root(v)); });
   }
   // Resumed: the kept labels are at or below their roots'.
   return engine.VertexMap(
@@ -253,16 +252,16 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponentsOnNodes(
     // range (all of a small range).
     const uint64_t chunks = (end - begin + kChunk - 1) / kChunk;
     const uint64_t stride = std::max<uint64_t>(1, chunks / kSampleChunks);
-    const std::function<bool(VertexId, VertexId)> sampled =
-        [&](VertexId b, VertexId e) {
-          b = std::max(b, begin);
-          e = std::min(e, end);
-          for (uint64_t c = (b - begin) / kChunk;
-               b < e && c <= (e - 1 - begin) / kChunk; ++c) {
-            if (c % stride == stride / 2) return true;
-          }
-          return false;
-        };
+    const std::function<bool(VertexId, VertexId)> sampled = [&](VertexId b,
+                                                                VertexId e) {
+      b = std::max(b, begin);
+      e = std::min(e, end);
+      for (uint64_t c = (b - begin) / kChunk;
+           b < e && c <= (e - 1 - begin) / kChunk; ++c) {
+        if (c % stride == stride / 2) return true;
+      }
+      return false;
+    };
     DMG_ASSIGN_OR_RETURN(const ArcCounts mine,
                          LinkOwnArcs(engine, forest, sampled));
     DMG_ASSIGN_OR_RETURN(const uint64_t arcs,

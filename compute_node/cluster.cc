@@ -83,7 +83,8 @@ void ReadPieces(transport::Endpoint& ep, const transport::RegionInfo& r,
 // a level's work.
 class Backoff {
  public:
-  explicit Backoff(uint64_t max_pause_us = 1000) : max_pause_us_(max_pause_us) {}
+  explicit Backoff(uint64_t max_pause_us = 1000)
+      : max_pause_us_(max_pause_us) {}
   void Pause() {
     if (++polls_ < 64) return;
     const auto now = std::chrono::steady_clock::now();

@@ -724,8 +724,7 @@ void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
     wire::PutVertexSet(out.bytes(), words, 0, 0, 0);
   } else {
     const auto [lo, hi] = std::minmax_element(vs.begin(), vs.end());
-    wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6,
-                       (*hi >> 6) + 1);
+    wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6, (*hi >> 6) + 1);
   }
 }
 

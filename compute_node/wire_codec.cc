@@ -49,8 +49,8 @@ void PutVertexSet(std::string& out, std::span<const uint64_t> words,
   bool head = true;
   uint64_t previous = 0;
   for (size_t k = first; k < last; ++k) {
-    while (k + 4 < last && (words[k] | words[k + 1] | words[k + 2] |
-                            words[k + 3]) == 0) {
+    while (k + 4 < last &&
+           (words[k] | words[k + 1] | words[k + 2] | words[k + 3]) == 0) {
       k += 4;
     }
     while (k + 1 < last && words[k] == 0) ++k;

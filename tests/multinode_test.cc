@@ -474,8 +474,8 @@ TEST(MultiNodeTest, ComponentsOfARoadLikeGraphCrossTheCutInFewSupersteps) {
     const std::vector<store::VertexId> want =
         reference::ConnectedComponents(*g);
     for (int nodes : {2, 3, 4}) {
-      for (uint64_t cache : {compute::MemoryBudget::kUnlimited,
-                             uint64_t{256} << 10}) {
+      for (uint64_t cache :
+           {compute::MemoryBudget::kUnlimited, uint64_t{256} << 10}) {
         Config c;
         c.compute_nodes = nodes;
         c.cache_bytes = cache;
