@@ -63,6 +63,12 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponentsLp(Engine& engine);
 // Label propagation's loop (cc_lp.cc) from `frontier`, until no label drops.
 absl::Status PropagateLabels(Engine& engine, compute::State<VertexId>& label,
                              compute::Frontier& frontier);
+// One round of it: every frontier vertex offers its label along each
+// direction (Min); the vertices whose label dropped.
+absl::StatusOr<compute::Frontier> OfferLabels(
+    Engine& engine, const compute::Frontier& frontier,
+    std::span<const Direction> along, compute::Mode mode,
+    compute::State<VertexId>& label);
 absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
                                           bool unit_weights);
 // Scores normalised by the largest (all zero if no source reaches any

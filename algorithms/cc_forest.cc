@@ -208,16 +208,9 @@ absl::Status AcrossTheCut(Engine& engine, LocalForest& forest,
   std::vector<Direction> along = {Direction::kOut};
   if (!engine.symmetric()) along.push_back(Direction::kIn);
   while (!frontier.empty()) {
-    compute::Frontier changed = engine.NewFrontier();
-    for (Direction d : along) {
-      DMG_ASSIGN_OR_RETURN(
-          compute::Frontier c,
-          engine.EdgeMap<compute::Min>(
-              frontier, d, compute::Mode::kPush, label,
-              [&](VertexId u, VertexId, auto) { return label.Get(u); },
-              compute::AllVertices()));
-      changed.Merge(c);
-    }
+    DMG_ASSIGN_OR_RETURN(
+        compute::Frontier changed,
+        OfferLabels(engine, frontier, along, compute::Mode::kPush, label));
     DMG_RETURN_IF_ERROR(engine.VertexMap(
         changed, [&](VertexId v) { forest.LowerRoot(v, label.Get(v)); }));
     DMG_ASSIGN_OR_RETURN(frontier, engine.VertexFilter([&](VertexId v) {

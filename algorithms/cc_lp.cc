@@ -17,19 +17,30 @@
 
 namespace dmg::algorithms {
 
+absl::StatusOr<compute::Frontier> OfferLabels(
+    Engine& engine, const compute::Frontier& frontier,
+    std::span<const Direction> along, compute::Mode mode,
+    compute::State<VertexId>& label) {
+  compute::Frontier dropped = engine.NewFrontier();
+  for (Direction d : along) {
+    DMG_ASSIGN_OR_RETURN(
+        compute::Frontier changed,
+        engine.EdgeMap<compute::Min>(
+            frontier, d, mode, label,
+            [&](VertexId u, VertexId, auto) { return label.Get(u); },
+            compute::AllVertices()));
+    dropped.Merge(changed);
+  }
+  return dropped;
+}
+
 absl::Status PropagateLabels(Engine& engine, compute::State<VertexId>& label,
                              compute::Frontier& frontier) {
+  constexpr Direction kBoth[] = {Direction::kOut, Direction::kIn};
   while (!frontier.empty()) {
-    compute::Frontier next = engine.NewFrontier();
-    for (Direction along : {Direction::kOut, Direction::kIn}) {
-      DMG_ASSIGN_OR_RETURN(
-          compute::Frontier changed,
-          engine.EdgeMap<compute::Min>(
-              frontier, along, compute::Mode::kAuto, label,
-              [&](VertexId u, VertexId, auto) { return label.Get(u); },
-              compute::AllVertices()));
-      next.Merge(changed);
-    }
+    DMG_ASSIGN_OR_RETURN(
+        compute::Frontier next,
+        OfferLabels(engine, frontier, kBoth, compute::Mode::kAuto, label));
     // A jumped vertex is in `next` already (its label dropped).
     DMG_RETURN_IF_ERROR(engine.VertexMap(next, [&](VertexId v) {
       const VertexId l = label.Get(v);
