@@ -47,14 +47,16 @@ void PutVertexSet(std::string& out, std::span<const uint64_t> words,
   uint8_t* p = begin;
   *p++ = kGapSet;
   bool head = true;
-  uint64_t previous = 0;
-  for (size_t k = first; k < last; ++k) {
+  uint64_t previous = 0, left = count;
+  for (size_t k = first; k < last && left > 0; ++k) {
     while (k + 4 < last &&
            (words[k] | words[k + 1] | words[k + 2] | words[k + 3]) == 0) {
       k += 4;
     }
     while (k + 1 < last && words[k] == 0) ++k;
-    for (uint64_t w = words[k]; w != 0; w &= w - 1) {
+    // (At most `count` members: the buffer holds no more, whatever the
+    // words say.)
+    for (uint64_t w = words[k]; w != 0 && left > 0; w &= w - 1, --left) {
       const uint64_t v = 64 * k + std::countr_zero(w);
       if (head) {
         p = PutVarint(p, v);

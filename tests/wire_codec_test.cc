@@ -4,6 +4,7 @@
 #include "compute_node/wire_codec.h"
 
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -78,6 +79,17 @@ TEST(WireCodecTest, AKnownSizeAndExtentGiveTheSameBytes) {
       EXPECT_EQ(known, scanned);
     }
   }
+  // A count below the words' members (a caller's mistake) writes no more
+  // members than it says: the first ones, in bounds.
+  std::set<VertexId> many;
+  for (VertexId v = 100; v < 100000; v += 997) many.insert(v);
+  std::string out;
+  PutVertexSet(out, Bitmap(many, n), 5, 100 / 64, *many.rbegin() / 64 + 1);
+  bool ok = false;
+  const std::vector<VertexId> got = Decode(out, n, &ok);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(got,
+            std::vector<VertexId>(many.begin(), std::next(many.begin(), 5)));
 }
 
 TEST(WireCodecTest, MalformedVertexSetsAreRefused) {
