@@ -42,25 +42,8 @@ constexpr uint64_t kSampleSeed = 27491095;
 
 using Comp = compute::State<VertexId>;
 
-// Puts u and v in one tree: walks both up to roots and hooks the larger
-// root under the smaller.
-void Link(Comp& comp, VertexId u, VertexId v) {
-  VertexId a = comp.Get(u), b = comp.Get(v);
-  // (A failed READ ends the job with its error; the values then never
-  // agree, so the climb stops.)
-  while (a != b && !comp.failed()) {
-    const VertexId high = std::max(a, b), low = std::min(a, b);
-    const VertexId above = comp.Get(high);
-    // Already hooked there, or hooked by us now (it was a root).
-    if (above == low ||
-        (above == high && comp.CompareExchange(high, high, low))) {
-      return;
-    }
-    // `high` was hooked elsewhere meanwhile: climb and try again.
-    a = comp.Get(comp.Get(high));
-    b = comp.Get(low);
-  }
-}
+// Puts u and v in one tree (util.h).
+void Link(Comp& comp, VertexId u, VertexId v) { HookRoots(comp, u, v); }
 
 // Points every vertex at its root. Walkers halve the paths they climb
 // (each vertex on the way skips to its grandparent, still an ancestor), so

@@ -67,23 +67,15 @@ class LocalForest {
 
   bool Owns(VertexId v) const { return v - begin_ < parent_.size(); }
 
-  // Hooks the larger of u's and v's roots under the smaller (cc.cc's Link,
-  // on this range's parents).
-  void Link(VertexId u, VertexId v) {
-    VertexId a = Parent(u), b = Parent(v);
-    while (a != b) {
-      const VertexId high = std::max(a, b), low = std::min(a, b);
-      VertexId above = Parent(high);
-      if (above == low) return;
-      if (above == high &&
-          std::atomic_ref<VertexId>(parent_[high - begin_])
-              .compare_exchange_strong(above, low, std::memory_order_relaxed)) {
-        return;
-      }
-      a = Parent(Parent(high));
-      b = Parent(low);
-    }
+  // Hooks the larger of u's and v's roots under the smaller (util.h).
+  void Link(VertexId u, VertexId v) { HookRoots(*this, u, v); }
+  // What HookRoots walks: this range's parents.
+  VertexId Get(VertexId v) const { return Load(parent_[v - begin_]); }
+  bool CompareExchange(VertexId v, VertexId expected, VertexId desired) {
+    return std::atomic_ref<VertexId>(parent_[v - begin_])
+        .compare_exchange_strong(expected, desired, std::memory_order_relaxed);
   }
+  bool failed() const { return false; }
   // Every vertex points at its root, whose label starts as its own id.
   void Compress() {
     for (VertexId& p : parent_) {
@@ -129,7 +121,6 @@ class LocalForest {
     return std::atomic_ref<VertexId>(const_cast<VertexId&>(x))
         .load(std::memory_order_relaxed);
   }
-  VertexId Parent(VertexId v) const { return Load(parent_[v - begin_]); }
   VertexId begin_;
   std::vector<VertexId> parent_, root_label_;
   std::vector<uint8_t> boundary_, seen_;
