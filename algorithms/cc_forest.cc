@@ -140,7 +140,7 @@ absl::StatusOr<ArcCounts> LinkOwnArcs(
   DMG_RETURN_IF_ERROR(engine.ForEachAdjacency(
       Direction::kOut, &want,
       [&](int w, VertexId u, std::span<const VertexId> out) {
-        if (!forest.Owns(u) || !forest.AnyUnseen(u, u + 1)) return;
+        if (!forest.AnyUnseen(u, u + 1)) return;  // (u is own: the API's)
         forest.MarkSeen(u);
         counts[w].arcs += out.size();
         for (VertexId x : out) {
@@ -174,7 +174,6 @@ absl::Status FinishForest(Engine& engine, LocalForest& forest,
     DMG_RETURN_IF_ERROR(engine.ForEachAdjacency(
         Direction::kIn, nullptr,
         [&](int, VertexId u, std::span<const VertexId> in) {
-          if (!forest.Owns(u)) return;
           for (VertexId x : in) {
             if (!forest.Owns(x)) {
               forest.MarkBoundary(u);
