@@ -81,11 +81,8 @@ absl::Status StateArrayBase::Materialize(PageCache* cache, uint64_t reserved,
   transport::RegionFill fill{static_cast<uint32_t>(elem_), 0};
   std::memcpy(&fill.pattern, initial_.data(), elem_);
   DMG_RETURN_IF_ERROR(slices_.AllocateOwn(*ctx_.transport, fill));
-  if (cache_ == nullptr) {
-    for (uint64_t at = 0; at < bytes_; at += elem_) {
-      std::memcpy(local_.data() + at, initial_.data(), elem_);
-    }
-  }
+  // The local copy: doubling copies, not a call per element.
+  if (cache_ == nullptr) transport::FillBytes(local_.data(), bytes_, fill);
   if (slices_.count() == 1) return absl::OkStatus();
   return ExchangeSlices();
 }
