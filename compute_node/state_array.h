@@ -38,6 +38,7 @@
 #ifndef DMG_COMPUTE_NODE_STATE_ARRAY_H_
 #define DMG_COMPUTE_NODE_STATE_ARRAY_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -843,9 +844,15 @@ class StateArray : public StateArrayBase {
     if (resident() && !any_pending()) {
       differs = std::memcmp(out.data(), data(), size() * sizeof(T)) != 0;
     } else if (resident()) {
-      for (uint64_t v = 0; v < size() && !differs; ++v) {
-        differs =
-            !LinePending(v) && std::memcmp(&out[v], data() + v, sizeof(T)) != 0;
+      // A line at a time (lines hold whole elements): pending ones are
+      // skipped, the others compared whole.
+      const uint64_t bytes = size() * sizeof(T);
+      const auto* mine = reinterpret_cast<const std::byte*>(data());
+      const auto* read = reinterpret_cast<const std::byte*>(out.data());
+      for (uint64_t at = 0; at < bytes && !differs; at += kLineBytes) {
+        differs = !LineIsPending(at / kLineBytes) &&
+                  std::memcmp(read + at, mine + at,
+                              std::min<uint64_t>(kLineBytes, bytes - at)) != 0;
       }
     }
     if (differs) {
