@@ -3,9 +3,11 @@
 #ifndef DMG_COMPUTE_NODE_FRONTIER_H_
 #define DMG_COMPUTE_NODE_FRONTIER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -138,6 +140,34 @@ class Frontier {
       for (VertexId v : p.ids) bits_[v >> 6] |= uint64_t{1} << (v & 63);
       list_.insert(list_.end(), p.ids.begin(), p.ids.end());
       p.ids.clear();
+    }
+  }
+  // Adds the members of n bitmap words from word first_word on (`data`:
+  // 8n bytes, unaligned), in ascending order after what was added before
+  // (Seal first); members already in are skipped. Between rounds.
+  void AppendWords(uint64_t first_word, const void* data, uint64_t n) {
+    Seal();
+    const auto* bytes = static_cast<const std::byte*>(data);
+    auto word = [&](uint64_t k) {
+      uint64_t w;
+      std::memcpy(&w, bytes + 8 * k, 8);
+      return w & ~bits_[first_word + k];
+    };
+    uint64_t fresh = 0;
+    for (uint64_t k = 0; k < n; ++k) fresh += std::popcount(word(k));
+    if (fresh == 0) return;
+    if (list_.empty()) {
+      ReserveHuge(list_, fresh);
+    } else if (list_.capacity() - list_.size() < fresh) {
+      list_.reserve(std::max(list_.size() + fresh, 2 * list_.capacity()));
+    }
+    for (uint64_t k = 0; k < n; ++k) {
+      const uint64_t w = word(k);
+      bits_[first_word + k] |= w;
+      for (uint64_t b = w; b != 0; b &= b - 1) {
+        list_.push_back(
+            static_cast<VertexId>((first_word + k) * 64 + std::countr_zero(b)));
+      }
     }
   }
   // Adds the members of another sealed frontier (between rounds).

@@ -49,6 +49,15 @@ void PutVertexSet(std::string& out, std::span<const uint64_t> words,
 template <typename Add>
 bool GetVertexSet(std::string_view& in, uint64_t num_vertices, Add add);
 
+// As GetVertexSet, but a bitmap-form set's words go whole to
+// add_words(first_word, bytes, n): n little-endian words from word
+// first_word on (bytes unaligned), every member checked < num_vertices.
+// A decoder that ORs words saves a call and a test per member (a kron:20
+// bottom-up level's frontier has ~450,000).
+template <typename Add, typename AddWords>
+bool GetVertexSetWords(std::string_view& in, uint64_t num_vertices, Add add,
+                       AddWords add_words);
+
 // Combined updates: coordinator/update_batches.h (the batch update mode's
 // messages) has their encoding.
 using coordinator::GetUpdates;
@@ -104,6 +113,31 @@ bool GetVertexSet(std::string_view& in, uint64_t num_vertices, Add add) {
     add(static_cast<VertexId>(v));
   }
   in.remove_prefix(p - begin);
+  return true;
+}
+
+template <typename Add, typename AddWords>
+bool GetVertexSetWords(std::string_view& in, uint64_t num_vertices, Add add,
+                       AddWords add_words) {
+  if (in.empty() || static_cast<uint8_t>(in.front()) != kBitmapSet) {
+    return GetVertexSet(in, num_vertices, add);
+  }
+  std::string_view rest = in.substr(1);
+  uint64_t lo = 0, n = 0;
+  if (!GetVarint(rest, &lo) || !GetVarint(rest, &n)) return false;
+  if (lo % 64 != 0 || n > rest.size() / 8 || lo >= num_vertices ||
+      n > (num_vertices - lo + 63) / 64) {
+    return false;
+  }
+  if (n > 0 && lo + 64 * n > num_vertices) {
+    // The last word's bits past the graph must be clear.
+    uint64_t last;
+    std::memcpy(&last, rest.data() + 8 * (n - 1), 8);
+    if ((last >> (num_vertices - (lo + 64 * (n - 1)))) != 0) return false;
+  }
+  add_words(lo / 64, rest.data(), n);
+  rest.remove_prefix(8 * n);
+  in = rest;
   return true;
 }
 

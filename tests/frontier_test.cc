@@ -33,6 +33,31 @@ TEST(FrontierTest, AddUniqueMembersAreContainedOnlyAfterSeal) {
   EXPECT_EQ(f.SortedVertices(), (std::vector<VertexId>{5, 64, 999}));
 }
 
+// Words appended after other additions: the members so far keep their
+// order, the words' new members follow in ascending order, and members
+// already in are not listed twice.
+TEST(FrontierTest, AppendedWordsFollowInAscendingOrder) {
+  Frontier f(1000, 2);
+  f.AddExclusive(1, 900);
+  f.AddExclusive(0, 130);
+  std::vector<uint64_t> words(3, 0);
+  words[0] = (uint64_t{1} << 7) | (uint64_t{1} << 63);  // 135, 191
+  words[1] = uint64_t{1} << 2;                          // 194
+  words[2] = 0;
+  // Word 2 of the frontier (vertices 128-191) on: 130 is in already.
+  words[0] |= uint64_t{1} << 2;
+  f.AppendWords(2, words.data(), words.size());
+  f.Seal();
+  std::vector<VertexId> list(f.vertices().begin(), f.vertices().end());
+  ASSERT_EQ(list.size(), 5u);
+  EXPECT_EQ(std::vector<VertexId>(list.begin() + 2, list.end()),
+            (std::vector<VertexId>{135, 191, 194}));
+  for (VertexId v : {130u, 135u, 191u, 194u, 900u}) EXPECT_TRUE(f.Contains(v));
+  EXPECT_FALSE(f.Contains(129));
+  f.AppendWords(0, words.data(), 0);  // nothing
+  EXPECT_EQ(f.size(), 5u);
+}
+
 TEST(FrontierTest, AnyInMatchesAScanOfContains) {
   std::mt19937 rng(3);
   const uint64_t n = 700;

@@ -3,7 +3,9 @@
 // and malformed input refused.
 #include "compute_node/wire_codec.h"
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <set>
@@ -106,6 +108,54 @@ TEST(WireCodecTest, MalformedVertexSetsAreRefused) {
   }
   Decode(std::string_view("\x07", 1), n, &ok);
   EXPECT_FALSE(ok) << "an unknown kind";
+}
+
+// The word decoder gives the same members as the member decoder, for both
+// forms, and refuses what it refuses (a member past the graph in the last
+// word, every truncation).
+TEST(WireCodecTest, WordDecodingAgreesWithMemberDecoding) {
+  const uint64_t n = 70000;
+  std::mt19937_64 rng(11);
+  for (uint64_t count : {0, 3, 9000}) {
+    SCOPED_TRACE(count);
+    std::set<VertexId> members;
+    while (members.size() < count) members.insert(rng() % n);
+    members.insert(n - 1);
+    std::string out;
+    PutVertexSet(out, Bitmap(members, n));
+    for (size_t cut = 0; cut <= out.size(); ++cut) {
+      std::string_view a = std::string_view(out).substr(0, cut), b = a;
+      bool ok_members = false;
+      std::vector<VertexId> expected = Decode(a, n, &ok_members);
+      std::vector<VertexId> got;
+      const bool ok_words = GetVertexSetWords(
+          b, n, [&](VertexId v) { got.push_back(v); },
+          [&](uint64_t first, const char* bytes, uint64_t words) {
+            for (uint64_t k = 0; k < words; ++k) {
+              uint64_t w;
+              std::memcpy(&w, bytes + 8 * k, 8);
+              for (; w != 0; w &= w - 1) {
+                got.push_back(static_cast<VertexId>((first + k) * 64 +
+                                                    std::countr_zero(w)));
+              }
+            }
+          });
+      ASSERT_EQ(ok_words, ok_members) << cut;
+      if (ok_members) {
+        EXPECT_EQ(got, expected);
+        EXPECT_TRUE(b.empty());
+      }
+    }
+    bool ok = true;
+    Decode(out, n - 1, &ok);
+    std::string_view again = out;
+    EXPECT_EQ(GetVertexSetWords(
+                  again, n - 1, [](VertexId) {},
+                  [](uint64_t, const char*, uint64_t) {}),
+              ok)
+        << "a member past a smaller graph";
+    EXPECT_FALSE(ok);
+  }
 }
 
 template <typename T>
