@@ -307,6 +307,34 @@ TEST_F(TwoNodes, PendingLinesAreReadFromTheBufferHoldingTheirVersion) {
   EXPECT_EQ(*r0, want);
 }
 
+// With lines of the other node's range pending, ReadResult compares the
+// rest a line at a time: a pending line's newer value on the memory node
+// is no disagreement, a lost update in a line that is not pending is one.
+TEST_F(TwoNodes, ReadResultSkipsPendingLinesButNotTheOthers) {
+  a0_.Set(10, 4);
+  Publish1(5000, 1);  // node 0 never reads it: pending to the end
+  Commit();
+  EXPECT_EQ(a0_.pending_lines(), 1u);
+  auto r0 = a0_.ReadResult(1);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ((*r0)[10], 4);
+  EXPECT_EQ((*r0)[5000], 1);
+  // Element 6000 (node 1's, not pending) changed behind node 0's back.
+  auto regions = transport_.ListRegions(0);
+  ASSERT_TRUE(regions.ok());
+  uint32_t buffer1 = UINT32_MAX;
+  for (const transport::RegionInfo& r : *regions) {
+    if (r.name == "a.1.1") buffer1 = r.id;
+  }
+  ASSERT_NE(buffer1, UINT32_MAX);
+  const int64_t lost = 9;
+  ASSERT_TRUE(memory_.ServeWrite(buffer1, (6000 - 4096) * 8, &lost, 8).ok());
+  auto r1 = a0_.ReadResult(1);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_NE(r1.status().message().find("disagrees"), std::string::npos)
+      << r1.status();
+}
+
 // Eight workers touch one pending line at once, each pausing between its
 // pending check and its READ (the test hook), so most find it READ by
 // another worker by then. Every one must see the value of the open
