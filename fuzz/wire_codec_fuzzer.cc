@@ -1,12 +1,13 @@
 // Fuzzes the decoders of what compute nodes post to each other
 // (compute_node/wire_codec.*, message.h), read the way the engine reads a
-// post: a MessageReader, a vertex set (GetVertexSet: bitmap or varint gaps)
-// and then combined updates (GetUpdates) of one of the value types the
-// algorithms use. Bad bytes must be refused (false); what is accepted must
-// hold: members ascending and below num_vertices, update targets strictly
-// ascending; and it must survive a round trip (Put then Get gives the same
-// set / updates back, consuming every byte).
+// post: a MessageReader, a vertex set (GetVertexSet: bitmap or varint gaps;
+// GetVertexSetWords must agree with it) and then combined updates
+// (GetUpdates) of one of the value types the algorithms use. Bad bytes must be
+// refused (false); what is accepted must hold: members ascending and below
+// num_vertices, update targets strictly ascending; and it must survive a round
+// trip (Put then Get gives the same set / updates back, consuming every byte).
 // Input: [value type][u32 num_vertices][vertex set][updates...].
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +25,34 @@ namespace {
 namespace wire = dmg::compute::wire;
 using dmg::store::VertexId;
 
+// The word decoder (GetVertexSetWords) accepts what the member decoder
+// accepts, gives the same members and consumes the same bytes.
+void CheckWordDecoder(std::string_view in, uint64_t n) {
+  std::string_view a = in, b = in;
+  std::vector<VertexId> members, from_words;
+  const bool ok =
+      wire::GetVertexSet(a, n, [&](VertexId v) { members.push_back(v); });
+  const bool ok_words = wire::GetVertexSetWords(
+      b, n, [&](VertexId v) { from_words.push_back(v); },
+      [&](uint64_t first, const char* bytes, uint64_t count) {
+        for (uint64_t k = 0; k < count; ++k) {
+          uint64_t w;
+          std::memcpy(&w, bytes + 8 * k, 8);
+          for (; w != 0; w &= w - 1) {
+            from_words.push_back(
+                static_cast<VertexId>((first + k) * 64 + std::countr_zero(w)));
+          }
+        }
+      });
+  FUZZ_CHECK(ok == ok_words);
+  if (ok) {
+    FUZZ_CHECK(members == from_words);
+    FUZZ_CHECK(a.size() == b.size());
+  }
+}
+
 void CheckVertexSet(std::string_view& in, uint64_t n) {
+  CheckWordDecoder(in, n);
   std::vector<VertexId> members;
   if (!wire::GetVertexSet(in, n, [&](VertexId v) { members.push_back(v); })) {
     return;
