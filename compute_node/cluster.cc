@@ -478,12 +478,11 @@ absl::StatusOr<std::vector<Cluster::Received>> Cluster::Exchange(
     // dense frontier, up to 1 MiB): a board that grew later did so in the
     // middle of a superstep, an allocation (and the memory node's check of
     // its room, ~0.25 ms) the other nodes waited for.
-    const uint64_t dense =
-        std::min<uint64_t>(bounds_.empty() ? 0 : bounds_.back() / 8 + 4096,
-                           uint64_t{1} << 20);
-    const uint64_t bytes = std::max<uint64_t>(
-        std::max<uint64_t>(4096, dense),
-        std::max<uint64_t>(total, board.region.length * 2));
+    const uint64_t dense = std::min<uint64_t>(
+        bounds_.empty() ? 0 : bounds_.back() / 8 + 4096, uint64_t{1} << 20);
+    const uint64_t bytes =
+        std::max<uint64_t>(std::max<uint64_t>(4096, dense),
+                           std::max<uint64_t>(total, board.region.length * 2));
     DMG_ASSIGN_OR_RETURN(
         board.region,
         transport_.AllocateRegion(
