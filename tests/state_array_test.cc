@@ -125,6 +125,16 @@ class StateArrayTest : public ::testing::Test {
     EXPECT_TRUE(a.ReadVersion(superstep, 0, a.size(), out.data()).ok());
     return out;
   }
+  // The id of memory-node region `name` (UINT32_MAX: none).
+  uint32_t RegionId(const std::string& name) {
+    auto regions = transport_.ListRegions(0);
+    EXPECT_TRUE(regions.ok()) << regions.status();
+    if (!regions.ok()) return UINT32_MAX;
+    for (const transport::RegionInfo& r : *regions) {
+      if (r.name == name) return r.id;
+    }
+    return UINT32_MAX;
+  }
   uint64_t BytesWritten() { return memory_.served().bytes_written; }
   uint64_t BytesRead() { return memory_.served().bytes_read; }
 
@@ -185,12 +195,7 @@ TEST_F(StateArrayTest, ReadResultSaysWhenTheMemoryNodeLostAnUpdate) {
   node.superstep = 1;
   ASSERT_TRUE(a.ReadResult(1).ok());
   // Element 100 of buffer 1, written with the value of before the update.
-  auto regions = transport_.ListRegions(0);
-  ASSERT_TRUE(regions.ok());
-  uint32_t buffer1 = UINT32_MAX;
-  for (const transport::RegionInfo& r : *regions) {
-    if (r.name == "a.1") buffer1 = r.id;
-  }
+  const uint32_t buffer1 = RegionId("a.1");
   ASSERT_NE(buffer1, UINT32_MAX);
   const int64_t stale = 0;
   ASSERT_TRUE(memory_.ServeWrite(buffer1, 100 * 8, &stale, 8).ok());
@@ -320,12 +325,7 @@ TEST_F(TwoNodes, ReadResultSkipsPendingLinesButNotTheOthers) {
   EXPECT_EQ((*r0)[10], 4);
   EXPECT_EQ((*r0)[5000], 1);
   // Element 6000 (node 1's, not pending) changed behind node 0's back.
-  auto regions = transport_.ListRegions(0);
-  ASSERT_TRUE(regions.ok());
-  uint32_t buffer1 = UINT32_MAX;
-  for (const transport::RegionInfo& r : *regions) {
-    if (r.name == "a.1.1") buffer1 = r.id;
-  }
+  const uint32_t buffer1 = RegionId("a.1.1");  // node 1's buffer 1
   ASSERT_NE(buffer1, UINT32_MAX);
   const int64_t lost = 9;
   ASSERT_TRUE(memory_.ServeWrite(buffer1, (6000 - 4096) * 8, &lost, 8).ok());
