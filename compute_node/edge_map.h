@@ -78,6 +78,7 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
       std::vector<Cluster::Received> got,
       Collective(out.Take(), to, nothing_sent, /*prewrite=*/!any));
   Frontier global = NewFrontier();
+  PostedSums sums = NewPostedSums();
   bool sent = false;
   std::vector<Update> inbox;
   for (int k = 0; k < compute_nodes(); ++k) {
@@ -85,12 +86,13 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     uint8_t flag = 0;
     if (!in.Get(&flag)) return Fail(absl::DataLossError("malformed post"));
     sent |= flag != 0;
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
   }
   DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
   if (!sent) {  // every update stayed on its node: one exchange was enough
     NotePushFigures(updates, 0, 0);
     global.Seal();
+    KeepSums(global, sums);
     return global;
   }
   Frontier changed = NewFrontier();
@@ -111,15 +113,17 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
                       std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count()));
+  // (Its sums leave out what the first part held.)
   MessageWriter second;
-  PutFrontier(second, changed);
+  PutFrontier(second, changed, &next);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> more,
                        Collective(second.Take()));
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(more[k].common);
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
   }
   global.Seal();
+  KeepSums(global, sums);
   return global;
 }
 
@@ -232,10 +236,11 @@ absl::StatusOr<Frontier> Engine::FinishAtomicPush(
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Collective(out.Take()));
   Frontier global = NewFrontier();
+  PostedSums sums = NewPostedSums();
   std::vector<uint64_t> lines(touched.size(), 0);  // every node's
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(all[k].common);
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
     if (!wire::GetVertexSet(in.rest(), target.lines(), [&](VertexId line) {
           lines[line >> 6] |= uint64_t{1} << (line & 63);
         })) {
@@ -246,6 +251,7 @@ absl::StatusOr<Frontier> Engine::FinishAtomicPush(
     }
   }
   global.Seal();
+  KeepSums(global, sums);
   struct Run {
     uint64_t first, count;
   };
@@ -295,6 +301,11 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
                                          Direction along, Mode mode,
                                          State<T>& target, Value value,
                                          Cond cond) {
+  // The choices' inputs first: with several compute nodes, the frontier's
+  // degrees may take a collective (EnsureFrontierSums), before the
+  // operation begins.
+  const PullPlan plan = PlanPull(mode, frontier, along, Op::kFirstWins);
+  DMG_RETURN_IF_ERROR(EnsureFrontierSums(frontier, along, SumsNeeded(plan)));
   DMG_RETURN_IF_ERROR(
       Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
   // A target worth updating: cond holds, and (Claim) it is still unset.
@@ -304,7 +315,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     }
     return cond(v);
   };
-  const bool pull = ChoosePull(mode, frontier, along, Op::kFirstWins);
+  const bool pull = ChoosePull(plan, frontier, along);
   const bool atomic = !pull && ChooseUpdateMode(frontier, along, sizeof(T)) ==
                                    UpdateMode::kAtomic;
   // Other nodes' published changes stay pending (lazy refresh) for a push

@@ -713,7 +713,8 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   return all;
 }
 
-void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
+void Engine::PutFrontier(MessageWriter& out, const Frontier& local,
+                         const Frontier* skip) const {
   // A bitmap or ascending gaps, whichever is smaller (wire_codec.h). A
   // small frontier's extent comes from its list, not a scan of the bitmap.
   std::span<const VertexId> vs = local.vertices();
@@ -726,23 +727,142 @@ void Engine::PutFrontier(MessageWriter& out, const Frontier& local) const {
     const auto [lo, hi] = std::minmax_element(vs.begin(), vs.end());
     wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6, (*hi >> 6) + 1);
   }
+  // The members' degrees, summed here from this node's own headers. A
+  // large part (a bottom-up level's) is not summed: summing it cost more
+  // than the exchange that gathers sums when a choice needs them, which
+  // the rule that keeps pulling mostly spares.
+  constexpr size_t kSummedMembers = 16384;
+  uint8_t known = 0;
+  uint64_t sums[2] = {0, 0};
+  if (compute_nodes() > 1 && local.sealed() && vs.size() <= kSummedMembers) {
+    for (int k = 0; k < 2; ++k) {
+      const HeaderCache* h = headers_[k].get();
+      if (h == nullptr) continue;
+      bool mine = true;
+      for (VertexId v : vs) {
+        if (skip != nullptr && skip->Contains(v)) continue;
+        if (!Owns(v)) {  // an atomic push's part: any node's vertices
+          mine = false;
+          break;
+        }
+        sums[k] += h->Degree(v);
+      }
+      if (mine) known |= 1 << k;
+    }
+  }
+  out.Put<uint8_t>(known);
+  for (int k = 0; k < 2; ++k) {
+    if (known & (1 << k)) out.Put<uint64_t>(sums[k]);
+  }
 }
 
-absl::Status Engine::TakeFrontier(MessageReader& in, int node,
-                                  Frontier& global) {
+absl::Status Engine::TakeFrontier(MessageReader& in, int node, Frontier* global,
+                                  PostedSums& sums) {
   // One thread decodes: plain stores (AddExclusive still skips members
   // that two nodes posted); a bitmap part a word at a time.
-  if (!wire::GetVertexSetWords(
-          in.rest(), num_vertices(),
-          [&](VertexId v) { global.AddExclusive(0, v); },
-          [&](uint64_t first, const char* words, uint64_t n) {
-            global.AppendWords(first, words, n);
-          })) {
+  uint8_t known = 0;
+  bool ok = (global == nullptr
+                 ? wire::GetVertexSetWords(
+                       in.rest(), num_vertices(), [](VertexId) {},
+                       [](uint64_t, const char*, uint64_t) {})
+                 : wire::GetVertexSetWords(
+                       in.rest(), num_vertices(),
+                       [&](VertexId v) { global->AddExclusive(0, v); },
+                       [&](uint64_t first, const char* words, uint64_t n) {
+                         global->AppendWords(first, words, n);
+                       })) &&
+            in.Get(&known);
+  for (int k = 0; ok && k < 2; ++k) {
+    uint64_t sum = 0;
+    if (!(known & (1 << k))) {
+      sums.known[k] = false;
+    } else if ((ok = in.Get(&sum))) {
+      sums.edges[k][node] += sum;
+    }
+  }
+  if (!ok) {
     return Fail(absl::DataLossError(absl::StrFormat(
         "compute node %d posted a malformed frontier (or a vertex beyond "
         "the graph)",
         node)));
   }
+  return absl::OkStatus();
+}
+
+Engine::PostedSums Engine::NewPostedSums() const {
+  PostedSums sums;
+  for (int k = 0; k < 2; ++k) sums.edges[k].assign(compute_nodes(), 0);
+  return sums;
+}
+
+void Engine::KeepSums(const Frontier& global, const PostedSums& sums) {
+  FrontierSums& f = frontier_sums_;
+  f.epoch = global.epoch();
+  f.size = global.size();
+  for (int k = 0; k < 2; ++k) {
+    f.known[k] = sums.known[k] && headers_[k] != nullptr;
+    f.cover[k] = kAllEdges;
+    f.edges[k] = sums.edges[k];
+  }
+}
+
+const std::vector<uint64_t>* Engine::Sums(const Frontier& frontier, int k,
+                                          uint64_t upto) const {
+  const FrontierSums& f = frontier_sums_;
+  if (f.epoch != frontier.epoch() || f.size != frontier.size() || !f.known[k] ||
+      f.cover[k] < upto) {
+    return nullptr;
+  }
+  return &f.edges[k];
+}
+
+absl::Status Engine::EnsureFrontierSums(const Frontier& frontier, Direction d,
+                                        uint64_t upto) {
+  d = Stored(d);
+  const int k = static_cast<int>(d);
+  const HeaderCache* h = headers(d);
+  // Without headers every choice takes the average degree (alike on every
+  // node: all were granted alike).
+  if (upto == 0 || compute_nodes() == 1 || h == nullptr ||
+      Sums(frontier, k, upto) != nullptr) {
+    return absl::OkStatus();
+  }
+  uint64_t mine = 0;
+  uint8_t stopped = 0;
+  for (VertexId v : frontier.vertices()) {
+    if (!Owns(v)) continue;
+    mine += h->Degree(v);
+    if (upto != kAllEdges && mine > upto) {
+      stopped = 1;  // the sum is past what any choice compares it with
+      break;
+    }
+  }
+  // A bare exchange, not a collective: it carries no state (an atomic
+  // push's touched lines, say, wait for the operation's own collective).
+  MessageWriter out;
+  out.Put(mine);
+  out.Put(stopped);
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<Cluster::Received> all,
+      Fail(cluster_->Exchange(pool_->endpoint(0), out.bytes())));
+  PostedSums sums = NewPostedSums();
+  bool any_stopped = false;
+  for (int n = 0; n < compute_nodes(); ++n) {
+    MessageReader in(all[n].common);
+    if (!in.Get(&sums.edges[k][n]) || !in.Get(&stopped)) {
+      return Fail(absl::DataLossError("malformed frontier degrees"));
+    }
+    any_stopped |= stopped != 0;
+  }
+  FrontierSums& f = frontier_sums_;
+  if (f.epoch != frontier.epoch() || f.size != frontier.size()) {
+    f = FrontierSums{};
+    f.epoch = frontier.epoch();
+    f.size = frontier.size();
+  }
+  f.known[k] = true;
+  f.cover[k] = any_stopped ? upto : kAllEdges;
+  f.edges[k] = std::move(sums.edges[k]);
   return absl::OkStatus();
 }
 
@@ -753,19 +873,23 @@ absl::StatusOr<Frontier> Engine::MergeFrontier(Frontier local) {
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Collective(out.Take()));
   Frontier global = NewFrontier();
+  PostedSums sums = NewPostedSums();
   for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
     if (k == compute_node() && local.sealed() &&
         local.size() * 8 > local.words().size()) {
       // This node's own part, when dense: the words it posted, in the order
-      // a decoder of its post adds them, without decoding.
+      // a decoder of its post adds them, without decoding (its sums are
+      // still read, past the part).
       std::span<const uint64_t> words = local.words();
       global.AppendWords(0, words.data(), words.size());
+      DMG_RETURN_IF_ERROR(TakeFrontier(in, k, nullptr, sums));
       continue;
     }
-    MessageReader in(all[k].common);
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, global));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
   }
   global.Seal();
+  KeepSums(global, sums);
   return global;
 }
 
@@ -950,15 +1074,27 @@ void Engine::PlanDirection(Direction d, bool push) {
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   if (push && !headers_tried_[k]) {
     // Headers before payloads: a push scan asks for them before its hot
-    // blocks take what is left.
+    // blocks take what is left. With several compute nodes, a node's own
+    // range's (it pushes from its own vertices; the frontier's degrees
+    // travel with its parts). Every node asks for the largest range's
+    // bytes and keeps them, so that all plan their hot blocks alike.
     headers_tried_[k] = true;
-    const uint64_t bytes = planner_.GrantHeaders(HeaderCache::BytesFor(dir));
+    uint64_t ask = 0;
+    for (int node = 0; node < compute_nodes(); ++node) {
+      const auto [first, last] = NodeEntries(d, node);
+      ask = std::max(ask, HeaderCache::BytesFor(dir, first, last));
+    }
+    const uint64_t bytes = planner_.GrantHeaders(ask);
     if (bytes > 0) {
-      auto headers = std::make_unique<HeaderCache>(dir, &graph_.block_index(d));
-      absl::Status s =
-          ScanHeaders(d, [&](int, uint32_t entry, const uint32_t* offsets) {
+      const auto [first, last] = NodeEntries(d, compute_node());
+      auto headers = std::make_unique<HeaderCache>(dir, &graph_.block_index(d),
+                                                   first, last);
+      absl::Status s = ScanHeaders(
+          d,
+          [&](int, uint32_t entry, const uint32_t* offsets) {
             headers->Fill(entry, offsets);
-          });
+          },
+          /*own_only=*/true);
       if (s.ok()) {
         headers_[k] = std::move(headers);
       } else {
@@ -969,15 +1105,36 @@ void Engine::PlanDirection(Direction d, bool push) {
   }
   if (hot_tried_[k]) return;
   hot_tried_[k] = true;
-  uint64_t all = 0;
-  for (const DirectoryEntry& e : dir) all += e.length;
-  const uint64_t space = planner_.GrantHotBlocks(all);
+  // The hot set too is chosen among a node's own range's blocks (the ones
+  // it scans), from the same space on every node: what the largest range
+  // asks. Whether it holds every block goes into choices every node must
+  // make alike: so it is whether every node's range fits (hot_all_).
+  std::vector<uint64_t> range_bytes(compute_nodes(), 0);
+  for (int node = 0; node < compute_nodes(); ++node) {
+    const auto [first, last] = NodeEntries(d, node);
+    for (uint32_t i = first; i < last; ++i) range_bytes[node] += dir[i].length;
+  }
+  const uint64_t space = planner_.GrantHotBlocks(
+      *std::max_element(range_bytes.begin(), range_bytes.end()));
   if (space == 0) return;
-  auto hot = std::make_unique<HotBlockCache>(dir, num_arcs(), space);
-  planner_.ReturnUnused(space - hot->bytes());
+  hot_all_[k] =
+      *std::max_element(range_bytes.begin(), range_bytes.end()) <= space;
+  const auto [first, last] = NodeEntries(d, compute_node());
+  auto hot =
+      std::make_unique<HotBlockCache>(dir, num_arcs(), space, first, last);
+  // With several nodes each keeps the whole grant, so that what is left for
+  // later grants is alike on every node.
+  if (compute_nodes() == 1) planner_.ReturnUnused(space - hot->bytes());
   if (hot->bytes() == 0) return;
   hot_[k] = std::move(hot);
   source_->SetHotBlocks(d, hot_[k].get());
+}
+
+std::pair<uint32_t, uint32_t> Engine::NodeEntries(Direction d, int node) const {
+  const std::vector<Unit>& units =
+      node_units_[static_cast<int>(Stored(d))][node];
+  if (units.empty()) return {0, 0};
+  return {units.front().first, units.back().last};
 }
 
 absl::Status Engine::EndSuperstep() {

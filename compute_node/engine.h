@@ -406,6 +406,9 @@ class Engine {
   // Grants direction d its headers (for push scans) and hot blocks when it
   // is first scanned.
   void PlanDirection(Direction d, bool push);
+  // The directory entries [first, last) holding a vertex of `node`'s range
+  // in stored direction d.
+  std::pair<uint32_t, uint32_t> NodeEntries(Direction d, int node) const;
   const HeaderCache* headers(Direction d) const {
     return headers_[static_cast<int>(Stored(d))].get();
   }
@@ -555,10 +558,37 @@ class Engine {
   // Takes in the other nodes' changed lines.
   absl::Status RefreshOthersLines(std::vector<LineRun>& refresh);
 
+  // With several compute nodes a node holds its own range's headers only:
+  // a frontier's degrees per owner node, in each stored direction, come
+  // with its parts (PutFrontier: each node sums its own members) or, for a
+  // frontier without them (the program's own, or a part too large to sum
+  // when posted), from an exchange where each node sums its own members,
+  // stopping past `upto` (EnsureFrontierSums). The engine's thread only.
+  struct FrontierSums {
+    uint64_t epoch = 0;
+    size_t size = 0;
+    bool known[2] = {false, false};
+    // Exact up to `cover`: a node's sum past it stopped there (kAllEdges:
+    // exact).
+    uint64_t cover[2] = {0, 0};
+    std::vector<uint64_t> edges[2];  // per owner node
+  };
+  FrontierSums frontier_sums_;
+  // The sums of what the parts being taken posted.
+  struct PostedSums {
+    bool known[2] = {true, true};
+    std::vector<uint64_t> edges[2];
+  };
   // Frontier parts: a node's members of `local` (all in its range) go into
   // a message; TakeFrontier adds a part read back into `global`.
-  void PutFrontier(MessageWriter& out, const Frontier& local) const;
-  absl::Status TakeFrontier(MessageReader& in, int node, Frontier& global);
+  // The part carries its members' degree sums in each stored direction
+  // with headers (FrontierSums) when every member is this node's and there
+  // are few enough to sum; members of `skip` (posted before) are left out.
+  void PutFrontier(MessageWriter& out, const Frontier& local,
+                   const Frontier* skip = nullptr) const;
+  // (A null `global` skips the members, reading the sums alone.)
+  absl::Status TakeFrontier(MessageReader& in, int node, Frontier* global,
+                            PostedSums& sums);
   // One frontier from the nodes' parts (a collective).
   absl::StatusOr<Frontier> MergeFrontier(Frontier local);
   template <typename Op, typename T, typename Value, typename Candidate>
@@ -789,21 +819,53 @@ class Engine {
   // estimates (coordinator::ChooseDirection: CPU, blocks the hot cache does
   // not hold yet, and with several nodes the updates' exchange). Records
   // the choice and its inputs in the superstep's statistics.
-  bool ChoosePull(Mode mode, const Frontier& frontier, Direction push_blocks,
-                  bool stops_early);
+  // What ChoosePull resolves before it sums the frontier's edges: the mode,
+  // who chose it, and for an automatic choice how far the sum must go.
+  struct PullPlan {
+    Mode mode = Mode::kAuto;
+    const char* by = "program";
+    bool model = false;   // the coordinator's estimates (else Ligra's rule)
+    bool sticky = false;  // Ligra's rule keeps pulling without a sum
+    bool sums = false;    // the frontier's edges are summed, up to stop_at
+    uint64_t stop_at = 0, threshold = 0;
+    coordinator::DirectionStep step;  // the model's inputs but the edges
+  };
+  PullPlan PlanPull(Mode mode, const Frontier& frontier, Direction push_blocks,
+                    bool stops_early) const;
+  bool ChoosePull(const PullPlan& plan, const Frontier& frontier,
+                  Direction push_blocks);
+  // How far the frontier's edges must be known for `plan` and what may
+  // follow it (the update mode's choice, a steal decision): 0 none,
+  // kAllEdges exactly.
+  uint64_t SumsNeeded(const PullPlan& plan) const;
+  static constexpr uint64_t kAllEdges = ~uint64_t{0};
   // The frontier of the last auto-chosen pull of an update that stops
   // early, while pulling (0: the last such choice was a push).
   uint64_t early_pull_frontier_ = 0;
   // The frontier's edges in direction d, from the cached headers (summed
-  // until past stop_at) or at the average degree.
+  // until past stop_at) or at the average degree. With several compute
+  // nodes, the per-node sums (frontier_sums_) that EnsureFrontierSums made
+  // sure of, else at the average degree.
   uint64_t FrontierEdges(const Frontier& frontier, Direction d,
                          uint64_t stop_at) const;
-  // The degrees in stored direction d (its cached headers: headers(d) is
-  // set) of the frontier's first `count` members, each computed once a
-  // frontier epoch (Frontier::epoch): a superstep's choices (direction,
-  // serial push, update mode, stealing) sum them up to five times, each
-  // time finding every member's blocks (a two-node road-NY BFS spent 10%
-  // of its time there). The engine's thread only.
+  PostedSums NewPostedSums() const;
+  void KeepSums(const Frontier& global, const PostedSums& sums);
+  const std::vector<uint64_t>* Sums(const Frontier& frontier, int k,
+                                    uint64_t upto) const;
+  absl::Status EnsureFrontierSums(const Frontier& frontier, Direction d,
+                                  uint64_t upto);
+  // Headers of entries [first, last) of stored direction d for worker w:
+  // the cached ones when they hold them, else READ into `scratch` (a
+  // chunk of another node's range that this node took).
+  absl::StatusOr<const HeaderCache*> HeadersFor(
+      int w, Direction d, uint32_t first, uint32_t last,
+      std::unique_ptr<HeaderCache>& scratch);
+  // One compute node: the degrees in stored direction d (its cached
+  // headers: headers(d) is set) of the frontier's first `count` members,
+  // each computed once a frontier epoch (Frontier::epoch): a superstep's
+  // choices may sum them several times, each time finding every member's
+  // blocks. (Several nodes sum their own members when they post them:
+  // FrontierSums.) The engine's thread only.
   std::span<const uint64_t> MemberDegrees(const Frontier& frontier, Direction d,
                                           size_t count) const;
   struct DegreeMemo {
@@ -963,6 +1025,9 @@ class Engine {
   std::vector<uint8_t> touched_[2];  // scratch for frontier units
   bool headers_tried_[2] = {false, false};
   bool hot_tried_[2] = {false, false};
+  // Every node's hot set holds every block of its range (the same on every
+  // node; HotBlockCache::holds_all says it of this node's).
+  bool hot_all_[2] = {false, false};
   std::unique_ptr<HeaderCache> headers_[2];
   // ScanFrontier's per-entry edge bytes of the frontier, or its members
   // where no headers give the bytes (zero between scans); the touched

@@ -212,14 +212,14 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
   // compressed blocks have no fixed place per edge.
   if (!source_->ReadsRanges() || graph_.compressed()) return false;
   PlanDirection(d, /*push=*/true);  // headers first, as for a push scan
-  const HeaderCache* h = headers(d);
-  if (h == nullptr) return false;
+  if (headers(d) == nullptr) return false;
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   using EdgeRange = BlockSource::EdgeRange;
   // Per worker, reused from chunk to chunk.
   struct Scratch {
     PrefixPlan plan;
     std::vector<EdgeRange> rest, tail;
+    std::unique_ptr<HeaderCache> taken;  // a taken chunk's headers
   };
   std::vector<Scratch> scratch(threads());
   const uint32_t max_span = source_->MaxSpanEdges();
@@ -228,6 +228,12 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
     // Pass 1: every candidate's prefix (of its first piece), block by
     // block, in spans.
     Scratch& sc = scratch[w];
+    const uint32_t first_entry =
+        static_cast<uint32_t>(store::FindBlocks(dir, first_v).first);
+    const uint32_t last_entry =
+        static_cast<uint32_t>(store::FindBlocks(dir, end_v - 1).second);
+    DMG_ASSIGN_OR_RETURN(const HeaderCache* h,
+                         HeadersFor(w, d, first_entry, last_entry, sc.taken));
     PrefixPlan& plan = sc.plan;
     plan.Clear();
     plan.is_candidate.resize(end_v - first_v);
@@ -318,6 +324,27 @@ absl::Status Engine::RunSharedChunks(
   // (A node whose items were all taken keeps its last measure.)
   if (own_ns > 0) own_scan_ns_[1] = own_ns;
   return absl::OkStatus();
+}
+
+absl::StatusOr<const HeaderCache*> Engine::HeadersFor(
+    int w, Direction d, uint32_t first, uint32_t last,
+    std::unique_ptr<HeaderCache>& scratch) {
+  d = Stored(d);
+  const HeaderCache* h = headers(d);
+  if (h != nullptr && h->Holds(first, last)) return h;
+  if (scratch != nullptr && scratch->Holds(first, last)) return scratch.get();
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  scratch =
+      std::make_unique<HeaderCache>(dir, &graph_.block_index(d), first, last);
+  HeaderCache* fill = scratch.get();
+  DMG_RETURN_IF_ERROR(source_->Read(
+      w, d, Unit{first, last}, /*headers_only=*/true,
+      [&](uint32_t i, const std::byte* p, uint32_t) -> absl::Status {
+        DMG_ASSIGN_OR_RETURN(const uint32_t* off, HeaderOffsets(dir, i, p));
+        fill->Fill(i, off);
+        return absl::OkStatus();
+      }));
+  return fill;
 }
 
 absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
@@ -468,7 +495,8 @@ absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
 
 bool Engine::AllCached(Direction d) const {
   const int k = static_cast<int>(Stored(d));
-  return hot_[k] != nullptr && hot_[k]->holds_all() && full_scans_[k] > 0;
+  // (Alike on every node: a node with an empty range has no hot set.)
+  return hot_all_[k] && full_scans_[k] > 0;
 }
 
 absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
@@ -491,7 +519,8 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
     steal_scratch_.push_back(NewFrontier());
   }
   std::vector<std::vector<uint32_t>> entries(threads());
-  auto process = [&](int w, const Item& it) -> absl::Status {
+  // A taken item's blocks are another node's: READ with their headers.
+  auto process = [&](int w, const Item& it, bool mine) -> absl::Status {
     Frontier& part = steal_scratch_[w];
     part.Clear();
     entries[w].clear();
@@ -510,7 +539,8 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
     }
     part.Seal();
     for (const Unit& u : MakeUnits(dir, entries[w], buffers_.batch_bytes)) {
-      DMG_RETURN_IF_ERROR(source_->ReadFrontier(w, d, u, part, h, fn));
+      DMG_RETURN_IF_ERROR(
+          source_->ReadFrontier(w, d, u, part, mine ? h : nullptr, fn));
     }
     return absl::OkStatus();
   };
@@ -518,7 +548,8 @@ absl::Status Engine::ScanFrontierShared(Direction d, const Frontier& frontier,
   for (int n = 0; n < nodes; ++n) counts[n] = items[n].size();
   return RunWorkRound(kPushScan, counts,
                       [&](int w, int node, uint64_t i) {
-                        return process(w, items[node][i]);
+                        return process(w, items[node][i],
+                                       node == compute_node());
                       })
       .status();
 }
@@ -593,19 +624,25 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   // reach the same answer (a node that skipped the shared cursors while
   // another used them would leave its items unclaimed).
   std::vector<double> work(compute_nodes(), 0.0);
-  const HeaderCache* h = headers(d);
+  // Each owner's members' edges, as the nodes summed them (EnsureFrontier-
+  // Sums), else at the average degree.
+  const std::vector<uint64_t>* sums =
+      headers(d) != nullptr
+          ? Sums(frontier, static_cast<int>(Stored(d)), kAllEdges)
+          : nullptr;
   // Stage 1's cost of a vertex, not --stage1_alpha: that one shapes the
   // split (a huge value balances vertices only); this weighs real work.
   const double alpha = workload::kVertexCost;
   const double average =
       static_cast<double>(num_arcs()) /
       static_cast<double>(std::max<uint64_t>(1, num_vertices()));
-  std::span<const VertexId> vs = frontier.vertices();
-  std::span<const uint64_t> degrees;
-  if (h != nullptr) degrees = MemberDegrees(frontier, d, vs.size());
-  for (size_t k = 0; k < vs.size(); ++k) {
-    work[OwnerOf(vs[k])] +=
-        (h != nullptr ? static_cast<double>(degrees[k]) : average) + alpha;
+  for (VertexId v : frontier.vertices()) {
+    work[OwnerOf(v)] += (sums != nullptr ? 0.0 : average) + alpha;
+  }
+  if (sums != nullptr) {
+    for (int n = 0; n < compute_nodes(); ++n) {
+      work[n] += static_cast<double>((*sums)[n]);
+    }
   }
   // A taken arc is pushed as the owner would, from the owner's blocks
   // READ again; its update travels anyway (the outbox and the exchange
@@ -981,7 +1018,17 @@ uint64_t Engine::FrontierEdges(const Frontier& frontier, Direction d,
                                uint64_t stop_at) const {
   d = Stored(d);
   uint64_t edges = 0;
-  if (headers(d) != nullptr) {
+  if (compute_nodes() > 1) {
+    // The nodes' sums (EnsureFrontierSums made sure of them for the
+    // choices that need them); without, the average degree, alike on every
+    // node.
+    const std::vector<uint64_t>* sums =
+        Sums(frontier, static_cast<int>(d), std::max<uint64_t>(stop_at, 1));
+    if (headers(d) != nullptr && sums != nullptr) {
+      for (uint64_t x : *sums) edges += x;
+      return edges;
+    }
+  } else if (headers(d) != nullptr) {
     // Stops summing as soon as the answer is known, taking degrees a
     // growing prefix at a time (a wide frontier's tail may not be needed).
     const size_t n = frontier.size();
@@ -1009,9 +1056,7 @@ coordinator::DirectionStep Engine::DirectionStepFor(Direction push_blocks,
   }
   step.pull_cached = AllCached(pull_blocks);
   step.push_cached = AllCached(push_blocks);
-  const HotBlockCache* push_hot =
-      hot_[static_cast<int>(Stored(push_blocks))].get();
-  step.push_keeps_blocks = push_hot != nullptr && push_hot->holds_all();
+  step.push_keeps_blocks = hot_all_[static_cast<int>(Stored(push_blocks))];
   for (const DirectoryEntry& e : graph_.directory(Stored(push_blocks))) {
     ++step.push_blocks;
     step.push_block_bytes += e.length;
@@ -1062,27 +1107,32 @@ bool Engine::ChooseGatherPull(Direction neighbours, size_t value_bytes) {
   return pull;
 }
 
-bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
-                        Direction push_blocks, bool stops_early) {
-  const char* by = "program";
+Engine::PullPlan Engine::PlanPull(Mode mode, const Frontier& frontier,
+                                  Direction push_blocks,
+                                  bool stops_early) const {
+  PullPlan p;
   if (mode == Mode::kAuto) {
     mode = options_.direction;
-    by = "flag";
+    p.by = "flag";
     if (options_.update_mode == UpdateMode::kPull) {
       mode = Mode::kPull;  // no updates travel: every step gathers
-      by = "update_mode";
+      p.by = "update_mode";
     }
   }
-  uint64_t work = 0, threshold = 0;
-  if (mode == Mode::kAuto && !stops_early) {
-    by = "auto";
-    coordinator::DirectionStep step = DirectionStepFor(push_blocks, 8);
-    step.frontier = frontier.size();
+  p.mode = mode;
+  if (mode != Mode::kAuto) return p;
+  p.by = "auto";
+  const uint64_t n = frontier.size();
+  if (!stops_early) {
+    p.model = true;
+    p.step = DirectionStepFor(push_blocks, 8);
+    p.step.frontier = n;
     // The push's cost grows with the frontier's edges faster than the
     // pull's (an arc pushed against an active arc pulled: 23.7 and 1.2 ns
     // fitted; a fit where it is the other way round would always pull):
     // find the edge count where they meet, and sum the frontier's edges
     // only that far.
+    coordinator::DirectionStep step = p.step;
     uint64_t lo = 0, hi = num_arcs() + 1;
     while (lo < hi) {
       step.frontier_edges = lo + (hi - lo) / 2;
@@ -1094,38 +1144,71 @@ bool Engine::ChoosePull(Mode mode, const Frontier& frontier,
         lo = step.frontier_edges + 1;
       }
     }
-    threshold = lo;  // the fewest edges at which a pull is cheaper
-    work = FrontierEdges(frontier, push_blocks, threshold);
+    p.threshold = lo;  // the fewest edges at which a pull is cheaper
+    p.sums = true;
+    p.stop_at = lo;
+    return p;
+  }
+  // A pull that stops at the first frontier neighbour (Claim) reads
+  // prefixes of the candidates' adjacency: it pays once the frontier's
+  // edges pass a twentieth of the arcs (Ligra's rule). Once pulling, it
+  // stays so while the frontier grows or holds more than a 18th of the
+  // vertices (GAPBS's beta): a shrinking but still wide frontier's edges
+  // may fall under the twentieth while most of them lead to vertices
+  // already visited, which a push pays for and a pull never reads.
+  p.threshold = num_arcs() / 20;
+  if (early_pull_frontier_ > 0 &&
+      (n >= early_pull_frontier_ || n > num_vertices() / 18)) {
+    p.sticky = true;
+  } else {
+    p.sums = true;
+    p.stop_at = p.threshold > n ? p.threshold - n : 0;
+  }
+  return p;
+}
+
+uint64_t Engine::SumsNeeded(const PullPlan& p) const {
+  if (compute_nodes() == 1 || p.mode == Mode::kPull || p.sticky) {
+    return 0;  // (one node sums from its own headers as it goes)
+  }
+  // A steal decision weighs every node's members' edges.
+  if (options_.steal) return kAllEdges;
+  // The update mode's choice sums them all when the step pushes: an
+  // automatic direction pushes only below stop_at, where the sums stopped
+  // nowhere.
+  const bool update_auto = options_.update_mode != UpdateMode::kBatch &&
+                           options_.update_mode != UpdateMode::kAtomic;
+  if (update_auto && !p.sums) return kAllEdges;
+  return p.sums ? std::max<uint64_t>(p.stop_at, 1) : 0;
+}
+
+bool Engine::ChoosePull(const PullPlan& p, const Frontier& frontier,
+                        Direction push_blocks) {
+  Mode mode = p.mode;
+  uint64_t work = 0;
+  coordinator::DirectionEstimate e;
+  if (mode == Mode::kAuto && p.model) {
+    work = FrontierEdges(frontier, push_blocks, p.stop_at);
+    coordinator::DirectionStep step = p.step;
     step.frontier_edges = work;
-    const coordinator::DirectionEstimate e = coordinator::ChooseDirection(
-        step, transport_cost_, options_.cost_constants);
+    e = coordinator::ChooseDirection(step, transport_cost_,
+                                     options_.cost_constants);
     mode = e.pull ? Mode::kPull : Mode::kPush;
     NoteDirectionEstimate(e);
   } else if (mode == Mode::kAuto) {
-    by = "auto";
-    // A pull that stops at the first frontier neighbour (Claim) reads
-    // prefixes of the candidates' adjacency: it pays once the frontier's
-    // edges pass a twentieth of the arcs (Ligra's rule). Once pulling, it
-    // stays so while the frontier grows or holds more than a 18th of the
-    // vertices (GAPBS's beta): a shrinking but still wide frontier's edges
-    // may fall under the twentieth while most of them lead to vertices
-    // already visited, which a push pays for and a pull never reads.
-    threshold = num_arcs() / 20;
     const uint64_t n = frontier.size();
-    if (early_pull_frontier_ > 0 &&
-        (n >= early_pull_frontier_ || n > num_vertices() / 18)) {
+    if (p.sticky) {
       work = n;
       mode = Mode::kPull;
     } else {
-      work = n + FrontierEdges(frontier, push_blocks,
-                               threshold > n ? threshold - n : 0);
-      mode = work > threshold ? Mode::kPull : Mode::kPush;
+      work = n + FrontierEdges(frontier, push_blocks, p.stop_at);
+      mode = work > p.threshold ? Mode::kPull : Mode::kPush;
     }
     early_pull_frontier_ = mode == Mode::kPull ? std::max<uint64_t>(n, 1) : 0;
   }
   const bool pull = mode == Mode::kPull;
   NoteDecision(pull ? 1 : 2);
-  NoteEdgeOp(pull ? "pull" : "push", frontier.size(), by, work, threshold);
+  NoteEdgeOp(pull ? "pull" : "push", frontier.size(), p.by, work, p.threshold);
   return pull;
 }
 
@@ -1172,15 +1255,18 @@ UpdateMode Engine::ChooseUpdateMode(const Frontier& frontier, Direction along,
 
 uint64_t Engine::OwnFrontierEdges(const Frontier& frontier, Direction d) const {
   d = Stored(d);
+  const int k = static_cast<int>(d);
   const HeaderCache* h = headers(d);
-  std::span<const VertexId> vs = frontier.vertices();
-  std::span<const uint64_t> degrees;
-  if (h != nullptr) degrees = MemberDegrees(frontier, d, vs.size());
+  if (h != nullptr && compute_nodes() > 1) {
+    if (const std::vector<uint64_t>* sums = Sums(frontier, k, kAllEdges)) {
+      return (*sums)[compute_node()];
+    }
+  }
   uint64_t members = 0, edges = 0;
-  for (size_t k = 0; k < vs.size(); ++k) {
-    if (!Owns(vs[k])) continue;
+  for (VertexId v : frontier.vertices()) {
+    if (!Owns(v)) continue;
     ++members;
-    if (h != nullptr) edges += degrees[k];
+    if (h != nullptr) edges += h->Degree(v);
   }
   if (h != nullptr) return edges;
   return members * num_arcs() / std::max<uint64_t>(1, num_vertices());

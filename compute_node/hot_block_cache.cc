@@ -10,12 +10,12 @@ namespace dmg::compute {
 namespace {
 
 uint64_t ChooseBlocks(std::span<const store::DirectoryEntry> dir,
-                      uint64_t num_arcs, uint64_t space,
-                      std::vector<uint8_t>& chosen) {
+                      uint64_t num_arcs, uint64_t space, uint32_t first,
+                      uint32_t last, std::vector<uint8_t>& chosen) {
   // Hot first: by average degree (edges per vertex), highest first; ties
   // keep directory order.
-  std::vector<uint32_t> order(dir.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<uint32_t> order(last - first);
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = first + i;
   auto edges = [&](uint32_t i) { return store::EntryEdges(dir, i, num_arcs); };
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return edges(a) * dir[b].vertex_count > edges(b) * dir[a].vertex_count;
@@ -32,10 +32,15 @@ uint64_t ChooseBlocks(std::span<const store::DirectoryEntry> dir,
 }  // namespace
 
 HotBlockCache::HotBlockCache(std::span<const store::DirectoryEntry> directory,
-                             uint64_t num_arcs, uint64_t space)
+                             uint64_t num_arcs, uint64_t space,
+                             uint32_t first_entry, uint32_t last_entry)
     : dir_(directory), state_(directory.size(), kNo) {
-  uint64_t total = ChooseBlocks(directory, num_arcs, space, state_);
-  holds_all_ = std::find(state_.begin(), state_.end(), kNo) == state_.end();
+  last_entry = std::max(first_entry, last_entry);
+  uint64_t total =
+      ChooseBlocks(directory, num_arcs, space, first_entry, last_entry, state_);
+  holds_all_ =
+      std::find(state_.begin() + first_entry, state_.begin() + last_entry,
+                kNo) == state_.begin() + last_entry;
   memory_ = AlignedBuffer(total, AlignedBuffer::Init::kUninitialized);
   // Only the chosen blocks ever get a slot; the rest stay -1.
   slot_.assign(directory.size(), -1);

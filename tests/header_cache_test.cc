@@ -106,6 +106,32 @@ TEST(HeaderCacheTest, DegreeSumsPiecesAndHandlesZeroDegrees) {
   EXPECT_EQ(cache.Degree(8), 0u);
 }
 
+// A cache of some entries (a compute node's own range): sized for them
+// alone, holding them and no others, with the same offsets and degrees.
+TEST(HeaderCacheTest, ACacheOfSomeEntriesHoldsThoseAlone) {
+  HandDir d = Sample();
+  const uint32_t first = 1, last = 5;  // vertex 4 (three pieces), 5 and 6
+  HeaderCache cache(d.entries, nullptr, first, last);
+  EXPECT_EQ(HeaderCache::BytesFor(d.entries, first, last), cache.bytes());
+  EXPECT_LT(cache.bytes(), HeaderCache::BytesFor(d.entries));
+  EXPECT_EQ(cache.first_entry(), first);
+  EXPECT_EQ(cache.last_entry(), last);
+  EXPECT_TRUE(cache.Holds(first, last));
+  EXPECT_TRUE(cache.Holds(2, 3));
+  EXPECT_FALSE(cache.Holds(0, 2));
+  EXPECT_FALSE(cache.Holds(4, 6));
+  for (uint32_t i = first; i < last; ++i) cache.Fill(i, d.offsets[i].data());
+  for (uint32_t i = first; i < last; ++i) {
+    for (size_t k = 0; k < d.offsets[i].size(); ++k) {
+      EXPECT_EQ(cache.offsets(i)[k], d.offsets[i][k]);
+    }
+  }
+  for (uint32_t v = 4; v <= 6; ++v) {
+    EXPECT_EQ(cache.Degree(v), d.degree[v]) << "vertex " << v;
+  }
+  EXPECT_EQ(HeaderCache(d.entries, nullptr, 3, 3).bytes(), 0u);
+}
+
 // A generated graph in 256-byte blocks, as a memory node would hold it.
 struct Image {
   store::Graph graph;

@@ -117,6 +117,30 @@ TEST(HotBlockCacheTest, PrefersTheHighestAverageDegree) {
   }
 }
 
+// A compute node's own range: the set is chosen among its entries alone,
+// densest first, and holds_all says whether it holds all of those.
+TEST(HotBlockCacheTest, ChoosesAmongItsRangeAlone) {
+  TestDir dir({{10, 20, 512},
+               {2, 100, 512},
+               {5, 50, 512},
+               {1, 200, 512},
+               {20, 20, 512},
+               {1, 1000, 512}});
+  // Entries 1..3: degrees 50, 10, 200.
+  HotBlockCache two(dir.entries, dir.num_arcs, 2 * 512 + 100, 1, 4);
+  EXPECT_EQ(two.bytes(), 2u * 512);
+  EXPECT_FALSE(two.holds_all());
+  const std::vector<bool> want = {false, true, false, true, false, false};
+  for (uint32_t i = 0; i < dir.entries.size(); ++i) {
+    EXPECT_EQ(two.preferred(i), want[i]) << "entry " << i;
+  }
+  HotBlockCache all(dir.entries, dir.num_arcs, 3 * 512, 1, 4);
+  EXPECT_EQ(all.bytes(), 3u * 512);
+  EXPECT_TRUE(all.holds_all()) << "its range fits, the other blocks aside";
+  EXPECT_FALSE(all.preferred(5));
+  EXPECT_EQ(HotBlockCache(dir.entries, dir.num_arcs, 4096, 2, 2).bytes(), 0u);
+}
+
 // A full scan (every block of a range read whole) admits on its first read
 // when the cache holds the whole direction: nothing will be evicted and
 // full scans come back. With room for only part, it waits for the second.

@@ -50,6 +50,7 @@ struct Config {
   uint64_t cache_bytes = compute::MemoryBudget::kUnlimited;
   int threads = 2;
   UpdateMode update_mode = UpdateMode::kAuto;
+  bool steal = true;  // as EngineOptions
 };
 
 std::string Describe(const Config& c) {
@@ -80,6 +81,7 @@ std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, const Config& c) {
   eo.cache_bytes = c.cache_bytes;
   eo.direction = c.direction;
   eo.update_mode = c.update_mode;
+  eo.steal = c.steal;
   eo.cluster.nodes = c.compute_nodes;
   eo.cluster.job = "test";
   eo.cluster.timeout = std::chrono::milliseconds(20000);
@@ -416,6 +418,71 @@ TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
     PrintBusy(steal, stats);
   }
   EXPECT_EQ(scores[0], scores[1]);
+}
+
+// With several compute nodes each keeps the block headers of its own range
+// only, and a frontier's degrees travel with its parts (or, where a part
+// cannot sum them, come from a collective). The direction choice's input
+// must still be the whole frontier's exact edges, the same on every node:
+// at every automatically chosen push level of a BFS, auto_work is the
+// level's vertices plus their out-degrees, computed here from the
+// reference's depths. Batch updates post the sums; atomic ones post parts
+// with other nodes' vertices (no sums: an exchange gathers them); stealing
+// needs every owner's sums.
+TEST(MultiNodeTest, FrontierDegreesAreExactWithOwnHeadersOnly) {
+  const store::Graph g = Generated(store::GeneratorParams::Kind::kKron, 12,
+                                   /*symmetric=*/true);
+  store::VertexId source = 0;
+  while (g.out.degree(source) == 0) ++source;
+  const absl::StatusOr<std::vector<int32_t>> depth = reference::Bfs(g, source);
+  ASSERT_TRUE(depth.ok()) << depth.status();
+  struct Case {
+    UpdateMode mode;
+    bool steal;
+  };
+  for (const Case& c :
+       {Case{UpdateMode::kBatch, false}, Case{UpdateMode::kAtomic, false},
+        Case{UpdateMode::kAuto, true}}) {
+    for (int nodes : {2, 3}) {
+      SCOPED_TRACE(absl::StrCat(nodes, " nodes, update mode ",
+                                static_cast<int>(c.mode),
+                                c.steal ? ", steal" : ""));
+      Config config;
+      config.compute_nodes = nodes;
+      config.update_mode = c.mode;
+      config.steal = c.steal;
+      auto cluster = Start(g, config);
+      ASSERT_NE(cluster, nullptr);
+      auto results = cluster->RunEverywhere([&](compute::Engine& e) {
+        absl::StatusOr<std::vector<int32_t>> r = algorithms::Bfs(e, source);
+        e.Finish();
+        return r;
+      });
+      std::vector<uint64_t> first_work;
+      for (int k = 0; k < nodes; ++k) {
+        ASSERT_TRUE(results[k].ok()) << results[k].status();
+        EXPECT_FALSE(reference::CompareExact(*depth, *results[k]).any);
+        const compute::RunStats& stats = cluster->engine(k).stats();
+        int pushes = 0;
+        // Superstep s reads the vertices at depth s - 1; the first's headers
+        // are not cached yet (the push plans them).
+        for (size_t s = 1; s < stats.supersteps.size(); ++s) {
+          const compute::SuperstepStats& step = stats.supersteps[s];
+          if (step.direction != "push" || step.chosen_by != "auto") continue;
+          uint64_t members = 0, edges = 0;
+          for (store::VertexId v = 0; v < g.num_vertices(); ++v) {
+            if ((*depth)[v] != static_cast<int32_t>(s)) continue;
+            ++members;
+            edges += g.out.degree(v);
+          }
+          EXPECT_EQ(step.frontier, members) << "superstep " << s + 1;
+          EXPECT_EQ(step.auto_work, members + edges) << "superstep " << s + 1;
+          ++pushes;
+        }
+        EXPECT_GT(pushes, 0) << "no automatic push level past the first";
+      }
+    }
+  }
 }
 
 TEST(MultiNodeTest, MoreComputeNodesThanRanges) {
