@@ -1107,20 +1107,21 @@ void Engine::PlanDirection(Direction d, bool push) {
   }
   if (hot_tried_[k]) return;
   hot_tried_[k] = true;
-  // The hot set too is chosen among a node's own range's blocks (the ones
-  // it scans), from the same space on every node: what the largest range
-  // asks. Whether it holds every block goes into choices every node must
-  // make alike: so it is whether every node's range fits (hot_all_).
-  std::vector<uint64_t> range_bytes(compute_nodes(), 0);
+  // With several compute nodes the hot set takes a node's own range's
+  // blocks (the ones it scans) first, others' (for work it takes) with what
+  // is left. Whether the set holds every block feeds choices every node
+  // must make alike: so it is whether every node's range fits (hot_all_).
+  uint64_t all = 0, largest = 0;
+  for (const DirectoryEntry& e : dir) all += e.length;
   for (int node = 0; node < compute_nodes(); ++node) {
     const auto [first, last] = NodeEntries(d, node);
-    for (uint32_t i = first; i < last; ++i) range_bytes[node] += dir[i].length;
+    uint64_t range = 0;
+    for (uint32_t i = first; i < last; ++i) range += dir[i].length;
+    largest = std::max(largest, range);
   }
-  const uint64_t space = planner_.GrantHotBlocks(
-      *std::max_element(range_bytes.begin(), range_bytes.end()));
+  const uint64_t space = planner_.GrantHotBlocks(all);
   if (space == 0) return;
-  hot_all_[k] =
-      *std::max_element(range_bytes.begin(), range_bytes.end()) <= space;
+  hot_all_[k] = largest <= space;
   const auto [first, last] = NodeEntries(d, compute_node());
   auto hot =
       std::make_unique<HotBlockCache>(dir, num_arcs(), space, first, last);

@@ -12,14 +12,17 @@ namespace {
 uint64_t ChooseBlocks(std::span<const store::DirectoryEntry> dir,
                       uint64_t num_arcs, uint64_t space, uint32_t first,
                       uint32_t last, std::vector<uint8_t>& chosen) {
-  // Hot first: by average degree (edges per vertex), highest first; ties
-  // keep directory order.
-  std::vector<uint32_t> order(last - first);
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = first + i;
+  // [first, last) first, then the others; in each, hot first: by average
+  // degree (edges per vertex), highest first; ties keep directory order.
   auto edges = [&](uint32_t i) { return store::EntryEdges(dir, i, num_arcs); };
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+  auto denser = [&](uint32_t a, uint32_t b) {
     return edges(a) * dir[b].vertex_count > edges(b) * dir[a].vertex_count;
-  });
+  };
+  std::vector<uint32_t> order(dir.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::rotate(order.begin(), order.begin() + first, order.begin() + last);
+  std::stable_sort(order.begin(), order.begin() + (last - first), denser);
+  std::stable_sort(order.begin() + (last - first), order.end(), denser);
   uint64_t total = 0;
   for (uint32_t i : order) {
     if (total + dir[i].length > space) break;

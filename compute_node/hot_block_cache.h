@@ -33,10 +33,10 @@ namespace dmg::compute {
 class HotBlockCache {
  public:
   // Chooses the preferred blocks of `directory` (arcs: the direction's
-  // total, to size the last block) that fit in `space` bytes, among entries
-  // [first_entry, last_entry) when given (a compute node's own range: the
-  // blocks it scans). The cache's memory is the chosen blocks' total:
-  // bytes() <= space.
+  // total, to size the last block) that fit in `space` bytes, entries
+  // [first_entry, last_entry) first when given (a compute node's own range:
+  // the blocks it scans; the others' blocks only when it takes their work).
+  // The cache's memory is the chosen blocks' total: bytes() <= space.
   HotBlockCache(std::span<const store::DirectoryEntry> directory,
                 uint64_t num_arcs, uint64_t space)
       : HotBlockCache(directory, num_arcs, space, 0,
@@ -78,7 +78,7 @@ class HotBlockCache {
   // `full_scan` (the scan reads every block of its range whole) and the
   // cache holds every block of the direction.
   void Offer(uint32_t entry, const std::byte* block, bool full_scan = false);
-  // True when every block it chooses among is preferred.
+  // True when every block of [first_entry, last_entry) is preferred.
   bool holds_all() const { return holds_all_; }
 
   uint64_t hits() const { return hits_.load(); }

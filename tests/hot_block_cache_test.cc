@@ -117,16 +117,17 @@ TEST(HotBlockCacheTest, PrefersTheHighestAverageDegree) {
   }
 }
 
-// A compute node's own range: the set is chosen among its entries alone,
-// densest first, and holds_all says whether it holds all of those.
-TEST(HotBlockCacheTest, ChoosesAmongItsRangeAlone) {
+// A compute node's own range: its entries are chosen first, densest
+// first, then the others' with what room is left; holds_all says whether
+// it holds all of its range.
+TEST(HotBlockCacheTest, ChoosesItsRangeFirst) {
   TestDir dir({{10, 20, 512},
                {2, 100, 512},
                {5, 50, 512},
                {1, 200, 512},
                {20, 20, 512},
                {1, 1000, 512}});
-  // Entries 1..3: degrees 50, 10, 200.
+  // Entries 1..3: degrees 50, 10, 200; the densest block (5) is not in it.
   HotBlockCache two(dir.entries, dir.num_arcs, 2 * 512 + 100, 1, 4);
   EXPECT_EQ(two.bytes(), 2u * 512);
   EXPECT_FALSE(two.holds_all());
@@ -134,11 +135,20 @@ TEST(HotBlockCacheTest, ChoosesAmongItsRangeAlone) {
   for (uint32_t i = 0; i < dir.entries.size(); ++i) {
     EXPECT_EQ(two.preferred(i), want[i]) << "entry " << i;
   }
-  HotBlockCache all(dir.entries, dir.num_arcs, 3 * 512, 1, 4);
-  EXPECT_EQ(all.bytes(), 3u * 512);
-  EXPECT_TRUE(all.holds_all()) << "its range fits, the other blocks aside";
-  EXPECT_FALSE(all.preferred(5));
-  EXPECT_EQ(HotBlockCache(dir.entries, dir.num_arcs, 4096, 2, 2).bytes(), 0u);
+  HotBlockCache three(dir.entries, dir.num_arcs, 3 * 512, 1, 4);
+  EXPECT_EQ(three.bytes(), 3u * 512);
+  EXPECT_TRUE(three.holds_all()) << "its range fits, the other blocks aside";
+  EXPECT_FALSE(three.preferred(5));
+  // Room for one more: the densest of the others.
+  HotBlockCache four(dir.entries, dir.num_arcs, 4 * 512 + 100, 1, 4);
+  EXPECT_TRUE(four.holds_all());
+  EXPECT_TRUE(four.preferred(5));
+  EXPECT_FALSE(four.preferred(0));
+  EXPECT_FALSE(four.preferred(4));
+  // An empty range: the others alone.
+  HotBlockCache none(dir.entries, dir.num_arcs, 512 + 100, 2, 2);
+  EXPECT_EQ(none.bytes(), 512u);
+  EXPECT_TRUE(none.preferred(5));
 }
 
 // A full scan (every block of a range read whole) admits on its first read
