@@ -449,18 +449,16 @@ absl::Status Engine::Fail(absl::Status s) {
 absl::Status Engine::MeasureTransport() {
   // What the update coordinator weighs updates with: the best of a few
   // 8-byte READs (a round trip) on every node, and the bandwidth of a
-  // 128 KiB READ of the store on the last node alone. Every node must
-  // decide alike, so all take the mean round trip and that node's
-  // bandwidth: the probe's bytes count in the job's figures, and N nodes
-  // each reading megabytes to learn one figure had cost a road-NY BFS on 2
-  // nodes a fifth of its bytes. The last node, not node 0: node 0 reads the
-  // result at the end. 128 KiB still takes a few round trips' time on
+  // 128 KiB READ of the store on node 0 alone. Every node must decide
+  // alike, so all take the mean round trip and node 0's bandwidth: the
+  // probe's bytes count in the job's figures, and N nodes each reading
+  // megabytes to learn one figure had cost a road-NY BFS on 2 nodes a
+  // fifth of its bytes. 128 KiB still takes a few round trips' time on
   // every transport (tcp loopback ~110 us against ~50 us).
   transport::Endpoint& ep = pool_->endpoint(0);
   DMG_ASSIGN_OR_RETURN(const double best, BestRoundTripUs(ep, 8));
   coordinator::TransportCost mine{best, 0};
-  const int prober = compute_nodes() - 1;
-  if (compute_node() == prober) {
+  if (compute_node() == 0) {
     std::vector<std::byte> buffer(
         std::min<uint64_t>(128 << 10, graph_.store_bytes(0)));
     // The best of three: the first READ of the store's pages can cost the
@@ -490,7 +488,7 @@ absl::Status Engine::MeasureTransport() {
     }
     std::memcpy(&c, all[k].common.data(), sizeof(c));
     cost.round_trip_us += c.round_trip_us / all.size();
-    if (static_cast<int>(k) == prober) cost.bytes_per_us = c.bytes_per_us;
+    if (k == 0) cost.bytes_per_us = c.bytes_per_us;
   }
   transport_cost_ = cost;
   stats_.transport_rtt_us = transport_cost_.round_trip_us;
