@@ -85,15 +85,19 @@ TEST(HotBlockCacheTest, ChosenSetFitsTheSpace) {
   }
 }
 
+// Equal lengths; degrees (edges per vertex) 2, 50, 10, 200, 1, 1000. The
+// last block's 1000 edges come from num_arcs alone.
+TestDir SixBlocks() {
+  return TestDir({{10, 20, 512},
+                  {2, 100, 512},
+                  {5, 50, 512},
+                  {1, 200, 512},
+                  {20, 20, 512},
+                  {1, 1000, 512}});
+}
+
 TEST(HotBlockCacheTest, PrefersTheHighestAverageDegree) {
-  // Equal lengths; degrees (edges per vertex) 2, 50, 10, 200, 1, 1000. The
-  // last block's 1000 edges come from num_arcs alone.
-  TestDir dir({{10, 20, 512},
-               {2, 100, 512},
-               {5, 50, 512},
-               {1, 200, 512},
-               {20, 20, 512},
-               {1, 1000, 512}});
+  TestDir dir = SixBlocks();
   const std::vector<double> degree = {2, 50, 10, 200, 1, 1000};
   for (uint32_t k = 0; k <= dir.entries.size(); ++k) {
     SCOPED_TRACE(testing::Message() << "space for " << k << " blocks");
@@ -121,12 +125,7 @@ TEST(HotBlockCacheTest, PrefersTheHighestAverageDegree) {
 // first, then the others' with what room is left; holds_all says whether
 // it holds all of its range.
 TEST(HotBlockCacheTest, ChoosesItsRangeFirst) {
-  TestDir dir({{10, 20, 512},
-               {2, 100, 512},
-               {5, 50, 512},
-               {1, 200, 512},
-               {20, 20, 512},
-               {1, 1000, 512}});
+  TestDir dir = SixBlocks();
   // Entries 1..3: degrees 50, 10, 200; the densest block (5) is not in it.
   HotBlockCache two(dir.entries, dir.num_arcs, 2 * 512 + 100, 1, 4);
   EXPECT_EQ(two.bytes(), 2u * 512);
