@@ -29,7 +29,7 @@ absl::StatusOr<compute::Frontier> OfferLabels(
             frontier, d, mode, label,
             [&](VertexId u, VertexId, auto) { return label.Get(u); },
             compute::AllVertices()));
-    dropped.Merge(changed);
+    DMG_RETURN_IF_ERROR(engine.Union(dropped, changed));
   }
   return dropped;
 }

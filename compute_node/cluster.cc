@@ -349,13 +349,16 @@ Cluster::CounterPoll Cluster::PollCounters(
       std::chrono::steady_clock::now() - start > options_.timeout;
   if (!s.ok() || words[1] != 0 || timed_out) return CounterPoll::kReadRecord;
   if (words[0] < round_ * nodes) return CounterPoll::kBehind;
-  // Of each slot, what Exchange uses: the head and the sections.
+  // Of each other node's slot, what Exchange uses: the head and the
+  // section addressed to this node (a round's bytes grow with the node
+  // count, not its square).
   for (int k = 0; k < nodes; ++k) {
+    if (k == id()) continue;
     const uint64_t at = slot_offset(k, round_);
+    const uint64_t section = at + sizeof(Slot) + sizeof(Section) * id();
     ep.Read(record_.node, record_.id, at, image.data() + at, kSlotHead);
-    ep.Read(record_.node, record_.id, at + sizeof(Slot),
-            image.data() + at + sizeof(Slot),
-            static_cast<uint32_t>(sizeof(Section) * nodes));
+    ep.Read(record_.node, record_.id, section, image.data() + section,
+            static_cast<uint32_t>(sizeof(Section)));
   }
   return ep.Flush().ok() ? CounterPoll::kRoundDone : CounterPoll::kReadRecord;
 }
@@ -420,13 +423,14 @@ absl::Status Cluster::WaitForRound(transport::Endpoint& ep,
   // issued after it sees it whole.
   bool confirm = false;
   for (;;) {
-    // The common case reads 24 bytes a poll: the barrier counter and the
+    // The common case reads 16 bytes a poll: the barrier counter and the
     // left counter. Each node's slot body landed before its fetch-and-add
     // was issued, so once the counter shows every node at this round, a
     // READ issued after that one sees every slot body of the round whole
     // (a node moves on to write the other parity only, and reaches this
-    // parity again only after this node's next post): one READ of this
-    // round's slots, and no READ of the whole record. The whole record
+    // parity again only after this node's next post): one batch of READs
+    // of the others' slot heads and sections for this node, and no READ
+    // of the whole record. The whole record
     // (slots: who is where, who failed) is read only when a node has left
     // or failed (it adds to the left counter first), when a READ fails (is
     // node 0 gone?), or when the wait runs out.

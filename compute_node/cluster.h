@@ -143,7 +143,8 @@ class Cluster {
   // What a READ of the barrier and left counters showed.
   enum class CounterPoll {
     kBehind,      // some node has not posted this round yet: poll again
-    kRoundDone,   // every node posted; this round's slots are in the image
+    kRoundDone,   // every node posted; the others' slot heads and their
+                  // sections for this node are in the image
     kReadRecord,  // a node left or failed, a READ failed, or time ran out
   };
   CounterPoll PollCounters(transport::Endpoint& endpoint,

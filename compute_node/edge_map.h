@@ -62,7 +62,7 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   const bool any = updates > 0;
   MessageWriter out;
   out.Put<uint8_t>(any ? 1 : 0);
-  PutFrontier(out, next);
+  PutFrontier(out, next, nullptr, /*may_count=*/true);
   // When updates travel, nobody reads another node's state until the
   // inboxes are applied: the second exchange publishes both phases'
   // changes. When none did, this one is the last and publishes.
@@ -86,7 +86,7 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
     uint8_t flag = 0;
     if (!in.Get(&flag)) return Fail(absl::DataLossError("malformed post"));
     sent |= flag != 0;
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums, &next));
   }
   DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
   if (!sent) {  // every update stayed on its node: one exchange was enough
@@ -115,12 +115,12 @@ absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
                           .count()));
   // (Its sums leave out what the first part held.)
   MessageWriter second;
-  PutFrontier(second, changed, &next);
+  PutFrontier(second, changed, &next, /*may_count=*/true);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> more,
                        Collective(second.Take()));
   for (int k = 0; k < compute_nodes(); ++k) {
     MessageReader in(more[k].common);
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums, &changed));
   }
   global.Seal();
   KeepSums(global, sums);
@@ -303,9 +303,17 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
                                          Cond cond) {
   // The choices' inputs first: with several compute nodes, the frontier's
   // degrees may take a collective (EnsureFrontierSums), before the
-  // operation begins.
-  const PullPlan plan = PlanPull(mode, frontier, along, Op::kFirstWins);
-  DMG_RETURN_IF_ERROR(EnsureFrontierSums(frontier, along, SumsNeeded(plan)));
+  // operation begins. A partial frontier (some parts came as counts) is
+  // fetched whole where its counts are no longer at hand (one kept from an
+  // earlier step) or the step pulls: alike on every node.
+  std::optional<Frontier> fetched;
+  const Frontier* f = &frontier;
+  if (!frontier.whole() && PostedMembers(frontier) == nullptr) {
+    DMG_ASSIGN_OR_RETURN(fetched, CompleteFrontier(frontier));
+    f = &*fetched;
+  }
+  const PullPlan plan = PlanPull(mode, *f, along, Op::kFirstWins);
+  DMG_RETURN_IF_ERROR(EnsureFrontierSums(*f, along, SumsNeeded(plan)));
   DMG_RETURN_IF_ERROR(
       Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
   // A target worth updating: cond holds, and (Claim) it is still unset.
@@ -315,8 +323,13 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     }
     return cond(v);
   };
-  const bool pull = ChoosePull(plan, frontier, along);
-  const bool atomic = !pull && ChooseUpdateMode(frontier, along, sizeof(T)) ==
+  const bool pull = ChoosePull(plan, *f, along);
+  if (pull && !f->whole()) {
+    DMG_ASSIGN_OR_RETURN(fetched, CompleteFrontier(*f));
+    f = &*fetched;
+  }
+  const Frontier& active = *f;
+  const bool atomic = !pull && ChooseUpdateMode(active, along, sizeof(T)) ==
                                    UpdateMode::kAtomic;
   // Other nodes' published changes stay pending (lazy refresh) for a push
   // that reads no target's state (every vertex a candidate, not
@@ -331,25 +344,23 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   } else if (pull) {
     // The value reads the sources the in-edges name.
     ArmSourceReads(internal::Opposite(along));
-  } else if (!kReadsOnlySources && RefreshInBulk(frontier, along)) {
+  } else if (!kReadsOnlySources && RefreshInBulk(active, along)) {
     ArmPendingReads(/*all_on_touch=*/true);
   }
   if (atomic) {
-    return AtomicPush<Op>(frontier, along, target, value, candidate);
+    return AtomicPush<Op>(active, along, target, value, candidate);
   }
-  if (!pull) return PushEdgeMap<Op>(frontier, along, target, value, candidate);
+  if (!pull) return PushEdgeMap<Op>(active, along, target, value, candidate);
   if constexpr (Op::kFirstWins) {
-    DMG_ASSIGN_OR_RETURN(
-        std::optional<Frontier> next,
-        BottomUp<Op>(frontier, along, target, value, candidate));
+    DMG_ASSIGN_OR_RETURN(std::optional<Frontier> next,
+                         BottomUp<Op>(active, along, target, value, candidate));
     if (next.has_value()) return *std::move(next);
   }
   // Every vertex a candidate (AllVertices, not first-wins): nothing to
   // skip, and the scan is a full one (the hot cache admits at once).
   constexpr bool kEveryVertex =
       std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
-  return PullEdgeMap<Op, kEveryVertex>(frontier, along, target, value,
-                                       candidate);
+  return PullEdgeMap<Op, kEveryVertex>(active, along, target, value, candidate);
 }
 
 // EdgeMap's push: the frontier's adjacency, each update applied at once
@@ -404,6 +415,7 @@ template <typename Op, typename T, typename Value, typename Candidate>
 absl::StatusOr<std::optional<Frontier>> Engine::BottomUp(
     const Frontier& frontier, Direction along, State<T>& target, Value& value,
     Candidate& candidate) {
+  DMG_RETURN_IF_ERROR(WholeForPull(frontier));
   Frontier next = NewFrontier();
   // With a GPU share (GpuShareForBottomUp): its candidates go to the
   // kernels, on their own thread, while the workers scan the rest.
@@ -515,6 +527,7 @@ absl::StatusOr<Frontier> Engine::PullEdgeMap(const Frontier& frontier,
                                              Direction along, State<T>& target,
                                              Value& value,
                                              Candidate& candidate) {
+  DMG_RETURN_IF_ERROR(WholeForPull(frontier));
   Frontier next = NewFrontier();
   struct alignas(64) Pending {
     T acc{};

@@ -713,66 +713,105 @@ absl::StatusOr<std::vector<Cluster::Received>> Engine::Collective(
   return all;
 }
 
-void Engine::PutFrontier(MessageWriter& out, const Frontier& local,
-                         const Frontier* skip) const {
-  // A bitmap or ascending gaps, whichever is smaller (wire_codec.h). A
-  // small frontier's extent comes from its list, not a scan of the bitmap.
+namespace {
+
+// A part's form: its members follow, or only their count does.
+constexpr uint8_t kMembersPosted = 0;
+constexpr uint8_t kMembersCounted = 1;
+// The known-mask's bit for a posted count (bits 0 and 1: the sums).
+constexpr uint8_t kCountPosted = 4;
+
+// A bitmap or ascending gaps, whichever is smaller (wire_codec.h). A small
+// frontier's extent comes from its list, not a scan of the bitmap.
+void PutMembers(std::string& out, const Frontier& local) {
   std::span<const VertexId> vs = local.vertices();
   std::span<const uint64_t> words = local.words();
   if (vs.size() * 8 > words.size() || !local.sealed()) {
-    wire::PutVertexSet(out.bytes(), words);
+    wire::PutVertexSet(out, words);
   } else if (vs.empty()) {  // often: a step's second exchange
-    wire::PutVertexSet(out.bytes(), words, 0, 0, 0);
+    wire::PutVertexSet(out, words, 0, 0, 0);
   } else {
     const auto [lo, hi] = std::minmax_element(vs.begin(), vs.end());
-    wire::PutVertexSet(out.bytes(), words, vs.size(), *lo >> 6, (*hi >> 6) + 1);
+    wire::PutVertexSet(out, words, vs.size(), *lo >> 6, (*hi >> 6) + 1);
   }
+}
+
+}  // namespace
+
+bool Engine::CountedParts() const {
+  // (Alike on every node: the same options, and progress is recorded on
+  // all or none.)
+  return options_.counted_parts && compute_nodes() > 1 && progress_ == nullptr;
+}
+
+void Engine::PutFrontier(MessageWriter& out, const Frontier& local,
+                         const Frontier* skip, bool may_count) const {
   // The members' degrees, summed here from this node's own headers. A
   // large part (a bottom-up level's: ~225,000 members a node on kron:20)
   // is not summed: that would be a degree lookup a member at every such
   // level, where the rule that keeps pulling mostly needs no sum, and the
   // exchange that gathers sums when a choice does is one round.
   constexpr size_t kSummedMembers = 16384;
-  uint8_t known = 0;
-  uint64_t sums[2] = {0, 0};
-  if (compute_nodes() > 1 && local.sealed() && vs.size() <= kSummedMembers) {
-    for (int k = 0; k < 2; ++k) {
-      const HeaderCache* h = headers_[k].get();
-      if (h == nullptr) continue;
-      bool mine = true;
-      for (VertexId v : vs) {
-        if (skip != nullptr && skip->Contains(v)) continue;
-        if (!Owns(v)) {  // an atomic push's part: any node's vertices
-          mine = false;
-          break;
-        }
-        sums[k] += h->Degree(v);
-      }
-      if (mine) known |= 1 << k;
+  std::span<const VertexId> vs = local.vertices();
+  bool mine =
+      compute_nodes() > 1 && local.sealed() && vs.size() <= kSummedMembers;
+  uint64_t count = 0;
+  for (size_t i = 0; mine && i < vs.size(); ++i) {
+    if (skip != nullptr && skip->Contains(vs[i])) continue;
+    mine = Owns(vs[i]);  // not so for an atomic push's part
+    ++count;
+  }
+  const bool counted = mine && may_count && count > 0 && CountedParts();
+  out.Put<uint8_t>(counted ? kMembersCounted : kMembersPosted);
+  if (!counted && skip != nullptr && count < vs.size()) {
+    // Not those posted before: with that part counted, a reader holding
+    // them now would count them twice.
+    Frontier rest = NewFrontier();
+    for (VertexId v : vs) {
+      if (!skip->Contains(v)) rest.AddExclusive(0, v);
     }
+    rest.Seal();
+    PutMembers(out.bytes(), rest);
+  } else if (!counted) {
+    PutMembers(out.bytes(), local);
+  }
+  uint8_t known = mine ? kCountPosted : 0;
+  uint64_t sums[2] = {0, 0};
+  for (int k = 0; mine && k < 2; ++k) {
+    const HeaderCache* h = headers_[k].get();
+    if (h == nullptr) continue;
+    for (VertexId v : vs) {
+      if (skip == nullptr || !skip->Contains(v)) sums[k] += h->Degree(v);
+    }
+    known |= 1 << k;
   }
   out.Put<uint8_t>(known);
   for (int k = 0; k < 2; ++k) {
     if (known & (1 << k)) out.Put<uint64_t>(sums[k]);
   }
+  if (known & kCountPosted) out.Put<uint64_t>(count);
 }
 
 absl::Status Engine::TakeFrontier(MessageReader& in, int node, Frontier* global,
-                                  PostedSums& sums) {
+                                  PostedSums& sums, const Frontier* mine) {
   // One thread decodes: plain stores (AddExclusive still skips members
   // that two nodes posted); a bitmap part a word at a time.
-  uint8_t known = 0;
-  bool ok = (global == nullptr
-                 ? wire::GetVertexSetWords(
-                       in.rest(), num_vertices(), [](VertexId) {},
-                       [](uint64_t, const char*, uint64_t) {})
-                 : wire::GetVertexSetWords(
-                       in.rest(), num_vertices(),
-                       [&](VertexId v) { global->AddExclusive(0, v); },
-                       [&](uint64_t first, const char* words, uint64_t n) {
-                         global->AppendWords(first, words, n);
-                       })) &&
-            in.Get(&known);
+  uint8_t form = 0, known = 0;
+  bool ok =
+      in.Get(&form) && (form == kMembersPosted || form == kMembersCounted);
+  if (ok && form == kMembersPosted) {
+    ok = global == nullptr
+             ? wire::GetVertexSetWords(
+                   in.rest(), num_vertices(), [](VertexId) {},
+                   [](uint64_t, const char*, uint64_t) {})
+             : wire::GetVertexSetWords(
+                   in.rest(), num_vertices(),
+                   [&](VertexId v) { global->AddExclusive(0, v); },
+                   [&](uint64_t first, const char* words, uint64_t n) {
+                     global->AppendWords(first, words, n);
+                   });
+  }
+  ok = ok && in.Get(&known);
   for (int k = 0; ok && k < 2; ++k) {
     uint64_t sum = 0;
     if (!(known & (1 << k))) {
@@ -781,11 +820,32 @@ absl::Status Engine::TakeFrontier(MessageReader& in, int node, Frontier* global,
       sums.edges[k][node] += sum;
     }
   }
+  uint64_t count = 0;
+  if (ok && (known & kCountPosted)) {
+    ok = in.Get(&count);
+    sums.members[node] += count;
+  } else {
+    sums.counted = false;
+  }
+  // A counted part is only ever posted with its count.
+  ok = ok && (form == kMembersPosted || (known & kCountPosted));
   if (!ok) {
     return Fail(absl::DataLossError(absl::StrFormat(
         "compute node %d posted a malformed frontier (or a vertex beyond "
         "the graph)",
         node)));
+  }
+  if (form == kMembersCounted) {
+    sums.any_counted = true;
+    if (global == nullptr) {
+      // (The caller adds this part's members.)
+    } else if (node != compute_node()) {
+      global->AddElsewhere(count);
+    } else if (mine != nullptr) {
+      global->Merge(*mine);
+    } else {
+      return Fail(absl::InternalError("this node's counted part is missing"));
+    }
   }
   return absl::OkStatus();
 }
@@ -793,10 +853,13 @@ absl::Status Engine::TakeFrontier(MessageReader& in, int node, Frontier* global,
 Engine::PostedSums Engine::NewPostedSums() const {
   PostedSums sums;
   for (int k = 0; k < 2; ++k) sums.edges[k].assign(compute_nodes(), 0);
+  sums.members.assign(compute_nodes(), 0);
   return sums;
 }
 
-void Engine::KeepSums(const Frontier& global, const PostedSums& sums) {
+void Engine::KeepSums(Frontier& global, const PostedSums& sums) {
+  // Partial on every node alike, this one's part counted or not.
+  if (sums.any_counted) global.AddElsewhere(0);
   FrontierSums& f = frontier_sums_;
   f.epoch = global.epoch();
   f.size = global.size();
@@ -805,6 +868,93 @@ void Engine::KeepSums(const Frontier& global, const PostedSums& sums) {
     f.cover[k] = kAllEdges;
     f.edges[k] = sums.edges[k];
   }
+  f.counted = sums.counted;
+  f.members = sums.members;
+}
+
+const std::vector<uint64_t>* Engine::PostedMembers(
+    const Frontier& frontier) const {
+  const FrontierSums& f = frontier_sums_;
+  if (f.epoch != frontier.epoch() || f.size != frontier.size() || !f.counted) {
+    return nullptr;
+  }
+  return &f.members;
+}
+
+absl::Status Engine::Union(Frontier& into, const Frontier& other) {
+  const bool partial = !into.whole() || !other.whole();
+  into.Merge(other);
+  if (!partial) return absl::OkStatus();
+  // Each node holds its own members of both: it counts those of the union.
+  uint64_t mine = 0;
+  for (VertexId v : into.vertices()) mine += Owns(v) ? 1 : 0;
+  MessageWriter out;
+  out.Put(mine);
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<Cluster::Received> all,
+      Fail(cluster_->Exchange(pool_->endpoint(0), out.bytes())));
+  FrontierSums counts;
+  counts.counted = true;
+  counts.members.assign(compute_nodes(), 0);
+  uint64_t total = 0;
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    if (!in.Get(&counts.members[k])) {
+      return Fail(absl::DataLossError("malformed frontier count"));
+    }
+    total += counts.members[k];
+  }
+  into.SetTotal(total);
+  // (No degree sums: a choice that needs them gathers them.)
+  counts.epoch = into.epoch();
+  counts.size = into.size();
+  frontier_sums_ = std::move(counts);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WholeForPull(const Frontier& frontier) {
+  if (frontier.whole()) return absl::OkStatus();
+  return Fail(absl::InternalError(
+      "a pull step was given a frontier without the other nodes' members"));
+}
+
+absl::StatusOr<Frontier> Engine::CompleteFrontier(const Frontier& partial) {
+  Frontier own = NewFrontier();
+  for (VertexId v : partial.vertices()) {
+    if (Owns(v)) own.AddExclusive(0, v);
+  }
+  own.Seal();
+  // A bare exchange, as EnsureFrontierSums's: it carries no state.
+  MessageWriter out;
+  PutMembers(out.bytes(), own);
+  DMG_ASSIGN_OR_RETURN(
+      std::vector<Cluster::Received> all,
+      Fail(cluster_->Exchange(pool_->endpoint(0), out.bytes())));
+  Frontier whole = NewFrontier();
+  for (int k = 0; k < compute_nodes(); ++k) {
+    MessageReader in(all[k].common);
+    if (!wire::GetVertexSetWords(
+            in.rest(), num_vertices(),
+            [&](VertexId v) { whole.AddExclusive(0, v); },
+            [&](uint64_t first, const char* words, uint64_t n) {
+              whole.AppendWords(first, words, n);
+            })) {
+      return Fail(absl::DataLossError(absl::StrFormat(
+          "compute node %d posted malformed frontier members", k)));
+    }
+  }
+  whole.Seal();
+  if (whole.size() != partial.size()) {
+    return Fail(absl::InternalError(
+        absl::StrFormat("a frontier counted %d members and its parts hold %d",
+                        partial.size(), whole.size())));
+  }
+  ++completed_frontiers_;
+  // The same members: what was posted for the partial one holds.
+  if (frontier_sums_.epoch == partial.epoch()) {
+    frontier_sums_.epoch = whole.epoch();
+  }
+  return whole;
 }
 
 const std::vector<uint64_t>* Engine::Sums(const Frontier& frontier, int k,
@@ -870,7 +1020,7 @@ absl::Status Engine::EnsureFrontierSums(const Frontier& frontier, Direction d,
 absl::StatusOr<Frontier> Engine::MergeFrontier(Frontier local) {
   if (compute_nodes() == 1) return local;  // nothing to merge
   MessageWriter out;
-  PutFrontier(out, local);
+  PutFrontier(out, local, nullptr, /*may_count=*/true);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Collective(out.Take()));
   Frontier global = NewFrontier();
@@ -887,7 +1037,7 @@ absl::StatusOr<Frontier> Engine::MergeFrontier(Frontier local) {
       DMG_RETURN_IF_ERROR(TakeFrontier(in, k, nullptr, sums));
       continue;
     }
-    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums));
+    DMG_RETURN_IF_ERROR(TakeFrontier(in, k, &global, sums, &local));
   }
   global.Seal();
   KeepSums(global, sums);
@@ -1289,6 +1439,7 @@ void Engine::Finish() {
     mine.total = stats_.total;
     mine.own_items = own_items_;
     mine.stolen_items = stolen_items_;
+    mine.completed_frontiers = completed_frontiers_;
     std::string bytes(reinterpret_cast<const char*>(&mine), sizeof(mine));
     absl::StatusOr<std::vector<Cluster::Received>> all =
         Fail(cluster_->Exchange(pool_->endpoint(0), bytes));

@@ -110,6 +110,12 @@ struct EngineOptions {
   // cursors, so idle nodes take others' left-overs (false: each node does
   // its own range only; for ablations).
   bool steal = true;
+  // With several compute nodes: a node's small part of a push step's
+  // frontier travels as a count and degree sums, not its members, and the
+  // frontier holds only some members (Frontier::whole() false) until an
+  // operation needs the rest (a pull, a steal: one exchange of members).
+  // Off while progress is recorded (a checkpoint keeps whole frontiers).
+  bool counted_parts = true;
   // Stage 1: a range's cost is its edges plus this times its vertices.
   double stage1_alpha = 1.0;
   // Called on the calling thread after every superstep with its figures
@@ -223,6 +229,10 @@ class Engine {
   absl::StatusOr<Frontier> VertexFilter(const Frontier& subset, Fn keep);
   template <typename Op, typename Fn>
   auto Reduce(Fn fn) -> absl::StatusOr<decltype(fn(VertexId{}))>;
+  // `into` gains the members of `other` (both sealed). Where either is
+  // partial, the nodes count the union's members (an exchange, on every
+  // node at the same point of the program).
+  absl::Status Union(Frontier& into, const Frontier& other);
   // EdgeMap's value(u, v, w) and cond(v), and Gather's value(u, v, w) and
   // finish(v, sum), read state only at the vertices they are given (Ligra's
   // edge-function contract): with several compute nodes a pull takes in
@@ -572,23 +582,46 @@ class Engine {
     // exact).
     uint64_t cover[2] = {0, 0};
     std::vector<uint64_t> edges[2];  // per owner node
+    // Each owner's members, where every part posted its count (a partial
+    // frontier's always did).
+    bool counted = false;
+    std::vector<uint64_t> members;
   };
   FrontierSums frontier_sums_;
   // The sums of what the parts being taken posted.
   struct PostedSums {
     bool known[2] = {true, true};
     std::vector<uint64_t> edges[2];
+    bool counted = true;
+    std::vector<uint64_t> members;
+    bool any_counted = false;  // a part came as a count alone
   };
   // Frontier parts: a node's members of `local` (all in its range) go into
   // a message; TakeFrontier adds a part read back into `global`.
   // The part carries its members' degree sums in each stored direction
-  // with headers (FrontierSums) when every member is this node's and there
-  // are few enough to sum; members of `skip` (posted before) are left out.
+  // with headers (FrontierSums) and their count when every member is this
+  // node's and there are few enough to sum; members of `skip` (posted
+  // before) are left out of both. Such a part, when `may_count` and the
+  // options allow (CountedParts), carries no members: the readers count
+  // them elsewhere (Frontier::AddElsewhere), and the poster adds its own
+  // from `local` (TakeFrontier's `mine`).
   void PutFrontier(MessageWriter& out, const Frontier& local,
-                   const Frontier* skip = nullptr) const;
-  // (A null `global` skips the members, reading the sums alone.)
+                   const Frontier* skip = nullptr,
+                   bool may_count = false) const;
+  // (A null `global` skips the members, reading the sums alone.) `mine`:
+  // this node's posted part, for node == compute_node().
   absl::Status TakeFrontier(MessageReader& in, int node, Frontier* global,
-                            PostedSums& sums);
+                            PostedSums& sums, const Frontier* mine = nullptr);
+  // Whether parts may go as counts (Options::counted_parts).
+  bool CountedParts() const;
+  // Whether the per-owner member counts of `frontier` are at hand.
+  const std::vector<uint64_t>* PostedMembers(const Frontier& frontier) const;
+  // `partial` whole: each node posts its own members (an exchange, on
+  // every node at the same point of the program). Its sums go with it.
+  absl::StatusOr<Frontier> CompleteFrontier(const Frontier& partial);
+  // An error unless `frontier` is whole: a pull tests any vertex's
+  // membership (EdgeMap fetches a partial one first).
+  absl::Status WholeForPull(const Frontier& frontier);
   // One frontier from the nodes' parts (a collective).
   absl::StatusOr<Frontier> MergeFrontier(Frontier local);
   template <typename Op, typename T, typename Value, typename Candidate>
@@ -849,7 +882,9 @@ class Engine {
   uint64_t FrontierEdges(const Frontier& frontier, Direction d,
                          uint64_t stop_at) const;
   PostedSums NewPostedSums() const;
-  void KeepSums(const Frontier& global, const PostedSums& sums);
+  // Keeps what the parts of `global` posted (frontier_sums_), and marks it
+  // partial where a part came as a count alone.
+  void KeepSums(Frontier& global, const PostedSums& sums);
   const std::vector<uint64_t>* Sums(const Frontier& frontier, int k,
                                     uint64_t upto) const;
   absl::Status EnsureFrontierSums(const Frontier& frontier, Direction d,
@@ -1006,6 +1041,7 @@ class Engine {
   double remote_share_ = -1;
   uint64_t last_push_arcs_ = 0, last_push_remote_ = 0;  // TakeRemoteShare
   uint64_t own_items_ = 0, stolen_items_ = 0;           // push work items done
+  uint64_t completed_frontiers_ = 0;  // CompleteFrontier's exchanges
   uint64_t collectives_ = 0;
   // The last collective left every node's arrays clean (each node's pages
   // whole in the open buffer, nothing left to commit), and no operation

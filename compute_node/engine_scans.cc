@@ -636,8 +636,14 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   const double average =
       static_cast<double>(num_arcs()) /
       static_cast<double>(std::max<uint64_t>(1, num_vertices()));
-  for (VertexId v : frontier.vertices()) {
-    work[OwnerOf(v)] += (sums != nullptr ? 0.0 : average) + alpha;
+  const double per_member = (sums != nullptr ? 0.0 : average) + alpha;
+  if (frontier.whole()) {
+    for (VertexId v : frontier.vertices()) work[OwnerOf(v)] += per_member;
+  } else {  // (EdgeMap made sure of the counts)
+    const std::vector<uint64_t>& members = *PostedMembers(frontier);
+    for (int n = 0; n < compute_nodes(); ++n) {
+      work[n] += per_member * static_cast<double>(members[n]);
+    }
   }
   if (sums != nullptr) {
     for (int n = 0; n < compute_nodes(); ++n) {
@@ -857,7 +863,10 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
     // are READ as touched, then in one batch once that has cost what the
     // batch costs (not every pending line of every array up front).
     ArmPendingReads(/*all_on_touch=*/true);
-    return ScanFrontierShared(d, frontier, fn);
+    if (frontier.whole()) return ScanFrontierShared(d, frontier, fn);
+    // Takers push others' members: every node needs them all.
+    DMG_ASSIGN_OR_RETURN(const Frontier whole, CompleteFrontier(frontier));
+    return ScanFrontierShared(d, whole, fn);
   }
   std::span<const DirectoryEntry> dir = graph_.directory(d);
   // The blocks holding the frontier's adjacency, cut into units.

@@ -88,7 +88,9 @@ class Frontier {
         list_(std::move(other.list_)),
         pending_(std::move(other.pending_)),
         spares_(std::move(other.spares_)),
-        epoch_(std::exchange(other.epoch_, NextEpoch())) {}
+        epoch_(std::exchange(other.epoch_, NextEpoch())),
+        elsewhere_(std::exchange(other.elsewhere_, 0)),
+        partial_(std::exchange(other.partial_, false)) {}
   Frontier& operator=(Frontier&& other) {
     if (this != &other) {
       Frontier gone(std::move(*this));  // hands its storage on
@@ -98,6 +100,8 @@ class Frontier {
       spares_ = std::move(other.spares_);
       epoch_ = other.epoch_;
       other.epoch_ = NextEpoch();
+      elsewhere_ = std::exchange(other.elsewhere_, 0);
+      partial_ = std::exchange(other.partial_, false);
     }
     return *this;
   }
@@ -170,8 +174,11 @@ class Frontier {
       }
     }
   }
-  // Adds the members of another sealed frontier (between rounds).
+  // Adds the members another sealed frontier holds (between rounds). Of a
+  // partial one (whole() false) that is not every member, and the count of
+  // the union is not known here: Engine::Union counts it across the nodes.
   void Merge(const Frontier& other) {
+    partial_ = partial_ || other.partial_;
     for (VertexId v : other.list_) {
       uint64_t mask = uint64_t{1} << (v & 63);
       if (bits_[v >> 6] & mask) continue;
@@ -179,8 +186,23 @@ class Frontier {
       list_.push_back(v);
     }
   }
+  // Counts `n` members that other compute nodes hold and this frontier
+  // does not (a merged part posted as a count: Engine::PutFrontier), and
+  // marks it partial (whole() false), even for n = 0: whether a frontier
+  // is whole must read the same on every node.
+  void AddElsewhere(uint64_t n) {
+    elsewhere_ += n;
+    partial_ = true;
+  }
+  // Partial, `members` members in all (at least those held).
+  void SetTotal(uint64_t members) {
+    elsewhere_ = members - std::min<uint64_t>(members, list_.size());
+    partial_ = true;
+  }
   void Clear() {
     epoch_ = NextEpoch();
+    elsewhere_ = 0;
+    partial_ = false;
     if (list_.size() > bits_.size()) {
       std::fill(bits_.begin(), bits_.end(), 0);
     } else {
@@ -229,7 +251,13 @@ class Frontier {
     }
     return out;
   }
-  uint64_t size() const { return list_.size(); }
+  // Every member, on every node: those held and those counted elsewhere.
+  uint64_t size() const { return list_.size() + elsewhere_; }
+  // Whether vertices() and the bitmap hold every member. With several
+  // compute nodes, an operation's result may hold only this node's members
+  // and some others' (the rest counted: AddElsewhere); the engine fetches
+  // the rest where an operation needs them (a pull, a steal).
+  bool whole() const { return !partial_ || size() == 0; }
   // No additions wait for Seal: the bitmap holds exactly the members.
   bool sealed() const {
     for (const WorkerAdds& p : pending_) {
@@ -237,9 +265,10 @@ class Frontier {
     }
     return true;
   }
-  bool empty() const { return list_.empty(); }
+  bool empty() const { return size() == 0; }
+  // The members held (sealed): every one when whole().
   std::span<const VertexId> vertices() const { return list_; }
-  // The membership bitmap (bit v of word v / 64); sealed members only.
+  // The membership bitmap (bit v of word v / 64); sealed held members.
   std::span<const uint64_t> words() const { return bits_; }
   uint64_t bytes() const {
     return bits_.size() * 8 + list_.capacity() * sizeof(VertexId);
@@ -255,6 +284,8 @@ class Frontier {
   std::vector<WorkerAdds> pending_;
   std::shared_ptr<FrontierSpares> spares_;
   uint64_t epoch_ = 0;
+  uint64_t elsewhere_ = 0;  // members not held (AddElsewhere)
+  bool partial_ = false;
 };
 
 }  // namespace dmg::compute

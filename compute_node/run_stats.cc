@@ -140,10 +140,11 @@ std::string ToJson(const RunStats& s) {
         "%s\n    {\"id\": %d, \"own_begin\": %d, \"own_end\": %d, "
         "\"seconds\": %.6f, \"wait_seconds\": %.6f, \"busy_seconds\": "
         "%.6f, \"rounds\": %d, \"poll_round_trips\": %d, \"own_items\": "
-        "%d, \"stolen_items\": %d, \"ops\": %s}",
+        "%d, \"stolen_items\": %d, \"completed_frontiers\": %d, \"ops\": "
+        "%s}",
         i ? "," : "", n.id, n.own_begin, n.own_end, n.seconds, n.wait_seconds,
         n.seconds - n.wait_seconds, n.rounds, n.polls, n.own_items,
-        n.stolen_items, OpsJson(n.total));
+        n.stolen_items, n.completed_frontiers, OpsJson(n.total));
   }
   absl::StrAppend(&out, s.nodes.empty() ? "]\n}\n" : "\n  ]\n}\n");
   return out;

@@ -98,6 +98,9 @@ struct NodeStats {
   // Push work items (frontier chunks) it did of its own range, and of
   // other nodes' ranges (stolen through the shared cursors).
   uint64_t own_items = 0, stolen_items = 0;
+  // Frontiers whose parts came partly as counts, fetched whole (a pull or a
+  // steal needed the others' members: Engine::CompleteFrontier).
+  uint64_t completed_frontiers = 0;
   transport::OpStats total;
 };
 

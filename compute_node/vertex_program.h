@@ -27,6 +27,13 @@
 //       locally and applies them once (Claim stops at the first); kAuto
 //       lets the engine choose per call. cond must not depend on what this
 //       EdgeMap changes. w is the arc's weight (1 if unweighted).
+//       With several compute nodes the frontier returned may hold only
+//       this node's members and a count of the others' (Frontier::whole()
+//       false): size() and empty() are the whole frontier's on every node,
+//       vertices() what this node holds; the engine fetches the rest where
+//       an operation needs them.
+//   Union(into, other)       into gains other's members (counted across
+//                            the nodes where either is partial)
 //   Gather<Op>(neighbours, value(u, v, w), finish(v, combined)) -> sum
 //       for every vertex v, value over all its neighbours u in direction
 //       `neighbours` (kIn: in-neighbours), combined with Op in a fixed
