@@ -357,7 +357,10 @@ absl::Status GraphAwareBlockSource::Read(int worker, Direction d,
                                          const Unit& unit, bool headers_only,
                                          const PerBlock& per_block) {
   std::span<const DirectoryEntry> dir = directory(d);
-  HotBlockCache* cache = headers_only ? nullptr : hot(d);
+  // A cached block serves a header read too: its bytes begin with the
+  // header (a push's header scan after a pull filled the hot set READs
+  // nothing).
+  HotBlockCache* cache = hot(d);
   std::byte* base = buffer(worker, 0);
   auto length = [&](uint32_t i) {
     return headers_only ? BlockHeaderLength(dir[i]) : dir[i].length;
@@ -387,7 +390,9 @@ absl::Status GraphAwareBlockSource::Read(int worker, Direction d,
     for (uint32_t i = first; i < last; ++i) {
       const int64_t off = at[i - first];
       absl::Status s;
-      if (off < 0) {
+      if (off < 0 && headers_only) {
+        s = per_block(i, cache->Peek(i), length(i));
+      } else if (off < 0) {
         s = per_block(i, cache->Lookup(i), dir[i].length);
       } else if (headers_only) {
         s = per_block(i, base + off, length(i));

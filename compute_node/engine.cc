@@ -763,7 +763,7 @@ void Engine::PutFrontier(MessageWriter& out, const Frontier& local,
   }
   const bool counted = mine && may_count && count > 0 && CountedParts();
   out.Put<uint8_t>(counted ? kMembersCounted : kMembersPosted);
-  if (!counted && skip != nullptr && count < vs.size()) {
+  if (!counted && skip != nullptr && local.sealed() && count < vs.size()) {
     // Not those posted before: with that part counted, a reader holding
     // them now would count them twice.
     Frontier rest = NewFrontier();

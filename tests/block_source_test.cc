@@ -548,6 +548,27 @@ TEST_P(BlockSourceTest, CachedBlocksAreNotReadAgain) {
         node.ResetCounts();
         StreamAll(*store_, node, source, d, units);
         EXPECT_EQ(node.Reads().size(), dir.size() - preferred);
+        // And a header read: a cached block's bytes begin with its header
+        // (uncounted as a hit: the block was not read).
+        node.ResetCounts();
+        const uint64_t block_hits = cache.hits();
+        for (const Unit& unit : units) {
+          ASSERT_TRUE(
+              source
+                  .Read(0, d, unit, true,
+                        [&](uint32_t entry, const std::byte* bytes,
+                            uint32_t length) {
+                          EXPECT_EQ(length, HeaderLength(dir[entry]));
+                          std::span<const std::byte> want =
+                              ImageBytes(*store_, g, d, entry);
+                          EXPECT_EQ(std::memcmp(bytes, want.data(), length), 0)
+                              << "header and offsets of entry " << entry;
+                          return absl::OkStatus();
+                        })
+                  .ok());
+        }
+        EXPECT_EQ(node.Reads().size(), dir.size() - preferred);
+        EXPECT_EQ(cache.hits(), block_hits);
       }
     }
   }

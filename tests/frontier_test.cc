@@ -128,6 +128,43 @@ TEST(FrontierTest, TheEpochChangesWhenMembersStopBeingAPrefix) {
   EXPECT_NE(other.epoch(), e1);
 }
 
+// A partial frontier (several compute nodes: parts that came as counts)
+// holds some members and counts the rest: size() and empty() are the whole
+// frontier's; whole() is false even with nothing counted elsewhere, until
+// it is empty or cleared; a move carries it; Merge keeps the mark.
+TEST(FrontierTest, APartialFrontierCountsWhatItDoesNotHold) {
+  Frontier f(1000, 1);
+  f.Add(0, 7);
+  f.Seal();
+  EXPECT_TRUE(f.whole());
+  f.AddElsewhere(5);
+  EXPECT_FALSE(f.whole());
+  EXPECT_EQ(f.size(), 6u);
+  EXPECT_EQ(f.vertices().size(), 1u);
+  EXPECT_FALSE(f.Contains(8));
+
+  Frontier g(1000, 1);
+  g.AddElsewhere(0);  // this node's part counted: partial all the same
+  EXPECT_TRUE(g.empty());
+  EXPECT_TRUE(g.whole());  // an empty frontier is whole
+  g.Add(0, 9);
+  g.Seal();
+  EXPECT_FALSE(g.whole());
+  EXPECT_EQ(g.size(), 1u);
+
+  Frontier h = std::move(f);
+  EXPECT_FALSE(h.whole());
+  EXPECT_EQ(h.size(), 6u);
+  h.Merge(g);  // held members joined; the count is Engine::Union's to set
+  EXPECT_EQ(Members(h), (std::vector<VertexId>{7, 9}));
+  EXPECT_FALSE(h.whole());
+  h.SetTotal(10);
+  EXPECT_EQ(h.size(), 10u);
+  h.Clear();
+  EXPECT_TRUE(h.whole());
+  EXPECT_TRUE(h.empty());
+}
+
 TEST(FrontierTest, SparesComeBackEmpty) {
   auto spares = std::make_shared<FrontierSpares>();
   const uint64_t n = 5000;
