@@ -105,10 +105,12 @@ class Frontier {
     }
     return *this;
   }
-  // Changes when the members may no longer be a prefix of what they were:
-  // at Clear, and when another frontier moves in. Between, members are
-  // only appended (Seal, Merge), so what was computed for vertices()[0, k)
-  // under one epoch still holds (Engine keeps its members' degrees so).
+  // Changes when the members may no longer be a prefix of what they were,
+  // or their count is no longer what was posted: at Clear, when another
+  // frontier moves in, and at a Merge where either is partial. Between,
+  // members are only appended (Seal, Merge), so what was computed for
+  // vertices()[0, k) under one epoch still holds (Engine keeps its
+  // members' degrees so).
   uint64_t epoch() const { return epoch_; }
 
   // Adds v if absent; safe from many workers (each passes its own index).
@@ -174,11 +176,15 @@ class Frontier {
       }
     }
   }
-  // Adds the members another sealed frontier holds (between rounds). Of a
-  // partial one (whole() false) that is not every member, and the count of
-  // the union is not known here: Engine::Union counts it across the nodes.
+  // Adds the members another sealed frontier holds (between rounds). Where
+  // either is partial (whole() false) the count of the union is not known
+  // here (Engine::Union counts it across the nodes): the result is partial
+  // and a new epoch, so that nothing kept for the old count applies.
   void Merge(const Frontier& other) {
-    partial_ = partial_ || other.partial_;
+    if (partial_ || other.partial_) {
+      partial_ = true;
+      epoch_ = NextEpoch();
+    }
     for (VertexId v : other.list_) {
       uint64_t mask = uint64_t{1} << (v & 63);
       if (bits_[v >> 6] & mask) continue;

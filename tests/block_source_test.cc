@@ -309,6 +309,28 @@ class BlockSourceTest : public ::testing::TestWithParam<Shape> {
   std::unique_ptr<Store> store_;
 };
 
+// Reads the headers of every unit through `source`, each checked against
+// the image.
+void ExpectHeaderReads(const Store& store, const RemoteGraph& g,
+                       BlockSource& source, Direction d,
+                       std::span<const Unit> units) {
+  std::span<const DirectoryEntry> dir = g.directory(d);
+  for (const Unit& unit : units) {
+    ASSERT_TRUE(
+        source
+            .Read(0, d, unit, true,
+                  [&](uint32_t entry, const std::byte* bytes, uint32_t length) {
+                    EXPECT_EQ(length, HeaderLength(dir[entry]));
+                    std::span<const std::byte> want =
+                        ImageBytes(store, g, d, entry);
+                    EXPECT_EQ(std::memcmp(bytes, want.data(), length), 0)
+                        << "header and offsets of entry " << entry;
+                    return absl::OkStatus();
+                  })
+            .ok());
+  }
+}
+
 TEST_P(BlockSourceTest, ReadDeliversEveryBlockOfAUnitInOrder) {
   Node node(*store_, 1);
   const RemoteGraph& g = node.graph();
@@ -552,21 +574,7 @@ TEST_P(BlockSourceTest, CachedBlocksAreNotReadAgain) {
         // (uncounted as a hit: the block was not read).
         node.ResetCounts();
         const uint64_t block_hits = cache.hits();
-        for (const Unit& unit : units) {
-          ASSERT_TRUE(
-              source
-                  .Read(0, d, unit, true,
-                        [&](uint32_t entry, const std::byte* bytes,
-                            uint32_t length) {
-                          EXPECT_EQ(length, HeaderLength(dir[entry]));
-                          std::span<const std::byte> want =
-                              ImageBytes(*store_, g, d, entry);
-                          EXPECT_EQ(std::memcmp(bytes, want.data(), length), 0)
-                              << "header and offsets of entry " << entry;
-                          return absl::OkStatus();
-                        })
-                  .ok());
-        }
+        ExpectHeaderReads(*store_, g, source, d, units);
         EXPECT_EQ(node.Reads().size(), dir.size() - preferred);
         EXPECT_EQ(cache.hits(), block_hits);
       }
@@ -1118,20 +1126,7 @@ TEST_P(BlockSourceTest, PageLruDeliversTheSameThroughPageSizedReads) {
       adj.ExpectEquals(store_->csr(d));
       expect_pages();
       // Headers only.
-      for (const Unit& unit : units) {
-        ASSERT_TRUE(source
-                        .Read(0, d, unit, true,
-                              [&](uint32_t entry, const std::byte* bytes,
-                                  uint32_t length) {
-                                EXPECT_EQ(length, HeaderLength(dir[entry]));
-                                std::span<const std::byte> want =
-                                    ImageBytes(*store_, g, d, entry);
-                                EXPECT_EQ(
-                                    std::memcmp(bytes, want.data(), length), 0);
-                                return absl::OkStatus();
-                              })
-                        .ok());
-      }
+      ExpectHeaderReads(*store_, g, source, d, units);
       expect_pages();
       // Streams (one unit at a time) on both workers.
       node.ResetCounts();

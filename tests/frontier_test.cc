@@ -155,9 +155,11 @@ TEST(FrontierTest, APartialFrontierCountsWhatItDoesNotHold) {
   Frontier h = std::move(f);
   EXPECT_FALSE(h.whole());
   EXPECT_EQ(h.size(), 6u);
+  const uint64_t epoch = h.epoch();
   h.Merge(g);  // held members joined; the count is Engine::Union's to set
   EXPECT_EQ(Members(h), (std::vector<VertexId>{7, 9}));
   EXPECT_FALSE(h.whole());
+  EXPECT_NE(h.epoch(), epoch);  // what was kept for the old count is void
   h.SetTotal(10);
   EXPECT_EQ(h.size(), 10u);
   h.Clear();
