@@ -568,6 +568,16 @@ TEST(MultiNodeTest, ComponentsOfARoadLikeGraphCrossTheCutInFewSupersteps) {
   }
 }
 
+// BFS from `source` on every compute node of `cluster`.
+std::vector<absl::StatusOr<std::vector<int32_t>>> BfsEverywhere(
+    EmbeddedCluster& cluster, store::VertexId source) {
+  return cluster.RunEverywhere([&](compute::Engine& e) {
+    auto r = algorithms::Bfs(e, source);
+    if (r.ok()) e.Finish();
+    return r;
+  });
+}
+
 // With several compute nodes, a push step's small frontier parts travel as
 // a count and degree sums, not members (EngineOptions::counted_parts), and
 // a pull or a steal fetches the members first (CompleteFrontier). The
@@ -593,11 +603,7 @@ TEST(MultiNodeTest, FrontierPartsAsCountsKeepTheAnswers) {
       SCOPED_TRACE(absl::StrCat(Describe(c), counted ? ", counted" : ""));
       auto cluster = Start(*grid, c);
       ASSERT_NE(cluster, nullptr);
-      auto results = cluster->RunEverywhere([&](compute::Engine& e) {
-        auto r = algorithms::Bfs(e, source);
-        if (r.ok()) e.Finish();
-        return r;
-      });
+      auto results = BfsEverywhere(*cluster, source);
       const auto want = reference::Bfs(*grid, source);
       ASSERT_TRUE(want.ok()) << want.status();
       for (size_t k = 0; k < results.size(); ++k) {
@@ -626,11 +632,7 @@ TEST(MultiNodeTest, FrontierPartsAsCountsKeepTheAnswers) {
     // whole, as many times on every node.
     auto cluster = Start(*kron, c);
     ASSERT_NE(cluster, nullptr);
-    auto results = cluster->RunEverywhere([&](compute::Engine& e) {
-      auto r = algorithms::Bfs(e, source);
-      if (r.ok()) e.Finish();
-      return r;
-    });
+    auto results = BfsEverywhere(*cluster, source);
     ASSERT_TRUE(results[0].ok()) << results[0].status();
     const auto want = reference::Bfs(*kron, source);
     ASSERT_TRUE(want.ok()) << want.status();
