@@ -6,7 +6,13 @@
 //     hooked under the smaller, as Afforest does), and compresses it: each
 //     own vertex's label is the smallest id of its local component. Every
 //     own adjacency is read once. A vertex with an arc to or from another
-//     node's vertex is a boundary vertex.
+//     node's vertex is a boundary vertex. Stage 2: a node done with its
+//     own units may take another's (where the steal model says that pays)
+//     and links their arcs in a forest of its own over that node's range;
+//     it then sends the owner, for each vertex those arcs joined to a
+//     smaller one, that forest's root (and the boundary marks). The owner
+//     links each pair: the same components, since a spanning forest of
+//     the taken arcs joins what they join.
 //  2. Labels across the cut. Boundary vertices whose label dropped offer it
 //     along their arcs (Min, combined per owner); a vertex whose label
 //     dropped lowers its local root's, and every own vertex then takes its
@@ -36,9 +42,13 @@
 // their roots', which the roots then take).
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <numeric>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "algorithms/algorithms.h"
 
 namespace dmg::algorithms {
@@ -130,6 +140,72 @@ struct ArcCounts {
   uint64_t arcs = 0, crossing = 0;
 };
 
+// Whether [b, e) holds a chunk of phase 1's sample of the range
+// [begin, end): kSampleChunks chunks spread over it (all of a small
+// range). A function of the range alone, so any node can tell which of
+// another node's units its sample read.
+bool InSample(VertexId begin, VertexId end, VertexId b, VertexId e) {
+  const uint64_t chunks = (end - begin + kChunk - 1) / kChunk;
+  const uint64_t stride = std::max<uint64_t>(1, chunks / kSampleChunks);
+  b = std::max(b, begin);
+  e = std::min(e, end);
+  for (uint64_t c = (b - begin) / kChunk;
+       b < e && c <= (e - 1 - begin) / kChunk; ++c) {
+    if (c % stride == stride / 2) return true;
+  }
+  return false;
+}
+
+// A taker's forests (stage 2 of phase 1): for each node whose units it
+// takes, a forest over that node's range, made when first needed, in which
+// it links the taken arcs inside the range and marks the taken vertices
+// with arcs leaving it.
+class TakenForests {
+ public:
+  explicit TakenForests(Engine& engine)
+      : engine_(engine), forests_(engine.compute_nodes()) {}
+
+  // The forest over the range holding v (another node's).
+  LocalForest& Of(VertexId v) {
+    int node = 0;
+    while (engine_.RangeOf(node).second <= v) ++node;
+    absl::MutexLock lock(&mu_);
+    if (forests_[node] == nullptr) {
+      const auto [begin, end] = engine_.RangeOf(node);
+      forests_[node] = std::make_unique<LocalForest>(begin, end);
+    }
+    return *forests_[node];
+  }
+
+  // What the owners take in, ascending: for every vertex whose taken arcs
+  // joined it to a smaller one, or that they marked, (v, its root there |
+  // 1 << 32 when marked). Linking each v with that root joins what the
+  // taken arcs join (the forest spans them).
+  std::vector<compute::RemoteUpdate<uint64_t>> Links() {
+    absl::MutexLock lock(&mu_);
+    std::vector<compute::RemoteUpdate<uint64_t>> links;
+    for (int node = 0; node < static_cast<int>(forests_.size()); ++node) {
+      if (forests_[node] == nullptr) continue;
+      LocalForest& f = *forests_[node];
+      f.Compress();
+      const auto [begin, end] = engine_.RangeOf(node);
+      for (VertexId v = begin; v < end; ++v) {
+        const VertexId root = f.Root(v);
+        if (root != v || f.boundary(v)) {
+          links.push_back(
+              {v, root | (f.boundary(v) ? uint64_t{1} << 32 : uint64_t{0})});
+        }
+      }
+    }
+    return links;
+  }
+
+ private:
+  Engine& engine_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<LocalForest>> forests_ ABSL_GUARDED_BY(mu_);
+};
+
 // Phase 1's scan of the out-arcs of the units `want` accepts (each vertex
 // once: a unit read in the sample is not read again): links the arcs inside
 // the range, marks the ends of the others, counts both.
@@ -160,16 +236,77 @@ absl::StatusOr<ArcCounts> LinkOwnArcs(
   return all;
 }
 
+// The rest of phase 1's out-arcs (the units the sample did not read;
+// every unit when `sampled` is false: a resumed job), with stage 2: a node
+// done with its own units may take other nodes' and link their arcs in a
+// forest of its own over the owner's range (TakenForests); the owners then
+// link in what the takers' forests joined and marked.
+absl::Status LinkRestShared(Engine& engine, LocalForest& forest, bool sampled) {
+  const VertexId own_begin = engine.own_begin(), own_end = engine.own_end();
+  // (b, e) lies in one node's range: this node's units, or (taking) another
+  // node's, whose sample is known from its range alone.
+  const std::function<bool(VertexId, VertexId)> rest = [&](VertexId b,
+                                                           VertexId e) {
+    if (b < own_end && e > own_begin) return forest.AnyUnseen(b, e);
+    if (!sampled) return true;
+    int node = 0;
+    while (engine.RangeOf(node).second <= b) ++node;
+    const auto [begin, end] = engine.RangeOf(node);
+    return !InSample(begin, end, b, e);
+  };
+  TakenForests taken(engine);
+  std::vector<LocalForest*> last(engine.threads(), nullptr);  // per worker
+  DMG_ASSIGN_OR_RETURN(
+      const bool shared,
+      engine.ForEachAdjacencyShared(
+          Direction::kOut, &rest,
+          [&](int, VertexId u, std::span<const VertexId> out) {
+            if (!forest.AnyUnseen(u, u + 1)) return;
+            forest.MarkSeen(u);
+            for (VertexId x : out) {
+              if (forest.Owns(x)) {
+                forest.Link(u, x);
+              } else {
+                forest.MarkBoundary(u);
+              }
+            }
+          },
+          [&](int w, VertexId u, std::span<const VertexId> out) {
+            if (last[w] == nullptr || !last[w]->Owns(u)) last[w] = &taken.Of(u);
+            LocalForest& theirs = *last[w];
+            for (VertexId x : out) {
+              if (theirs.Owns(x)) {
+                theirs.Link(u, x);
+              } else {
+                theirs.MarkBoundary(u);
+              }
+            }
+          }));
+  if (!shared) return absl::OkStatus();
+  const std::vector<compute::RemoteUpdate<uint64_t>> links = taken.Links();
+  DMG_ASSIGN_OR_RETURN(
+      const std::vector<compute::RemoteUpdate<uint64_t>> got,
+      engine.SendToOwners<uint64_t>(
+          std::span<const compute::RemoteUpdate<uint64_t>>(links)));
+  for (const compute::RemoteUpdate<uint64_t>& l : got) {
+    const VertexId root = static_cast<VertexId>(l.x);
+    if (!forest.Owns(root)) {
+      return absl::DataLossError(absl::StrFormat(
+          "cc: a taken unit's link joins vertex %d to %d, outside its range",
+          l.v, root));
+    }
+    if (root != l.v) forest.Link(l.v, root);
+    if ((l.x >> 32) != 0) forest.MarkBoundary(l.v);
+  }
+  return absl::OkStatus();
+}
+
 // The rest of phase 1 (every unit not yet scanned; on a directed graph
 // also the in-arcs, for the boundary marks), then the labels: each own
 // vertex's root's.
 absl::Status FinishForest(Engine& engine, LocalForest& forest,
                           compute::State<VertexId>& label, bool fresh) {
-  const std::function<bool(VertexId, VertexId)> unseen = [&](VertexId begin,
-                                                             VertexId end) {
-    return forest.AnyUnseen(begin, end);
-  };
-  DMG_RETURN_IF_ERROR(LinkOwnArcs(engine, forest, unseen).status());
+  DMG_RETURN_IF_ERROR(LinkRestShared(engine, forest, /*sampled=*/fresh));
   if (!engine.symmetric()) {
     DMG_RETURN_IF_ERROR(engine.ForEachAdjacency(
         Direction::kIn, nullptr,
@@ -231,20 +368,8 @@ absl::StatusOr<std::vector<VertexId>> ConnectedComponentsOnNodes(
   const VertexId begin = engine.own_begin(), end = engine.own_end();
   LocalForest forest(begin, end);
   if (phase == kFresh) {
-    // The sample: the units holding kSampleChunks chunks spread over the
-    // range (all of a small range).
-    const uint64_t chunks = (end - begin + kChunk - 1) / kChunk;
-    const uint64_t stride = std::max<uint64_t>(1, chunks / kSampleChunks);
-    const std::function<bool(VertexId, VertexId)> sampled = [&](VertexId b,
-                                                                VertexId e) {
-      b = std::max(b, begin);
-      e = std::min(e, end);
-      for (uint64_t c = (b - begin) / kChunk;
-           b < e && c <= (e - 1 - begin) / kChunk; ++c) {
-        if (c % stride == stride / 2) return true;
-      }
-      return false;
-    };
+    const std::function<bool(VertexId, VertexId)> sampled =
+        [&](VertexId b, VertexId e) { return InSample(begin, end, b, e); };
     DMG_ASSIGN_OR_RETURN(const ArcCounts mine,
                          LinkOwnArcs(engine, forest, sampled));
     DMG_ASSIGN_OR_RETURN(const uint64_t arcs,

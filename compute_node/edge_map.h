@@ -54,6 +54,32 @@ absl::StatusOr<std::vector<RemoteUpdate<T>>> Engine::ExchangeUpdates() {
   return inbox;
 }
 
+// Pairs a program computed for other nodes' vertices (Afforest's taken
+// units), to their owners as a push's batches travel.
+template <typename T>
+absl::StatusOr<std::vector<RemoteUpdate<T>>> Engine::SendToOwners(
+    std::span<const RemoteUpdate<T>> sorted) {
+  if (compute_nodes() == 1) {
+    return std::vector<RemoteUpdate<T>>(sorted.begin(), sorted.end());
+  }
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i].v < sorted[i - 1].v) {
+      return Fail(absl::InvalidArgumentError(
+          "SendToOwners: pairs are not ascending by vertex"));
+    }
+  }
+  if (!sorted.empty() && sorted.back().v >= num_vertices()) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "SendToOwners: vertex %d is not in the graph", sorted.back().v)));
+  }
+  const std::vector<std::string> to =
+      coordinator::BatchesByOwner<T>(sorted, cluster_->bounds());
+  DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> got, Collective("", to));
+  std::vector<RemoteUpdate<T>> inbox;
+  DMG_RETURN_IF_ERROR(TakeInbox<T>(got, inbox));
+  return inbox;
+}
+
 template <typename Op, typename T>
 absl::StatusOr<Frontier> Engine::FinishPush(State<T>& target, Frontier next) {
   using Update = RemoteUpdate<T>;

@@ -297,6 +297,26 @@ class Engine {
   absl::Status ForEachAdjacency(
       Direction d, const std::function<bool(VertexId, VertexId)>* want,
       const AdjacencyFn& fn);
+  // ForEachAdjacency with stage 2: with several compute nodes, stealing on
+  // and the steal model's yes, a node done with its own units takes other
+  // nodes' and calls taken(w, v, N(v)) for their vertices (v another
+  // node's). `want` then also answers for other nodes' ranges, from what
+  // every node knows. Returns whether the scan was shared (alike on every
+  // node); what a taker learned reaches the owners through SendToOwners.
+  absl::StatusOr<bool> ForEachAdjacencyShared(
+      Direction d, const std::function<bool(VertexId, VertexId)>* want,
+      const AdjacencyFn& own, const AdjacencyFn& taken);
+  // Every node's (v, x) pairs, ascending by v, go to v's owner: returns
+  // those all nodes sent for this node's vertices, in node order. Every
+  // node calls it at the same point of the program (one exchange).
+  template <typename T>
+  absl::StatusOr<std::vector<RemoteUpdate<T>>> SendToOwners(
+      std::span<const RemoteUpdate<T>> sorted);
+  // Compute node k's vertex range [first, second).
+  std::pair<VertexId, VertexId> RangeOf(int node) const {
+    std::span<const uint64_t> b = cluster_->bounds();
+    return {static_cast<VertexId>(b[node]), static_cast<VertexId>(b[node + 1])};
+  }
 
   // Combines a value each compute node computed on its own (a count its
   // callbacks accumulated, say) over all of them with Op, in node order;
@@ -440,10 +460,13 @@ class Engine {
   // after the scan scan_shared_ says whether it was shared.
   // The vertices and arcs scanned are counted into the superstep's
   // `visits` field (a pull's by default; a Gather's, a push Gather's).
+  // `once`: a scan whose owner READs its blocks as a taker does (they are
+  // not kept between steps), so a taken unit costs its taker little more.
   absl::Status ScanBlocks(
       Direction d, const RangeFn* want, const BlockFn& fn,
       bool may_steal = false,
-      uint64_t SuperstepStats::*visits = &SuperstepStats::pull_visits);
+      uint64_t SuperstepStats::*visits = &SuperstepStats::pull_visits,
+      bool once = false);
   // ScanBlocks' stage 2 across nodes: every node's units behind its shared
   // cursor, taken by any node done with its own.
   // `block(w, entry, bytes, length, own)` does one block read for an item
@@ -463,7 +486,7 @@ class Engine {
                                 const SharedBlockFn& block);
   // Stage 2 for a dense scan: whether other nodes may take this node's
   // units (the same answer on every node), noted in the superstep's stats.
-  bool PullStealPays(Direction d);
+  bool PullStealPays(Direction d, bool once = false);
   // Push scan: the pieces of the frontier's vertices in direction d.
   absl::Status ScanFrontier(Direction d, const Frontier& frontier,
                             const PieceFn& fn);

@@ -382,7 +382,7 @@ absl::Status Engine::ScanHeaders(Direction d, const HeaderFn& fn,
 
 absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
                                 const BlockFn& fn, bool may_steal,
-                                uint64_t SuperstepStats::*visits) {
+                                uint64_t SuperstepStats::*visits, bool once) {
   d = Stored(d);
   const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/false);
@@ -411,8 +411,8 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     if (record && own) RecordSources(k, b);
     return absl::OkStatus();
   };
-  scan_shared_ =
-      may_steal && compute_nodes() > 1 && options_.steal && PullStealPays(d);
+  scan_shared_ = may_steal && compute_nodes() > 1 && options_.steal &&
+                 PullStealPays(d, once);
   if (scan_shared_) {
     DMG_RETURN_IF_ERROR(ScanBlocksShared(d, want, block));
   } else {
@@ -735,7 +735,7 @@ void Engine::NotePushFigures(uint64_t sent, uint64_t applied,
   }
 }
 
-bool Engine::PullStealPays(Direction d) {
+bool Engine::PullStealPays(Direction d, bool once) {
   // Every node's units and their arcs come from the directory: the same
   // answer on every node.
   const int k = static_cast<int>(Stored(d));
@@ -752,6 +752,11 @@ bool Engine::PullStealPays(Direction d) {
   prices.taker_ns =
       c.pull_ns_per_visit + ArcReadNs() + c.push_ns_per_visit / average;
   prices.fixed_ns = ClaimRoundsNs() + c.exchange_us * 1e3;
+  if (once && !AllCached(d)) {
+    // The owner READs its blocks too (a scan that runs once, Afforest's
+    // links): it pays the bytes a taker pays.
+    prices.owner_ns += ArcReadNs();
+  }
   return NoteSteal(DecideDenseSteal(0, node_work_[k], prices));
 }
 
@@ -1383,6 +1388,31 @@ absl::Status Engine::ForEachAdjacency(
                            });
       },
       /*may_steal=*/false, &SuperstepStats::pull_visits));
+}
+
+absl::StatusOr<bool> Engine::ForEachAdjacencyShared(
+    Direction d, const std::function<bool(VertexId, VertexId)>* want,
+    const AdjacencyFn& own, const AdjacencyFn& taken) {
+  DMG_RETURN_IF_ERROR(Prepare());
+  NoteEdgeOp("pull", num_vertices());
+  std::vector<Assembler> assemblers(threads());
+  // A unit's vertices are those of the node whose work item the worker is
+  // on: this node's, or (stage 2) the one it took the item from.
+  DMG_RETURN_IF_ERROR(Fail(ScanBlocks(
+      d, want,
+      [&](int w, uint32_t, const BlockView& b, bool continues) {
+        // (Plain variables: clang 14 lets no lambda capture a structured
+        // binding.)
+        const VertexId begin = work_range_[w].first,
+                       end = work_range_[w].second;
+        const AdjacencyFn& fn = taking_[w] != 0 ? taken : own;
+        ForEachWholeVertex(assemblers[w], b, continues,
+                           [&](VertexId v, std::span<const VertexId> nbrs) {
+                             if (v >= begin && v < end) fn(w, v, nbrs);
+                           });
+      },
+      /*may_steal=*/true, &SuperstepStats::pull_visits, /*once=*/true)));
+  return scan_shared_;
 }
 
 absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,

@@ -51,7 +51,11 @@
 //   ForEachAdjacency(d, want, fn(w, v, N(v)))   every own vertex's whole
 //       adjacency (only the units holding a vertex want(begin, end)
 //       accepts, when given): for kernels that work on lists themselves
-//       (Afforest); with State::CompareExchange, a union-find's hook
+//       (Afforest); with State::CompareExchange, a union-find's hook.
+//       ForEachAdjacencyShared(d, want, own, taken) -> shared: the same
+//       with stage 2 (idle nodes take units; taken(w, v, N(v)) for another
+//       node's v); SendToOwners(pairs) then brings what takers learned to
+//       each vertex's owner (one exchange)
 //   EndSuperstep()           commits every state array and passes the
 //                            barrier; the next operation opens the next one
 //   Result(state)            the final version, read back from memory

@@ -253,11 +253,13 @@ absl::StatusOr<store::Graph> Symmetric(store::EdgeList e) {
   return store::BuildGraph(std::move(e), clean);
 }
 
-// Two compute nodes that push, their ranges split by vertices only (stage 1
-// with a huge alpha), `threads` each, over `memory_nodes` memory nodes.
+// Compute nodes (two unless `nodes`) that push, their ranges split by
+// vertices only (stage 1 with a huge alpha), `threads` each, over
+// `memory_nodes` memory nodes.
 absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
     const store::Graph& g, int threads, uint32_t memory_nodes,
-    const std::string& job, bool steal, Mode direction = Mode::kPush) {
+    const std::string& job, bool steal, Mode direction = Mode::kPush,
+    int nodes = 2) {
   store::LayoutOptions layout;
   layout.block_size = 4096;
   layout.num_memory_nodes = memory_nodes;
@@ -266,7 +268,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
   compute::EngineOptions eo;
   eo.threads = threads;
   eo.direction = direction;
-  eo.cluster.nodes = 2;
+  eo.cluster.nodes = nodes;
   eo.cluster.job = job;
   eo.steal = steal;
   eo.stage1_alpha = 1e12;
@@ -274,16 +276,22 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartPushSplitByVertices(
 }
 
 // The skew graph: the first `half` vertices a dense random graph (48
-// neighbours each, from `seed`), the second half short paths of 4 hanging
-// off it (little work); symmetric.
-absl::StatusOr<store::Graph> SkewedGraph(uint32_t half, uint64_t seed) {
+// neighbours each, from `seed`; with `group`, each vertex's drawn from its
+// own run of `group` consecutive vertices, so that every run is a component
+// of its own and an arc left out would split it), the second half short
+// paths of 4 hanging off it (little work); symmetric.
+absl::StatusOr<store::Graph> SkewedGraph(uint32_t half, uint64_t seed,
+                                         uint32_t group = 0) {
   store::EdgeList e;
   e.num_vertices = 2 * half;
   uint64_t x = seed;
+  const uint32_t run = group == 0 ? half : group;
   for (uint32_t u = 0; u < half; ++u) {
+    const uint32_t first = u / run * run;
+    const uint32_t size = std::min(run, half - first);
     for (int k = 0; k < 48; ++k) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
-      e.Add(u, static_cast<store::VertexId>((x >> 33) % half));
+      e.Add(u, static_cast<store::VertexId>(first + (x >> 33) % size));
     }
   }
   for (uint32_t u = half; u < 2 * half; u += 4) {
@@ -293,17 +301,17 @@ absl::StatusOr<store::Graph> SkewedGraph(uint32_t half, uint64_t seed) {
   return Symmetric(std::move(e));
 }
 
-// The two nodes' busy times and items (the experiments compare them).
+// The nodes' busy times and items (the experiments compare them).
 void PrintBusy(bool steal, const compute::RunStats& stats) {
-  std::printf(
-      "steal=%d: node busy seconds %.4f / %.4f, items own %lu + "
-      "stolen %lu / own %lu + stolen %lu\n",
-      steal, stats.nodes[0].seconds - stats.nodes[0].wait_seconds,
-      stats.nodes[1].seconds - stats.nodes[1].wait_seconds,
-      (unsigned long)stats.nodes[0].own_items,
-      (unsigned long)stats.nodes[0].stolen_items,
-      (unsigned long)stats.nodes[1].own_items,
-      (unsigned long)stats.nodes[1].stolen_items);
+  std::string line = absl::StrFormat("steal=%d:", steal);
+  for (size_t k = 0; k < stats.nodes.size(); ++k) {
+    const compute::NodeStats& n = stats.nodes[k];
+    absl::StrAppendFormat(&line,
+                          "%s node %d busy %.4f s, items own %d + taken %d",
+                          k == 0 ? "" : ";", k, n.seconds - n.wait_seconds,
+                          n.own_items, n.stolen_items);
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 // Skew: the first half of the vertices holds nearly all the edges (a dense
@@ -420,6 +428,125 @@ TEST(MultiNodeTest, SkewedPullWorkIsStolen) {
     PrintBusy(steal, stats);
   }
   EXPECT_EQ(scores[0], scores[1]);
+}
+
+// Three ranges of `m` vertices each (m a multiple of 4096, so that a
+// split by vertices falls between them): in the first, runs of 64
+// vertices each a random graph of degree 24, in the second of degree 12
+// (every run a component, but the two runs joined by an arc), and short
+// paths hanging off the first in the third; symmetric.
+absl::StatusOr<store::Graph> TwoDenseRanges(uint32_t m, uint64_t seed) {
+  store::EdgeList e;
+  e.num_vertices = 3 * m;
+  uint64_t x = seed;
+  auto in_run = [&](uint32_t u) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<store::VertexId>(u / 64 * 64 + (x >> 33) % 64);
+  };
+  for (uint32_t u = 0; u < m; ++u) {
+    for (int k = 0; k < 24; ++k) e.Add(u, in_run(u));
+    for (int k = 0; k < 12; ++k) e.Add(m + u, in_run(m + u));
+  }
+  e.Add(m - 1, m);
+  for (uint32_t u = 2 * m; u < 3 * m; u += 4) {
+    e.Add(u % m, u);
+    for (uint32_t k = 0; k < 3; ++k) e.Add(u + k, u + k + 1);
+  }
+  return Symmetric(std::move(e));
+}
+
+// Runs cc on `cluster` everywhere, checks every node's labels against
+// `ref`, and returns the items taken over all nodes (-1 on a failure).
+int64_t ForestItemsTaken(EmbeddedCluster& cluster,
+                         const std::vector<store::VertexId>& ref) {
+  auto results = cluster.RunEverywhere([&](compute::Engine& engine) {
+    auto cc = algorithms::ConnectedComponents(engine);
+    engine.Finish();
+    return cc;
+  });
+  for (auto& cc : results) {
+    EXPECT_TRUE(cc.ok()) << cc.status();
+    if (!cc.ok()) return -1;
+    EXPECT_FALSE(reference::CompareExact(ref, *cc).any);
+  }
+  const compute::RunStats& stats = cluster.engine(0).stats();
+  EXPECT_FALSE(stats.supersteps.empty());
+  if (stats.supersteps.empty()) return -1;
+  // Phase 1 is the first superstep; the decision is the model's, the same
+  // on every node.
+  EXPECT_EQ(stats.supersteps[0].steal, "on");
+  int64_t taken = 0;
+  for (const compute::NodeStats& n : stats.nodes) taken += n.stolen_items;
+  PrintBusy(true, stats);
+  return taken;
+}
+
+// Afforest's local forests (cc on several nodes) with the same skew: node
+// 0's range holds nearly every arc of phase 1, so node 1 takes some of its
+// units, links their arcs in a forest of its own over node 0's range and
+// sends node 0 what that joined; the labels are the reference's either way.
+// Whether a taker claims an item before the owner has claimed them all
+// depends on scheduling (a loaded machine), so a run that took none is
+// tried again, up to three times.
+TEST(MultiNodeTest, SkewedForestIsStolen) {
+  // Sixteen 4096-vertex chunks, of which the sample reads four: the rest
+  // is the scan others may take. Runs of 64 vertices are the components,
+  // so a taken unit whose links went missing would show.
+  const uint32_t half = 65536;
+  absl::StatusOr<store::Graph> g = SkewedGraph(half, 777, /*group=*/64);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const auto ref = reference::ConnectedComponents(*g);
+  {
+    SCOPED_TRACE("no steal");
+    auto cluster = StartPushSplitByVertices(*g, 1, 2, "skewforest", false);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto results = (*cluster)->RunEverywhere([&](compute::Engine& engine) {
+      auto cc = algorithms::ConnectedComponents(engine);
+      engine.Finish();
+      return cc;
+    });
+    for (auto& cc : results) {
+      ASSERT_TRUE(cc.ok()) << cc.status();
+      EXPECT_FALSE(reference::CompareExact(ref, *cc).any);
+    }
+    const compute::RunStats& stats = (*cluster)->engine(0).stats();
+    ASSERT_EQ(stats.nodes.size(), 2u);
+    EXPECT_EQ(stats.nodes[0].own_end, half)
+        << "the split is not the skewed one";
+    EXPECT_EQ(stats.nodes[0].stolen_items + stats.nodes[1].stolen_items, 0u);
+  }
+  int64_t taken = 0;
+  for (int attempt = 0; attempt < 3 && taken == 0; ++attempt) {
+    SCOPED_TRACE(absl::StrFormat("steal, attempt %d", attempt));
+    auto cluster = StartPushSplitByVertices(*g, 1, 2, "skewforest", true);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    taken = ForestItemsTaken(**cluster, ref);
+    ASSERT_GE(taken, 0);
+  }
+  EXPECT_GT(taken, 0);
+}
+
+// Three nodes, two of them with dense ranges: the third takes from
+// either, holding a forest over each range it took from.
+TEST(MultiNodeTest, ForestsOverSeveralRangesAreTaken) {
+  const uint32_t m = 32768;  // eight chunks a range, four of them sampled
+  absl::StatusOr<store::Graph> g = TwoDenseRanges(m, 4242);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const auto ref = reference::ConnectedComponents(*g);
+  int64_t taken = 0;
+  for (int attempt = 0; attempt < 3 && taken == 0; ++attempt) {
+    SCOPED_TRACE(absl::StrFormat("attempt %d", attempt));
+    auto cluster = StartPushSplitByVertices(*g, 1, 2, "twodense", true,
+                                            Mode::kPush, /*nodes=*/3);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    const compute::RunStats& stats = (*cluster)->engine(0).stats();
+    taken = ForestItemsTaken(**cluster, ref);
+    ASSERT_GE(taken, 0);
+    ASSERT_EQ(stats.nodes.size(), 3u);
+    EXPECT_EQ(stats.nodes[0].own_end, m) << "the split is not by thirds";
+    EXPECT_EQ(stats.nodes[1].own_end, 2 * m) << "the split is not by thirds";
+  }
+  EXPECT_GT(taken, 0);
 }
 
 // With several compute nodes each keeps the block headers of its own range
