@@ -67,11 +67,13 @@ enum Phase : int { kFresh = 0, kPropagate = 1, kAcrossTheCut = 2 };
 // plain stores.
 class LocalForest {
  public:
-  LocalForest(VertexId begin, VertexId end)
+  // `taker`: a forest over another node's range (TakenForests), which
+  // needs no seen marks and no root labels.
+  LocalForest(VertexId begin, VertexId end, bool taker = false)
       : begin_(begin),
         parent_(end - begin),
         boundary_(end - begin, 0),
-        seen_(end - begin, 0) {
+        seen_(taker ? 0 : end - begin, 0) {
     std::iota(parent_.begin(), parent_.end(), begin);
   }
 
@@ -88,10 +90,14 @@ class LocalForest {
   bool failed() const { return false; }
   // Every vertex points at its root, whose label starts as its own id.
   void Compress() {
+    CompressRoots();
+    root_label_ = parent_;
+  }
+  // Every vertex points at its root.
+  void CompressRoots() {
     for (VertexId& p : parent_) {
       while (parent_[p - begin_] != p) p = parent_[p - begin_];
     }
-    root_label_ = parent_;
   }
   VertexId Root(VertexId v) const { return parent_[v - begin_]; }
   VertexId RootLabel(VertexId v) const {
@@ -159,7 +165,9 @@ bool InSample(VertexId begin, VertexId end, VertexId b, VertexId e) {
 // A taker's forests (stage 2 of phase 1): for each node whose units it
 // takes, a forest over that node's range, made when first needed, in which
 // it links the taken arcs inside the range and marks the taken vertices
-// with arcs leaving it.
+// with arcs leaving it. 5 bytes a vertex of each such range (the owner's
+// own forest takes 10 of its range): a compute node's memory outside the
+// cache bound, as the owner's forest is.
 class TakenForests {
  public:
   explicit TakenForests(Engine& engine)
@@ -172,7 +180,7 @@ class TakenForests {
     absl::MutexLock lock(&mu_);
     if (forests_[node] == nullptr) {
       const auto [begin, end] = engine_.RangeOf(node);
-      forests_[node] = std::make_unique<LocalForest>(begin, end);
+      forests_[node] = std::make_unique<LocalForest>(begin, end, true);
     }
     return *forests_[node];
   }
@@ -187,7 +195,7 @@ class TakenForests {
     for (int node = 0; node < static_cast<int>(forests_.size()); ++node) {
       if (forests_[node] == nullptr) continue;
       LocalForest& f = *forests_[node];
-      f.Compress();
+      f.CompressRoots();
       const auto [begin, end] = engine_.RangeOf(node);
       for (VertexId v = begin; v < end; ++v) {
         const VertexId root = f.Root(v);
