@@ -680,8 +680,10 @@ class Engine {
   // pulling the other way), but its frontier.
   coordinator::DirectionStep DirectionStepFor(Direction push_blocks,
                                               size_t value_bytes) const;
-  // Records a direction estimate, for the superstep's first operation.
-  void NoteDirectionEstimate(const coordinator::DirectionEstimate& e);
+  // Records a direction estimate and its measured input, for the
+  // superstep's first operation.
+  void NoteDirectionEstimate(const coordinator::DirectionStep& step,
+                             const coordinator::DirectionEstimate& e);
   // Sums of a pull Gather computed elsewhere (a GPU share): the vertices
   // [own_begin_, own_begin_ + sums.size()) take them once ready() returns
   // OK (it waits for them; the CPU threads gather the rest meanwhile).

@@ -1079,12 +1079,28 @@ coordinator::DirectionStep Engine::DirectionStepFor(Direction push_blocks,
   step.value_bytes = value_bytes;
   step.compute_nodes = compute_nodes();
   step.threads = threads();
+  // Every node's last push figures, as posted (the same on every node).
+  uint64_t arcs = 0, remote = 0, sent = 0;
+  for (const PushFigures& f : push_figures_) {
+    arcs += f.arcs;
+    remote += f.remote;
+    sent += f.sent;
+  }
+  if (compute_nodes() > 1 && arcs > 0) {
+    step.remote_share = static_cast<double>(remote) / static_cast<double>(arcs);
+    if (remote > 0) {
+      step.sent_per_remote =
+          static_cast<double>(sent) / static_cast<double>(remote);
+    }
+  }
   return step;
 }
 
-void Engine::NoteDirectionEstimate(const coordinator::DirectionEstimate& e) {
+void Engine::NoteDirectionEstimate(const coordinator::DirectionStep& step,
+                                   const coordinator::DirectionEstimate& e) {
   SuperstepStats& s = stats_.supersteps.back();
   if (!s.direction.empty()) return;  // the superstep's first operation's
+  s.est_push_remote_share = step.remote_share;
   s.est_pull_us = e.pull_us;
   s.est_push_us = e.push_us;
   s.est_pull_bytes = e.pull_bytes;
@@ -1098,12 +1114,13 @@ bool Engine::ChooseGatherPull(Direction neighbours, size_t value_bytes) {
     mode = Mode::kPull;  // no updates travel
     by = "update_mode";
   }
+  coordinator::DirectionStep step;
   coordinator::DirectionEstimate e;
   if (mode == Mode::kAuto) {
     by = "auto";
     // Every vertex sends along its arcs the other way: the push reads
     // those blocks whole.
-    coordinator::DirectionStep step = DirectionStepFor(
+    step = DirectionStepFor(
         neighbours == Direction::kIn ? Direction::kOut : Direction::kIn,
         value_bytes);
     step.every_vertex = true;
@@ -1116,7 +1133,7 @@ bool Engine::ChooseGatherPull(Direction neighbours, size_t value_bytes) {
   }
   const bool pull = mode == Mode::kPull;
   NoteDecision(pull ? 5 : 6);
-  NoteDirectionEstimate(e);
+  NoteDirectionEstimate(step, e);
   NoteEdgeOp(pull ? "pull" : "push", num_vertices(), by, num_arcs(), 0);
   return pull;
 }
@@ -1208,7 +1225,7 @@ bool Engine::ChoosePull(const PullPlan& p, const Frontier& frontier,
     e = coordinator::ChooseDirection(step, transport_cost_,
                                      options_.cost_constants);
     mode = e.pull ? Mode::kPull : Mode::kPush;
-    NoteDirectionEstimate(e);
+    NoteDirectionEstimate(step, e);
   } else if (mode == Mode::kAuto) {
     const uint64_t n = frontier.size();
     if (p.sticky) {

@@ -107,7 +107,8 @@ std::string ToJson(const RunStats& s) {
         "\"vertex_visits\": %d, \"rounds\": %d, "
         "\"wait_seconds\": %.6f, \"est_steal_gain_us\": %.1f, "
         "\"est_steal_cost_us\": %.1f, \"est_steal_residue_ns\": %.2f, "
-        "\"checkpoint\": %s, \"path_round_trips\": %d}",
+        "\"checkpoint\": %s, \"path_round_trips\": %d, "
+        "\"est_push_remote_share\": %.4f}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
@@ -119,7 +120,8 @@ std::string ToJson(const RunStats& s) {
         t.remote_arcs, t.pull_visits, t.pull_hits, t.gather_visits,
         t.vertex_visits, t.rounds, t.wait_seconds, t.est_steal_gain_us,
         t.est_steal_cost_us, t.est_steal_residue_ns,
-        t.checkpoint ? "true" : "false", t.path_round_trips);
+        t.checkpoint ? "true" : "false", t.path_round_trips,
+        t.est_push_remote_share);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

@@ -31,6 +31,10 @@ struct SuperstepStats {
   // (coordinator::ChooseDirection; per compute node).
   double est_pull_us = 0, est_push_us = 0;
   double est_pull_bytes = 0, est_push_bytes = 0;
+  // The share of a push's arcs to other nodes' vertices those estimates
+  // took, as measured on every node's last push (-1: not yet measured, or
+  // one compute node; the model then takes (N-1)/N).
+  double est_push_remote_share = -1;
   // How the first push EdgeMap's updates to other nodes' vertices travelled
   // ("batch", "atomic"; "local" with one compute node), who chose ("auto":
   // the update coordinator, from est_*; "flag": --update_mode), and the

@@ -154,14 +154,24 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
   }
   e.push_us = visits * k.push_ns_per_visit / 1000 / threads;
   if (step.compute_nodes > 1) {
-    const double remote = edges * (nodes - 1) / nodes;
+    const double others = (nodes - 1) / nodes;
+    const double remote =
+        edges *
+        (step.remote_share >= 0 ? std::min(1.0, step.remote_share) : others);
     // Combined per target: at most the other nodes' vertices.
-    const double entries = std::min(
-        remote, static_cast<double>(step.vertices) * (nodes - 1) / nodes);
+    const double entries =
+        std::min(remote * (step.sent_per_remote >= 0
+                               ? std::min(1.0, step.sent_per_remote)
+                               : 1.0),
+                 static_cast<double>(step.vertices) * others);
     const double entry_bytes = 4.0 + static_cast<double>(step.value_bytes);
     e.push_bytes += 2 * entries * entry_bytes;
-    e.push_us += remote * k.remote_update_ns / 1000 / threads +
-                 kExchangeRoundTrips * cost.round_trip_us + k.exchange_us;
+    // The update exchange's second round comes only when some node sent an
+    // update: with E expected over all nodes, at 1 - e^-E.
+    const double second = -std::expm1(-entries * nodes);
+    e.push_us +=
+        remote * k.remote_update_ns / 1000 / threads +
+        second * (kExchangeRoundTrips * cost.round_trip_us + k.exchange_us);
   }
   e.push_us += e.push_bytes * byte_us;
   e.pull = e.pull_us < e.push_us;

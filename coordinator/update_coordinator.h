@@ -130,6 +130,15 @@ struct DirectionStep {
   uint64_t value_bytes = 8;  // of one update
   int compute_nodes = 1;
   int threads = 1;  // per compute node
+  // With several compute nodes, as measured on the last pushes (every
+  // node's figures, as posted): the share of a push's arcs that end in
+  // other nodes' ranges, and the updates sent per such arc (after the
+  // candidate test and combining). Negative: not measured yet (arcs spread
+  // as the ranges are, and every one sent). A road network's ranges keep
+  // ~1% of the arcs across; taking (N-1)/N had priced a push's updates at
+  // 75x that on 4 nodes, and weighted SSSP pulled in half its steps there.
+  double remote_share = -1;
+  double sent_per_remote = -1;
 };
 
 struct DirectionEstimate {

@@ -219,6 +219,50 @@ TEST(RefreshTest, DemandReadsCostAtMostWhatTheBatchCosts) {
   EXPECT_EQ(coordinator::DemandBudget(1, 64, {0.01, 1e6}), 1u);
 }
 
+// With several nodes a push pays for the updates that leave its range as
+// measured on the last pushes, not as if arcs spread as the ranges do: a
+// road network's 4 ranges keep ~1% of the arcs across, so its pushes stay
+// pushes where (N-1)/N had made them pull; the update exchange's second
+// round counts only as likely as some node sending an update.
+TEST(DirectionTest, APushPaysForTheMeasuredShareOfItsArcsThatLeave) {
+  const coordinator::TransportCost local{0.1, 10000};
+  coordinator::DirectionStep road = DirectionAt(0, 0);
+  road.compute_nodes = 4;
+  road.pull_cached = road.push_cached = true;
+  const uint64_t spread = PullFrom(road, local);  // not measured: 3/4
+  road.remote_share = 0.01;
+  road.sent_per_remote = 1;
+  const uint64_t measured = PullFrom(road, local);
+  EXPECT_GT(measured, spread);
+  // Nothing leaves: nothing to send, and no second round.
+  coordinator::DirectionStep none = DirectionAt(1000, 32000);
+  none.compute_nodes = 4;
+  none.pull_cached = none.push_cached = true;
+  none.remote_share = 0;
+  coordinator::DirectionStep one = none;
+  one.compute_nodes = 1;
+  one.remote_share = -1;
+  const coordinator::DirectionEstimate e0 =
+      coordinator::ChooseDirection(none, local);
+  EXPECT_DOUBLE_EQ(e0.push_bytes, 0);
+  EXPECT_NEAR(e0.push_us, coordinator::ChooseDirection(one, local).push_us / 4,
+              1e-9);
+  // Every arc leaves and is sent: the unmeasured estimate's (N-1)/N is
+  // lower than that.
+  coordinator::DirectionStep all = none;
+  all.remote_share = 1;
+  all.sent_per_remote = 1;
+  coordinator::DirectionStep unmeasured = none;
+  unmeasured.remote_share = -1;
+  EXPECT_GT(coordinator::ChooseDirection(all, local).push_bytes,
+            coordinator::ChooseDirection(unmeasured, local).push_bytes);
+  // A share the candidate test and combining cut (a tenth sent).
+  coordinator::DirectionStep few = all;
+  few.sent_per_remote = 0.1;
+  EXPECT_NEAR(coordinator::ChooseDirection(few, local).push_bytes,
+              2 * 0.1 * 32000 / 4 * 12.0, 1e-6);
+}
+
 TEST(DirectionTest, APushThatKeepsBlocksPaysForTheBlocksItTouches) {
   coordinator::TransportCost tcp{40, 1000};
   coordinator::DirectionStep d = DirectionAt(1000, 32000);
