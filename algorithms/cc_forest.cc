@@ -146,6 +146,21 @@ struct ArcCounts {
   uint64_t arcs = 0, crossing = 0;
 };
 
+// Links u's arcs that stay in f's range and marks u when any leaves it;
+// returns how many leave.
+uint64_t LinkOrMark(LocalForest& f, VertexId u, std::span<const VertexId> out) {
+  uint64_t crossing = 0;
+  for (VertexId x : out) {
+    if (f.Owns(x)) {
+      f.Link(u, x);
+    } else {
+      f.MarkBoundary(u);
+      ++crossing;
+    }
+  }
+  return crossing;
+}
+
 // Whether [b, e) holds a chunk of phase 1's sample of the range
 // [begin, end): kSampleChunks chunks spread over it (all of a small
 // range). A function of the range alone, so any node can tell which of
@@ -175,8 +190,7 @@ class TakenForests {
 
   // The forest over the range holding v (another node's).
   LocalForest& Of(VertexId v) {
-    int node = 0;
-    while (engine_.RangeOf(node).second <= v) ++node;
+    const int node = engine_.OwnerOf(v);
     absl::MutexLock lock(&mu_);
     if (forests_[node] == nullptr) {
       const auto [begin, end] = engine_.RangeOf(node);
@@ -227,14 +241,7 @@ absl::StatusOr<ArcCounts> LinkOwnArcs(
         if (!forest.AnyUnseen(u, u + 1)) return;  // (u is own: the API's)
         forest.MarkSeen(u);
         counts[w].arcs += out.size();
-        for (VertexId x : out) {
-          if (forest.Owns(x)) {
-            forest.Link(u, x);
-          } else {
-            forest.MarkBoundary(u);
-            ++counts[w].crossing;
-          }
-        }
+        counts[w].crossing += LinkOrMark(forest, u, out);
       }));
   ArcCounts all;
   for (const ArcCounts& c : counts) {
@@ -257,9 +264,7 @@ absl::Status LinkRestShared(Engine& engine, LocalForest& forest, bool sampled) {
                                                            VertexId e) {
     if (b < own_end && e > own_begin) return forest.AnyUnseen(b, e);
     if (!sampled) return true;
-    int node = 0;
-    while (engine.RangeOf(node).second <= b) ++node;
-    const auto [begin, end] = engine.RangeOf(node);
+    const auto [begin, end] = engine.RangeOf(engine.OwnerOf(b));
     return !InSample(begin, end, b, e);
   };
   TakenForests taken(engine);
@@ -271,24 +276,11 @@ absl::Status LinkRestShared(Engine& engine, LocalForest& forest, bool sampled) {
           [&](int, VertexId u, std::span<const VertexId> out) {
             if (!forest.AnyUnseen(u, u + 1)) return;
             forest.MarkSeen(u);
-            for (VertexId x : out) {
-              if (forest.Owns(x)) {
-                forest.Link(u, x);
-              } else {
-                forest.MarkBoundary(u);
-              }
-            }
+            LinkOrMark(forest, u, out);
           },
           [&](int w, VertexId u, std::span<const VertexId> out) {
             if (last[w] == nullptr || !last[w]->Owns(u)) last[w] = &taken.Of(u);
-            LocalForest& theirs = *last[w];
-            for (VertexId x : out) {
-              if (theirs.Owns(x)) {
-                theirs.Link(u, x);
-              } else {
-                theirs.MarkBoundary(u);
-              }
-            }
+            LinkOrMark(*last[w], u, out);
           }));
   if (!shared) return absl::OkStatus();
   const std::vector<compute::RemoteUpdate<uint64_t>> links = taken.Links();

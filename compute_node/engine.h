@@ -312,7 +312,9 @@ class Engine {
   template <typename T>
   absl::StatusOr<std::vector<RemoteUpdate<T>>> SendToOwners(
       std::span<const RemoteUpdate<T>> sorted);
-  // Compute node k's vertex range [first, second).
+  // The compute node whose range holds v, and compute node k's vertex
+  // range [first, second).
+  int OwnerOf(VertexId v) const;
   std::pair<VertexId, VertexId> RangeOf(int node) const {
     std::span<const uint64_t> b = cluster_->bounds();
     return {static_cast<VertexId>(b[node]), static_cast<VertexId>(b[node + 1])};
@@ -460,6 +462,11 @@ class Engine {
   // after the scan scan_shared_ says whether it was shared.
   // The vertices and arcs scanned are counted into the superstep's
   // `visits` field (a pull's by default; a Gather's, a push Gather's).
+  // ForEachAdjacency and ForEachAdjacencyShared: `own` for this node's
+  // vertices, `taken` for those of units taken from other nodes.
+  absl::Status ScanAdjacency(
+      Direction d, const std::function<bool(VertexId, VertexId)>* want,
+      const AdjacencyFn& own, const AdjacencyFn& taken, bool may_steal);
   // `once`: a scan whose owner READs its blocks as a taker does (they are
   // not kept between steps), so a taken unit costs its taker little more.
   absl::Status ScanBlocks(
@@ -844,7 +851,6 @@ class Engine {
     outbox_.resize(threads());
     for (auto& b : outbox_) b.Reset(num_vertices());
   }
-  int OwnerOf(VertexId v) const;
   // The pages [first, last) of state array `a` that hold this node's
   // vertices (ranges start on page boundaries; all pages with one node).
   std::pair<uint64_t, uint64_t> OwnPages(const StateArrayBase& a) const;

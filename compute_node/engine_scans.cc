@@ -1393,29 +1393,25 @@ absl::StatusOr<uint64_t> Engine::Degree(Direction d, VertexId v) {
 absl::Status Engine::ForEachAdjacency(
     Direction d, const std::function<bool(VertexId, VertexId)>* want,
     const AdjacencyFn& fn) {
-  DMG_RETURN_IF_ERROR(Prepare());
-  NoteEdgeOp("pull", num_vertices());
-  std::vector<Assembler> assemblers(threads());
-  return Fail(ScanBlocks(
-      d, want,
-      [&](int w, uint32_t, const BlockView& b, bool continues) {
-        ForEachWholeVertex(assemblers[w], b, continues,
-                           [&](VertexId v, std::span<const VertexId> nbrs) {
-                             if (Owns(v)) fn(w, v, nbrs);
-                           });
-      },
-      /*may_steal=*/false, &SuperstepStats::pull_visits));
+  return ScanAdjacency(d, want, fn, fn, /*may_steal=*/false);
 }
 
 absl::StatusOr<bool> Engine::ForEachAdjacencyShared(
     Direction d, const std::function<bool(VertexId, VertexId)>* want,
     const AdjacencyFn& own, const AdjacencyFn& taken) {
+  DMG_RETURN_IF_ERROR(ScanAdjacency(d, want, own, taken, /*may_steal=*/true));
+  return scan_shared_;
+}
+
+absl::Status Engine::ScanAdjacency(
+    Direction d, const std::function<bool(VertexId, VertexId)>* want,
+    const AdjacencyFn& own, const AdjacencyFn& taken, bool may_steal) {
   DMG_RETURN_IF_ERROR(Prepare());
   NoteEdgeOp("pull", num_vertices());
   std::vector<Assembler> assemblers(threads());
   // A unit's vertices are those of the node whose work item the worker is
   // on: this node's, or (stage 2) the one it took the item from.
-  DMG_RETURN_IF_ERROR(Fail(ScanBlocks(
+  return Fail(ScanBlocks(
       d, want,
       [&](int w, uint32_t, const BlockView& b, bool continues) {
         // (Plain variables: clang 14 lets no lambda capture a structured
@@ -1428,8 +1424,7 @@ absl::StatusOr<bool> Engine::ForEachAdjacencyShared(
                              if (v >= begin && v < end) fn(w, v, nbrs);
                            });
       },
-      /*may_steal=*/true, &SuperstepStats::pull_visits, /*once=*/true)));
-  return scan_shared_;
+      may_steal, &SuperstepStats::pull_visits, /*once=*/true));
 }
 
 absl::Status Engine::ForEachNeighbourhood(Direction d, const PickFn& pick,
