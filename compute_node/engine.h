@@ -1010,6 +1010,9 @@ class Engine {
   static constexpr uint64_t kTimedInbox = 256;
   PushFigures own_push_;
   std::vector<PushFigures> push_figures_;  // every node's, as last posted
+  // Their arcs, remote arcs and updates sent, summed over the nodes (the
+  // same on every node).
+  PushFigures PushTotals() const;
   // Per owner: the ns per unit of push work taken from it that stays with
   // it (its share of arcs to its own vertices comes back as updates to
   // apply), from the posted figures (the same on every node).

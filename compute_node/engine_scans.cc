@@ -692,6 +692,16 @@ void Engine::MeasuredPrices(int kind, std::span<const double> work,
   }
 }
 
+Engine::PushFigures Engine::PushTotals() const {
+  PushFigures all;
+  for (const PushFigures& f : push_figures_) {
+    all.arcs += f.arcs;
+    all.remote += f.remote;
+    all.sent += f.sent;
+  }
+  return all;
+}
+
 std::vector<double> Engine::PushResidueNs() const {
   // A taken arc to the owner's own vertex reaches it as an inbox update
   // (after the taker's candidate test and combining: the updates sent per
@@ -700,15 +710,11 @@ std::vector<double> Engine::PushResidueNs() const {
   // spread evenly and an apply as half a push's visit (the visit without
   // the arc's read).
   const int n = compute_nodes();
-  uint64_t sent = 0, remote = 0;
-  for (const PushFigures& f : push_figures_) {
-    sent += f.sent;
-    remote += f.remote;
-  }
-  const double per_arc = remote > 0
-                             ? std::min(1.0, static_cast<double>(sent) /
-                                                 static_cast<double>(remote))
-                             : 1.0;
+  const PushFigures all = PushTotals();
+  const double per_arc =
+      all.remote > 0 ? std::min(1.0, static_cast<double>(all.sent) /
+                                         static_cast<double>(all.remote))
+                     : 1.0;
   std::vector<double> residue(n, 0.0);
   for (int k = 0; k < n && k < static_cast<int>(push_figures_.size()); ++k) {
     const PushFigures& f = push_figures_[k];
@@ -1079,18 +1085,13 @@ coordinator::DirectionStep Engine::DirectionStepFor(Direction push_blocks,
   step.value_bytes = value_bytes;
   step.compute_nodes = compute_nodes();
   step.threads = threads();
-  // Every node's last push figures, as posted (the same on every node).
-  uint64_t arcs = 0, remote = 0, sent = 0;
-  for (const PushFigures& f : push_figures_) {
-    arcs += f.arcs;
-    remote += f.remote;
-    sent += f.sent;
-  }
-  if (compute_nodes() > 1 && arcs > 0) {
-    step.remote_share = static_cast<double>(remote) / static_cast<double>(arcs);
-    if (remote > 0) {
+  const PushFigures all = PushTotals();
+  if (compute_nodes() > 1 && all.arcs > 0) {
+    step.remote_share =
+        static_cast<double>(all.remote) / static_cast<double>(all.arcs);
+    if (all.remote > 0) {
       step.sent_per_remote =
-          static_cast<double>(sent) / static_cast<double>(remote);
+          static_cast<double>(all.sent) / static_cast<double>(all.remote);
     }
   }
   return step;

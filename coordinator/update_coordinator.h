@@ -135,8 +135,8 @@ struct DirectionStep {
   // other nodes' ranges, and the updates sent per such arc (after the
   // candidate test and combining). Negative: not measured yet (arcs spread
   // as the ranges are, and every one sent). A road network's ranges keep
-  // ~1% of the arcs across; taking (N-1)/N had priced a push's updates at
-  // 75x that on 4 nodes, and weighted SSSP pulled in half its steps there.
+  // ~0.1-0.4% of the arcs across; taking (N-1)/N on 4 nodes, weighted SSSP
+  // on road-NY pulled in half its steps.
   double remote_share = -1;
   double sent_per_remote = -1;
 };
