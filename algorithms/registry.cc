@@ -19,10 +19,19 @@ std::string Counted(uint64_t n, absl::string_view what) {
                                            : absl::string_view("s"));
 }
 
-template <typename T>
-int64_t CountIf(const Values& values, bool (*keep)(T)) {
-  const auto& v = std::get<std::vector<T>>(values);
-  return std::count_if(v.begin(), v.end(), keep);
+// A figure over a result, reduced with Op over the vertices this node
+// counts (ResultRange: its own range where each node holds only that) and
+// then over the nodes. `of(v, value)` gives vertex v's term.
+template <typename Op, typename T, typename Of>
+absl::StatusOr<int64_t> OverResult(compute::Engine& e,
+                                   const std::vector<T>& values, Of of) {
+  int64_t mine = Op::template Identity<int64_t>();
+  const auto [begin, end] = e.ResultRange();
+  for (VertexId v = begin; v < end && v < values.size(); ++v) {
+    mine = Op::Combine(mine, static_cast<int64_t>(of(v, values[v])));
+  }
+  if (!e.ResultSplit()) return mine;
+  return e.AllReduce<Op>(mine);
 }
 
 // Exact comparison of per-vertex values of type T.
@@ -97,9 +106,11 @@ std::vector<Algorithm> MakeRegistry() {
       .run = [](compute::Engine& e,
                 const Params& p) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(std::vector<int32_t> depth, Bfs(e, p.source));
+        DMG_ASSIGN_OR_RETURN(
+            const int64_t reached,
+            OverResult<compute::Add>(
+                e, depth, [](VertexId, int32_t d) { return d >= 0; }));
         Outcome o{std::move(depth), ""};
-        const int64_t reached =
-            CountIf<int32_t>(o.values, [](int32_t d) { return d >= 0; });
         o.detail = absl::StrFormat("source %d, %d reached", p.source, reached);
         o.counts = {{"reached", reached}};
         return o;
@@ -123,13 +134,13 @@ std::vector<Algorithm> MakeRegistry() {
           DMG_ASSIGN_OR_RETURN(
               std::vector<VertexId> label,
               afforest ? ConnectedComponents(e) : ConnectedComponentsLp(e));
-          uint64_t components = 0;
-          for (size_t v = 0; v < label.size(); ++v) {
-            components += label[v] == v;
-          }
+          DMG_ASSIGN_OR_RETURN(
+              const int64_t components,
+              OverResult<compute::Add>(
+                  e, label, [](VertexId v, VertexId l) { return l == v; }));
           Outcome o{std::move(label),
                     Counted(components, "component")};
-          o.counts = {{"components", static_cast<int64_t>(components)}};
+          o.counts = {{"components", components}};
           return o;
         },
         .reference = [](const store::Graph& g,
@@ -149,9 +160,12 @@ std::vector<Algorithm> MakeRegistry() {
                 const Params& p) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(std::vector<int64_t> dist,
                              Sssp(e, p.source, p.unit_weights));
+        DMG_ASSIGN_OR_RETURN(
+            const int64_t reached,
+            OverResult<compute::Add>(e, dist, [](VertexId, int64_t d) {
+              return d != kInfDistance;
+            }));
         Outcome o{std::move(dist), ""};
-        const int64_t reached = CountIf<int64_t>(
-            o.values, [](int64_t d) { return d != kInfDistance; });
         o.detail = absl::StrFormat("source %d, %d reached", p.source, reached);
         o.counts = {{"reached", reached}};
         return o;
@@ -216,8 +230,12 @@ std::vector<Algorithm> MakeRegistry() {
       .flags = {},
       .run = [](compute::Engine& e, const Params&) -> absl::StatusOr<Outcome> {
         DMG_ASSIGN_OR_RETURN(std::vector<uint32_t> core, KCore(e));
-        uint32_t largest = 0;
-        for (uint32_t c : core) largest = std::max(largest, c);
+        // 0 for a graph without vertices (Max's identity is the lowest).
+        DMG_ASSIGN_OR_RETURN(
+            int64_t largest,
+            OverResult<compute::Max>(e, core,
+                                     [](VertexId, uint32_t c) { return c; }));
+        largest = std::max<int64_t>(largest, 0);
         Outcome o{std::move(core), absl::StrFormat("largest core %d", largest)};
         o.counts = {{"largest_core", largest}};
         return o;

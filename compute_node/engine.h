@@ -149,10 +149,13 @@ struct EngineOptions {
   uint64_t signature = 0;
   std::string job;
   // With several compute nodes: whether Result() READs the whole array on
-  // every node (false: on node 0 alone, the others get an empty vector;
-  // dmg run, where node 0 alone reports, so that the others do not each
-  // READ the whole result).
+  // every node (tests). False (dmg run): each node READs its own range and
+  // checks it against its copy, so that what the job reads back splits
+  // over the nodes as its state does; with whole_result node 0 (which
+  // writes --output, --top or --verify) READs the rest too. A figure over
+  // a result is then summed over the nodes (ResultRange, ResultSplit).
   bool results_everywhere = true;
+  bool whole_result = false;
   // The GPU's share of this node's range (issue 40): opens the share
   // kernels for [begin, end) of a graph of num_vertices vertices (dmg run:
   // gpu::ShareKernels::Open; tests: a host fake). Empty: no GPU. GatherSum
@@ -354,9 +357,23 @@ class Engine {
   void set_signature(uint64_t signature) { options_.signature = signature; }
   int superstep() const { return superstep_; }
   // The final version of a state array, read back from the memory node
-  // (an open superstep is ended first).
+  // (an open superstep is ended first). Every element is read unless the
+  // result is split (ResultSplit): then only [ResultRange) is, and the
+  // others hold the array's initial value.
   template <typename T>
   absl::StatusOr<std::vector<T>> Result(State<T>& state);
+  // Whether Result leaves this node only its own range, so that a figure
+  // over the result is this node's part of one summed over the nodes
+  // (AllReduce): the same on every node of a job.
+  bool ResultSplit() const {
+    return compute_nodes() > 1 && !options_.results_everywhere;
+  }
+  // The elements of Result's vector this node counts: its own range when
+  // the result is split, else all of them.
+  std::pair<VertexId, VertexId> ResultRange() const {
+    if (ResultSplit()) return {own_begin_, own_end_};
+    return {0, static_cast<VertexId>(num_vertices())};
+  }
 
   // ---- The run ---------------------------------------------------------
   // False after a transport failure; cleanup then skips remote frees (the
@@ -385,6 +402,13 @@ class Engine {
   absl::Status Prepare(bool open_superstep = true, bool fetch_pending = true);
   // READs every state array's pending lines (lazy refresh, state_array.h).
   absl::Status FetchPendingState();
+  // Arms a shared dense scan's reads of other nodes' changes
+  // (ScanBlocksShared).
+  void ArmSharedScanReads();
+  // Before a taken block's work (a pull's or a gather's): the pending lines
+  // of its vertices and their neighbours, in one batch an array, instead of
+  // a line at a touch.
+  void FetchPendingOfBlock(int w, const BlockView& b);
   // What the next operation's accessors READ when they touch a pending
   // line: all of that array's pending lines, or the line alone
   // (StateArrayBase::FetchAllOnTouch); all of them after the first few
@@ -974,11 +998,18 @@ class Engine {
   bool scan_shared_ = false;
   // Per kind of dense scan that may steal (0: a pull's blocks, 1: a
   // bottom-up step's prefixes): this node's measured time for its own
-  // share in its last such scan (ns; a shared scan's own items' time scaled
-  // to all of them), posted in every collective's header; and every node's
-  // as last posted (the steal model's measured input, the same on every
-  // node; 0 where a node has posted none yet).
+  // share, the least of its last kScanHistory such scans (ns; a shared
+  // scan's own items' time scaled to all of them), posted in every
+  // collective's header; and every node's as last posted (the steal
+  // model's measured input, the same on every node; 0 where a node has
+  // posted none yet, or has measured only one scan). The least, because
+  // what else shares a node's cores only ever slows a scan: one slow scan
+  // is no reason to take work from that node in the next step, a node slow
+  // in every one is (NoteOwnScan).
+  static constexpr int kScanHistory = 3;
   uint64_t own_scan_ns_[2] = {0, 0};
+  std::vector<uint64_t> own_scan_history_[2];
+  void NoteOwnScan(int kind, uint64_t ns);
   std::vector<uint64_t> scan_ns_[2];
   // The kinds of work round (own_scan_ns_'s two, and a push's chunks).
   static constexpr int kPullScan = 0, kPrefixScan = 1, kPushScan = 2;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/run_clock.h"
 #include "common/status_macros.h"
 #include "compute_node/engine.h"
 #include "coordinator/update_coordinator.h"
@@ -70,6 +71,15 @@ uint64_t ElapsedNs(std::chrono::steady_clock::time_point start) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::steady_clock::now() - start)
           .count());
+}
+
+// A parallel scan's working time: its wall time less its workers' mean
+// run-queue wait (common/run_clock.h).
+uint64_t WorkingNs(std::chrono::steady_clock::time_point start,
+                   uint64_t waited_ns, int workers) {
+  const uint64_t wall = ElapsedNs(start);
+  const uint64_t waited = waited_ns / std::max(1, workers);
+  return wall > waited ? wall - waited : 0;
 }
 
 // A shared scan's measure of this node's share: the time its workers spent
@@ -291,12 +301,18 @@ absl::StatusOr<bool> Engine::ScanPrefixes(Direction d,
   }
   const VertexId base = own_begin_;
   const auto start = std::chrono::steady_clock::now();
+  std::atomic<uint64_t> waited{0};
   absl::Status status = scheduler_.ForRanges(
       own_end_ - own_begin_, kChunk, [&](int w, uint64_t begin, uint64_t end) {
-        return scan_chunk(w, base + begin, base + end);
+        const RunClock clock;
+        absl::Status done = scan_chunk(w, base + begin, base + end);
+        waited.fetch_add(clock.WaitedNs(), std::memory_order_relaxed);
+        return done;
       });
   if (!status.ok()) return Fail(status);
-  if (may_steal) own_scan_ns_[1] = ElapsedNs(start);
+  if (may_steal) {
+    NoteOwnScan(kPrefixScan, WorkingNs(start, waited.load(), threads()));
+  }
   return true;
 }
 
@@ -322,7 +338,7 @@ absl::Status Engine::RunSharedChunks(
         return scan_chunk(w, begin, end);
       }));
   // (A node whose items were all taken keeps its last measure.)
-  if (own_ns > 0) own_scan_ns_[1] = own_ns;
+  if (own_ns > 0) NoteOwnScan(kPrefixScan, own_ns);
   return absl::OkStatus();
 }
 
@@ -402,11 +418,13 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
     arc_counts_[w].pulled +=
         dir[i].vertex_count + (end_edge - dir[i].first_edge);
     if (const BlockView* v = hot ? hot->View(i, p) : nullptr) {
+      if (!own && !once) FetchPendingOfBlock(w, *v);
       fn(w, i, *v, continues(i));
       if (record && own) RecordSources(k, *v);
       return absl::OkStatus();
     }
     DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
+    if (!own && !once) FetchPendingOfBlock(w, b);
     fn(w, i, b, continues(i));
     if (record && own) RecordSources(k, b);
     return absl::OkStatus();
@@ -431,15 +449,21 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
       }
       units = wanted;
     }
+    std::atomic<uint64_t> waited{0};
     DMG_RETURN_IF_ERROR(Fail(
         scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
-          return source_->Stream(
+          const RunClock clock;
+          absl::Status done = source_->Stream(
               w, d, units, cursor, [](size_t) {},
               [&](uint32_t i, const std::byte* p, uint32_t len) {
                 return block(w, i, p, len, /*own=*/true);
               });
+          waited.fetch_add(clock.WaitedNs(), std::memory_order_relaxed);
+          return done;
         })));
-    if (may_steal) own_scan_ns_[0] = ElapsedNs(start);
+    if (may_steal) {
+      NoteOwnScan(kPullScan, WorkingNs(start, waited.load(), threads()));
+    }
   }
   for (ArcCount& c : arc_counts_) {
     stats_.supersteps.back().*visits += c.pulled;
@@ -462,9 +486,7 @@ absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
   const std::span<const uint64_t> bounds = cluster_->bounds();
   std::vector<uint64_t> counts(nodes);
   for (int n = 0; n < nodes; ++n) counts[n] = node_units_[k][n].size();
-  // Taken units' sources and candidates are anywhere: pending lines are
-  // READ as touched, then in one batch (as for a shared push).
-  ArmPendingReads(/*all_on_touch=*/true);
+  ArmSharedScanReads();
   ClearOutboxes();
   DMG_ASSIGN_OR_RETURN(
       const uint64_t own_ns,
@@ -489,8 +511,51 @@ absl::Status Engine::ScanBlocksShared(Direction d, const RangeFn* want,
                              });
       }));
   // (A node whose items were all taken keeps its last measure.)
-  if (own_ns > 0) own_scan_ns_[0] = own_ns;
+  if (own_ns > 0) NoteOwnScan(kPullScan, own_ns);
   return absl::OkStatus();
+}
+
+void Engine::NoteOwnScan(int kind, uint64_t ns) {
+  std::vector<uint64_t>& h = own_scan_history_[kind];
+  if (h.size() == kScanHistory) h.erase(h.begin());
+  h.push_back(ns);
+  // One scan alone says nothing yet (0: the directory's estimate decides).
+  own_scan_ns_[kind] = h.size() < 2 ? 0 : *std::min_element(h.begin(), h.end());
+}
+
+void Engine::FetchPendingOfBlock(int w, const BlockView& b) {
+  const VertexId first = b.first_vertex();
+  const VertexId end = first + b.vertex_count();
+  if (first == end) return;
+  const std::span<const VertexId> from = b.targets(first);
+  const std::span<const VertexId> to = b.targets(end - 1);
+  const std::span<const VertexId> neighbours(
+      from.data(), static_cast<size_t>(to.data() + to.size() - from.data()));
+  for (size_t i = 0; i < placed_; ++i) {
+    states_[i]->FetchPendingOf(w, neighbours, first, end);
+  }
+}
+
+void Engine::ArmSharedScanReads() {
+  // The owner's units read what the operation armed (a pull's or a
+  // gather's: the lines its own blocks' sources are in, in one batch). A
+  // taken unit's sources and candidates are anywhere: the accessors keep
+  // checking, READing a line at a touch until that has cost what one batch
+  // of the rest costs (coordinator::DemandBudget). A node that takes
+  // nothing READs no more than when it scans alone.
+  bool armed = true;
+  for (size_t i = 0; i < placed_; ++i) {
+    armed = armed && states_[i]->fetches_all_on_touch();
+  }
+  if (!armed) ArmPendingReads(/*all_on_touch=*/true);
+  for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
+    StateArrayBase& a = *states_[i];
+    a.KeepChecks(a.any_pending()
+                     ? coordinator::DemandBudget(a.pending_lines(),
+                                                 StateArrayBase::kLineBytes,
+                                                 transport_cost_)
+                     : 0);
+  }
 }
 
 bool Engine::AllCached(Direction d) const {
@@ -584,10 +649,10 @@ absl::StatusOr<uint64_t> Engine::RunWorkRound(int kind,
       taking_[w] = mine ? 0 : 1;
       work_range_[w] = {static_cast<VertexId>(bounds[node]),
                         static_cast<VertexId>(bounds[node + 1])};
-      const auto start = std::chrono::steady_clock::now();
+      const RunClock clock;
       absl::Status done = run(w, node, item);
       (mine ? own_ns : taken_ns)
-          .fetch_add(ElapsedNs(start), std::memory_order_relaxed);
+          .fetch_add(clock.ElapsedNs(), std::memory_order_relaxed);
       taking_[w] = 0;
       work_range_[w] = {own_begin_, own_end_};
       return done;

@@ -557,28 +557,19 @@ uint64_t StateArrayBase::ReferencedLines(uint64_t page) const {
   return lines;
 }
 
-void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
-  MutexLock lock(&fetch_mu_);
-  if (read_failed_.load(std::memory_order_relaxed)) return;
-  if (bulk_taken_.load(std::memory_order_relaxed)) {
-    // The batch was READ while this worker waited, perhaps without its
-    // line.
-    if (LineIsPending(line)) FetchLine(worker, line);
-    return;
-  }
+bool StateArrayBase::ReadPendingBatch(int worker, bool filtered, bool* left) {
   transport::Endpoint& ep = endpoint(worker);
   // The words to clear once READ: (page, now bits, old bits).
   struct Taken {
     uint64_t page, now, old;
   };
   std::vector<Taken> taken;
-  bool left = false;  // pending lines outside referenced_
   for (uint64_t p = 0; p < pages_; ++p) {
     uint64_t now = pending_.now(p);
     uint64_t old = pending_.old(p);
     if ((now | old) == 0) continue;
-    const uint64_t wanted = ReferencedLines(p);
-    left = left || ((now | old) & ~wanted) != 0;
+    const uint64_t wanted = filtered ? ReferencedLines(p) : ~uint64_t{0};
+    *left = *left || ((now | old) & ~wanted) != 0;
     now &= wanted;
     old &= wanted;
     if ((now | old) == 0) continue;
@@ -589,15 +580,29 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
     MutexLock error_lock(&error_mu_);
     if (error_.ok()) error_ = s;
     read_failed_.store(true, std::memory_order_relaxed);
-    return;  // stays pending; the error ends the job
+    return false;  // stays pending; the error ends the job
   }
   for (const Taken& t : taken) pending_.Clear(t.page, t.now, t.old);
+  return true;
+}
+
+void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
+  MutexLock lock(&fetch_mu_);
+  if (read_failed_.load(std::memory_order_relaxed)) return;
+  if (bulk_taken_.load(std::memory_order_relaxed)) {
+    // The batch was READ while this worker waited, perhaps without its
+    // line.
+    if (LineIsPending(line)) FetchLine(worker, line);
+    return;
+  }
+  bool left = false;  // pending lines outside referenced_
+  if (!ReadPendingBatch(worker, /*filtered=*/true, &left)) return;
   if (left) {
     // The rest is READ a line at a touch, or, under the operation's
     // promise, never touched; the line this worker touched, now.
     if (LineIsPending(line)) FetchLine(worker, line);
     bulk_taken_.store(true, std::memory_order_release);
-    if (referenced_ != nullptr) {
+    if (referenced_ != nullptr && !keep_checks_) {
       checks_suspended_ = true;
       any_pending_.store(false, std::memory_order_release);
     }
@@ -605,6 +610,65 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   }
   // Nothing is marked pending during an operation: the copy is current,
   // and the accessors' check can stop.
+  any_pending_.store(false, std::memory_order_release);
+}
+
+void StateArrayBase::FetchPendingOf(int worker,
+                                    std::span<const store::VertexId> vertices,
+                                    store::VertexId first,
+                                    store::VertexId end) {
+  if (!resident() || !any_pending_.load(std::memory_order_acquire) ||
+      read_failed_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  std::vector<uint64_t> lines;
+  const uint64_t last = std::min<uint64_t>(end, n_);
+  for (uint64_t line = first * elem_ / kLineBytes;
+       first < last && line <= (last - 1) * elem_ / kLineBytes; ++line) {
+    if (LineIsPending(line)) lines.push_back(line);
+  }
+  for (const store::VertexId v : vertices) {
+    const uint64_t line = uint64_t{v} * elem_ / kLineBytes;
+    if (v < n_ && LineIsPending(line)) lines.push_back(line);
+  }
+  if (lines.empty()) return;
+  std::sort(lines.begin(), lines.end());
+  struct Taken {
+    uint64_t page, now, old;
+  };
+  std::vector<Taken> taken;
+  transport::Endpoint& ep = endpoint(worker);
+  for (size_t j = 0; j < lines.size();) {
+    const uint64_t page = lines[j] / 64;
+    uint64_t bits = 0;
+    for (; j < lines.size() && lines[j] / 64 == page; ++j) {
+      bits |= uint64_t{1} << (lines[j] % 64);
+    }
+    const uint64_t now = pending_.now(page) & bits;
+    const uint64_t old = pending_.old(page) & bits;
+    if ((now | old) == 0) continue;  // READ by another worker meanwhile
+    QueuePendingRuns(ep, page, now, old);
+    taken.push_back({page, now, old});
+  }
+  if (absl::Status s = ep.Flush(); !s.ok()) {
+    MutexLock error_lock(&error_mu_);
+    if (error_.ok()) error_ = s;
+    read_failed_.store(true, std::memory_order_relaxed);
+    return;  // stays pending; the error ends the job
+  }
+  for (const Taken& t : taken) pending_.Clear(t.page, t.now, t.old);
+}
+
+void StateArrayBase::FetchRestPending(int worker, uint64_t line) {
+  MutexLock lock(&fetch_mu_);
+  if (read_failed_.load(std::memory_order_relaxed)) return;
+  if (!any_pending_.load(std::memory_order_relaxed)) {
+    // READ while this worker waited.
+    if (LineIsPending(line)) FetchLine(worker, line);
+    return;
+  }
+  bool left = false;
+  if (!ReadPendingBatch(worker, /*filtered=*/false, &left)) return;
   any_pending_.store(false, std::memory_order_release);
 }
 

@@ -271,10 +271,29 @@ class StateArrayBase : public PageSource {
     ResumeChecks();
     fetch_all_ = all;
     referenced_ = referenced;
+    keep_checks_ = false;
     bulk_taken_.store(false, std::memory_order_relaxed);
     demand_left_.store(static_cast<int64_t>(demand), std::memory_order_relaxed);
   }
   bool any_pending() const { return any_pending_; }
+  // Whether FetchAllOnTouch armed a batch for this operation.
+  bool fetches_all_on_touch() const { return fetch_all_; }
+  // For a scan others may take units of (until the next FetchAllOnTouch):
+  // the batch READs only the referenced lines, as armed, but the accessors
+  // keep checking the rest, which a taken unit may touch anywhere: READ a
+  // line at a touch, then, after `rest_budget` of them (what the batch
+  // would cost), all that are left in one batch.
+  // READs in one batch the pending lines holding any of `vertices` or of
+  // [first, end) (a taken block's neighbours and its own vertices), before
+  // its work would touch them one at a time. Resident arrays; an error is
+  // kept as a touch's is.
+  void FetchPendingOf(int worker, std::span<const store::VertexId> vertices,
+                      store::VertexId first, store::VertexId end);
+  void KeepChecks(uint64_t rest_budget) {
+    keep_checks_ = true;
+    rest_left_.store(static_cast<int64_t>(rest_budget),
+                     std::memory_order_relaxed);
+  }
   // Ends what FetchAllOnTouch's promise allowed (at the operation's end).
   void ResumeChecks() {
     if (checks_suspended_) {
@@ -458,6 +477,9 @@ class StateArrayBase : public PageSource {
       if (fetch_all_ && !bulk_taken_.load(std::memory_order_acquire) &&
           demand_left_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
         FetchAllPending(worker, line);
+      } else if (keep_checks_ && bulk_taken_.load(std::memory_order_acquire) &&
+                 rest_left_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+        FetchRestPending(worker, line);
       } else {
         if (touch_hook_for_test != nullptr) touch_hook_for_test();
         FetchLine(worker, line);
@@ -487,6 +509,8 @@ class StateArrayBase : public PageSource {
   std::atomic<int64_t> demand_left_ = 0;  // lines before the batch
   // Lines are pending but the accessors do not check (FetchAllOnTouch).
   bool checks_suspended_ = false;
+  bool keep_checks_ = false;            // KeepChecks
+  std::atomic<int64_t> rest_left_ = 0;  // lines before the rest's batch
 
  private:
   // What Materialize and Adopt share: the local copy or the cache's pages,
@@ -615,6 +639,13 @@ class StateArrayBase : public PageSource {
   // worker that touched `line`; the others that touch one meanwhile wait
   // for it. Lines leave the bitmaps only once READ (as in FetchLine).
   [[gnu::noinline]] void FetchAllPending(int worker, uint64_t line);
+  // KeepChecks' second batch: every line still pending.
+  [[gnu::noinline]] void FetchRestPending(int worker, uint64_t line);
+  // The batch both READ: the pending lines (only referenced_'s when
+  // `filtered`), cleared once READ. Sets *left when pending lines remain
+  // outside the filter; false when the READ failed (the error is kept).
+  bool ReadPendingBatch(int worker, bool filtered, bool* left)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_mu_);
   // The lines of page `page` holding a vertex referenced_ sets.
   uint64_t ReferencedLines(uint64_t page) const;
   // Queues READs of page `page`'s pending lines (bits `now` from the open
@@ -832,30 +863,25 @@ class StateArray : public StateArrayBase {
   // array also checks it against its local copy (a difference would mean the
   // write-back lost an update).
   absl::StatusOr<std::vector<T>> ReadResult(int superstep) {
+    return ReadResult(superstep, 0, size());
+  }
+  // The same for elements [begin, end) (on page boundaries, or end = size()),
+  // the others left at the initial value.
+  absl::StatusOr<std::vector<T>> ReadResult(int superstep, uint64_t begin,
+                                            uint64_t end) {
     // After the last operation: lines it left pending under a pull's
     // promise (FetchAllOnTouch) are pending again, and are not compared.
     ResumeChecks();
     std::vector<T> out = HugeVector<T>(size());
-    if (absl::Status s = ReadVersion(superstep, 0, size(), out.data());
+    if (begin > 0 || end < size()) {
+      std::fill(out.begin(), out.begin() + begin, initial());
+      std::fill(out.begin() + end, out.end(), initial());
+    }
+    if (absl::Status s = ReadVersion(superstep, begin, end, out.data() + begin);
         !s.ok()) {
       return s;
     }
-    bool differs = false;
-    if (resident() && !any_pending()) {
-      differs = std::memcmp(out.data(), data(), size() * sizeof(T)) != 0;
-    } else if (resident()) {
-      // A line at a time (lines hold whole elements): pending ones are
-      // skipped, the others compared whole.
-      const uint64_t bytes = size() * sizeof(T);
-      const auto* mine = reinterpret_cast<const std::byte*>(data());
-      const auto* read = reinterpret_cast<const std::byte*>(out.data());
-      for (uint64_t at = 0; at < bytes && !differs; at += kLineBytes) {
-        differs = !LineIsPending(at / kLineBytes) &&
-                  std::memcmp(read + at, mine + at,
-                              std::min<uint64_t>(kLineBytes, bytes - at)) != 0;
-      }
-    }
-    if (differs) {
+    if (resident() && Differs(out.data(), begin, end)) {
       return absl::InternalError("state '" + name() +
                                  "' on the memory node disagrees with the "
                                  "compute node's copy");
@@ -866,6 +892,25 @@ class StateArray : public StateArrayBase {
  private:
   static constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
   T* data() { return reinterpret_cast<T*>(local_bytes()); }
+  // Whether `read` (the whole array's layout) and the local copy differ in
+  // elements [begin, end), pending lines skipped (lines hold whole
+  // elements).
+  bool Differs(const T* read, uint64_t begin, uint64_t end) {
+    const uint64_t b0 = begin * sizeof(T), b1 = end * sizeof(T);
+    const auto* mine = reinterpret_cast<const std::byte*>(data());
+    const auto* theirs = reinterpret_cast<const std::byte*>(read);
+    if (!any_pending())
+      return std::memcmp(theirs + b0, mine + b0, b1 - b0) != 0;
+    for (uint64_t at = b0; at < b1; at += kLineBytes - at % kLineBytes) {
+      const uint64_t n =
+          std::min<uint64_t>(kLineBytes - at % kLineBytes, b1 - at);
+      if (!LineIsPending(at / kLineBytes) &&
+          std::memcmp(theirs + at, mine + at, n) != 0) {
+        return true;
+      }
+    }
+    return false;
+  }
   [[gnu::noinline]] T GetPaged(int w, store::VertexId v) {
     if (filtered() && UnsetBit(v)) return initial();  // no page for it
     T x;

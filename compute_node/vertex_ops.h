@@ -188,8 +188,10 @@ absl::StatusOr<std::vector<T>> Engine::Result(State<T>& state) {
   // (not recorded: the job is done).
   if (version_superstep_ != superstep_) DMG_RETURN_IF_ERROR(CommitVersion());
   StopRecording();  // the program is done with what it carried
-  if (!options_.results_everywhere && compute_node() != 0) {
-    return std::vector<T>();
+  // Node 0 reports the job: with whole_result it READs the others' ranges
+  // too.
+  if (ResultSplit() && !(options_.whole_result && compute_node() == 0)) {
+    return state.ReadResult(version_, own_begin_, own_end_);
   }
   return state.ReadResult(version_);
 }

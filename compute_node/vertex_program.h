@@ -59,6 +59,7 @@
 //   EndSuperstep()           commits every state array and passes the
 //                            barrier; the next operation opens the next one
 //   Result(state)            the final version, read back from memory
+//                            (ResultRange() of it where ResultSplit())
 //   Carry(name, &x), Resume() -> resumed
 //       what makes a program resumable (`dmg run --resume`): it names the
 //       values its loop carries from one superstep to the next (scalars,

@@ -335,6 +335,73 @@ TEST_F(TwoNodes, ReadResultSkipsPendingLinesButNotTheOthers) {
       << r1.status();
 }
 
+// ReadResult of one node's range READs that range alone (the others are
+// left at the initial value) and still says when it lost an update there.
+TEST_F(TwoNodes, ReadResultOfARangeReadsThatRangeAlone) {
+  a1_.Set(5000, 7);
+  Publish1(6000, 2);
+  Commit();
+  const uint64_t before = BytesRead();
+  auto r1 = a1_.ReadResult(1, 4096, n);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(BytesRead() - before, (n - 4096) * 8);
+  std::vector<int64_t> want(n, -1);
+  want[5000] = 7;
+  want[6000] = 2;
+  EXPECT_EQ(*r1, want);
+  const uint32_t buffer1 = RegionId("a.1.1");
+  ASSERT_NE(buffer1, UINT32_MAX);
+  const int64_t lost = 9;
+  ASSERT_TRUE(memory_.ServeWrite(buffer1, (7000 - 4096) * 8, &lost, 8).ok());
+  EXPECT_FALSE(a1_.ReadResult(1, 4096, n).ok());
+  // Node 0's range is untouched there.
+  EXPECT_TRUE(a0_.ReadResult(1, 0, 4096).ok());
+}
+
+// A taken block's lines in one batch: FetchPendingOf READs the pending
+// lines holding the vertices named or the range given, and no others; the
+// values are the published ones.
+TEST_F(TwoNodes, FetchPendingOfReadsTheLinesNamedInOneBatch) {
+  Publish1(5000, 1);
+  Publish1(6000, 2);
+  Publish1(7000, 3);
+  Publish1(8000, 4);
+  EXPECT_EQ(a0_.pending_lines(), 4u);
+  const uint64_t bytes = BytesRead();
+  const std::vector<store::VertexId> named = {6000, 6001, 8000, 100};
+  a0_.FetchPendingOf(0, named, 4990, 5010);
+  EXPECT_EQ(BytesRead() - bytes, 3 * kLine);
+  EXPECT_EQ(a0_.pending_lines(), 1u);
+  const uint64_t after = BytesRead();
+  EXPECT_EQ(a0_.Get(0, 5000), 1);
+  EXPECT_EQ(a0_.Get(0, 6000), 2);
+  EXPECT_EQ(a0_.Get(0, 8000), 4);
+  EXPECT_EQ(BytesRead(), after);   // nothing READ again
+  EXPECT_EQ(a0_.Get(0, 7000), 3);  // the one left: READ at its touch
+  EXPECT_EQ(BytesRead() - after, kLine);
+}
+
+// KeepChecks: the armed batch READs the referenced lines; a line outside
+// them is still READ when touched (not taken as current), and after the
+// budget's touches the rest comes in one batch.
+TEST_F(TwoNodes, KeepChecksReadsWhatATakenUnitTouchesOutsideTheBatch) {
+  for (int64_t k = 0; k < 6; ++k) Publish1(4096 + 512 * k, k + 1);
+  std::vector<uint64_t> referenced((n + 63) / 64, 0);
+  referenced[4096 / 64] |= 1;  // vertex 4096
+  a0_.FetchAllOnTouch(true, &referenced, 0);
+  a0_.KeepChecks(/*rest_budget=*/1);
+  const uint64_t bytes = BytesRead();
+  EXPECT_EQ(a0_.Get(0, 4096), 1);  // the batch: the referenced line
+  EXPECT_EQ(BytesRead() - bytes, kLine);
+  EXPECT_EQ(a0_.Get(0, 4096 + 512), 2);  // outside: a line at a touch
+  EXPECT_EQ(BytesRead() - bytes, 2 * kLine);
+  EXPECT_EQ(a0_.Get(0, 4096 + 1024), 3);  // past the budget: the rest
+  EXPECT_EQ(BytesRead() - bytes, 6 * kLine);
+  EXPECT_EQ(a0_.pending_lines(), 0u);
+  for (int64_t k = 3; k < 6; ++k) EXPECT_EQ(a0_.Get(0, 4096 + 512 * k), k + 1);
+  EXPECT_EQ(BytesRead() - bytes, 6 * kLine);
+}
+
 // Eight workers touch one pending line at once, each pausing between its
 // pending check and its READ (the test hook), so most find it READ by
 // another worker by then. Every one must see the value of the open

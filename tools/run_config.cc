@@ -474,8 +474,11 @@ absl::StatusOr<RunConfig> RunConfig::FromFlags() {
     threads = std::max(1, DefaultThreads() / c.place.nodes);
   }
   c.engine.threads = threads;
-  // Node 0 alone reports the job: the others need not READ the result.
+  // Each node READs and checks its own range of the result; node 0, which
+  // reports the job, READs the rest only to write or check the values.
   c.engine.results_everywhere = false;
+  c.engine.whole_result =
+      !FLAGS_output.empty() || FLAGS_top > 0 || FLAGS_verify;
   return c;
 }
 

@@ -14,7 +14,7 @@ deliberately simple; docs/COST_MODEL.md gives every formula and assumption.
 
 --validate models the per-node byte structure of multi-node runs (edges and
 owners' writes split over the nodes, each node READing the changed lines
-it references on the others, exchanges, the result on node 0), predicts
+it references on the others, exchanges, each its range of the result), predicts
 the 2- and 4-node runs of the same job from its 1-node run (and the
 4-node run from the 1- and 2-node runs), prints predicted vs measured as
 one markdown table, and projects --project compute nodes onto the fabric.
@@ -224,7 +224,8 @@ class Profile:
         self.busy = sum(n["busy_seconds"] * self.time / n["seconds"] for n in nodes
                         if n["seconds"]) * self.threads if nodes else self.time * self.threads
         # Node 0's bytes outside the supersteps: setup (split over the
-        # nodes) and the result's read-back at the end (node 0's alone).
+        # nodes) and the result's read-back at the end (on several nodes,
+        # each READs its own range of it).
         self.setup_bytes = nbytes(d["setup"])   # node 0's
         self.finish_bytes = max(nbytes(d["totals"]) - self.setup_bytes
                                 - sum(t["bytes"] for t in self.steps), 0)
@@ -355,11 +356,12 @@ class Structure:
         return b
 
     def node_bytes(self, N):
-        """(a node's bytes, node 0's): setup share, supersteps, and node 0's
-        read-back of the result."""
+        """(a node's bytes, the largest node's): setup share, supersteps, and
+        (the second) its share of the result's read-back: each node READs its
+        own range of it (node 0, the largest, also the setup's extra)."""
         b = self.base.setup_bytes / N + (self.setup_extra if N > 1 else 0.0) + \
             sum(self.step_bytes(i, N) for i in range(len(self.base.steps)))
-        return b, b + self.base.finish_bytes
+        return b, b + self.base.finish_bytes / N
 
     def calibrate(self, c):
         steps = len(self.base.steps)
