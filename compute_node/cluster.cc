@@ -154,6 +154,128 @@ uint64_t Cluster::slot_offset(int k, uint64_t round) const {
          SlotBytes(options_.nodes) * (2 * static_cast<uint64_t>(k) + round % 2);
 }
 
+namespace {
+
+// The job record's region on memory node 0, if there is one.
+absl::StatusOr<std::optional<transport::RegionInfo>> FindRecord(
+    transport::Transport& transport, const std::string& name) {
+  DMG_ASSIGN_OR_RETURN(std::vector<transport::RegionInfo> regions,
+                       transport.ListRegions(0));
+  for (const transport::RegionInfo& r : regions) {
+    if (r.name == name) return r;
+  }
+  return std::nullopt;
+}
+
+// Node 0: writes the job record (replacing an earlier attempt's when
+// resuming), the magic last.
+absl::StatusOr<transport::RegionInfo> CreateRecord(
+    transport::Transport& transport, transport::Endpoint& ep,
+    const ClusterOptions& options, uint64_t num_vertices,
+    std::span<const uint64_t> bounds) {
+  const int nodes = options.nodes;
+  if (bounds.size() != static_cast<size_t>(nodes) + 1) {
+    return absl::InternalError("job record needs nodes + 1 bounds");
+  }
+  const std::string name = RecordName(options.job);
+  DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> existing,
+                       FindRecord(transport, name));
+  if (existing.has_value() && options.resume) {
+    // An earlier attempt's: its nodes still running (if any) stop when
+    // they next look at it.
+    LOG(INFO) << "job '" << options.job
+              << "': replacing the job record of an earlier attempt";
+    DMG_RETURN_IF_ERROR(transport.FreeRegion(existing->node, existing->id));
+  } else if (existing.has_value()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "a job named '", options.job,
+        "' is already running on these memory nodes; pick another --job"));
+  }
+  const uint64_t bytes = RecordBytes(nodes);
+  DMG_ASSIGN_OR_RETURN(transport::RegionInfo record,
+                       transport.AllocateRegion(0, bytes, name));
+  std::vector<std::byte> image(bytes);
+  auto put = [&](uint64_t at, uint64_t x) {
+    std::memcpy(image.data() + at, &x, 8);
+  };
+  put(kNodesAt, nodes);
+  put(kVerticesAt, num_vertices);
+  for (int k = 0; k <= nodes; ++k) put(kBoundsAt + 8 * k, bounds[k]);
+  // Everything but the magic first: a joiner that sees the magic sees a
+  // whole record.
+  ep.Write(record.node, record.id, 8, image.data() + 8,
+           static_cast<uint32_t>(bytes - 8));
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  ep.Write(record.node, record.id, kMagicAt, &kMagic, 8);
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  return record;
+}
+
+// Another node: waits for node 0's whole record (not an earlier attempt's)
+// and checks it against this node's view; *bounds gets the recorded ones.
+absl::StatusOr<transport::RegionInfo> AwaitRecord(
+    transport::Transport& transport, transport::Endpoint& ep,
+    const ClusterOptions& options, uint64_t num_vertices,
+    std::vector<uint64_t>* bounds) {
+  const int nodes = options.nodes;
+  const std::string name = RecordName(options.job);
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  std::vector<std::byte> head(kBoundsAt);
+  transport::RegionInfo record;
+  // Node 0 writes the record as it starts: nodes started together find
+  // it within microseconds (a flat 5 ms sleep was most of a small job's
+  // setup); a node started long before it polls every 5 ms.
+  Backoff backoff(/*max_pause_us=*/5000);
+  for (;;) {
+    DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> found,
+                         FindRecord(transport, name));
+    if (found.has_value() && found->length >= kBoundsAt) {
+      ep.Read(found->node, found->id, 0, head.data(), kBoundsAt);
+      absl::Status read = ep.Flush();
+      // (An earlier attempt's record may go between the listing and the
+      // READ: node 0 of a resumed job replaces it.)
+      if (absl::IsNotFound(read)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      DMG_RETURN_IF_ERROR(read);
+      // Resuming, a record whose nodes have all joined is the earlier
+      // attempt's, which node 0 is about to replace.
+      const bool stale = options.resume && Load64(head, kJoinedAt) >=
+                                               static_cast<uint64_t>(nodes);
+      if (Load64(head, kMagicAt) == kMagic && !stale) {
+        record = *found;
+        break;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "job '%s': no job record on memory node 0 after %d ms; is compute "
+          "node 0 running with --job=%s?",
+          options.job, options.timeout.count(), options.job));
+    }
+    backoff.Pause();
+  }
+  if (Load64(head, kNodesAt) != static_cast<uint64_t>(nodes) ||
+      record.length < RecordBytes(nodes)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job '%s' was started with --compute_nodes=%d, this node has %d",
+        options.job, Load64(head, kNodesAt), nodes));
+  }
+  if (Load64(head, kVerticesAt) != num_vertices) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job '%s' runs on a graph of %d vertices, this node sees %d: the "
+        "memory nodes were reloaded",
+        options.job, Load64(head, kVerticesAt), num_vertices));
+  }
+  bounds->assign(nodes + 1, 0);
+  ep.Read(record.node, record.id, kBoundsAt, bounds->data(), 8 * (nodes + 1));
+  DMG_RETURN_IF_ERROR(ep.Flush());
+  return record;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
     transport::Transport& transport, transport::Endpoint& ep,
     const ClusterOptions& options, uint64_t num_vertices,
@@ -168,104 +290,14 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
     return absl::InvalidArgumentError(
         "--job must be 1 to 64 characters, without spaces or '/'");
   }
-  const std::string name = RecordName(options.job);
-  auto find = [&]() -> absl::StatusOr<std::optional<transport::RegionInfo>> {
-    DMG_ASSIGN_OR_RETURN(std::vector<transport::RegionInfo> regions,
-                         transport.ListRegions(0));
-    for (const transport::RegionInfo& r : regions) {
-      if (r.name == name) return r;
-    }
-    return std::nullopt;
-  };
-  const uint64_t bytes = RecordBytes(nodes);
-  transport::RegionInfo record;
   std::vector<uint64_t> recorded(bounds.begin(), bounds.end());
-  if (options.id == 0) {
-    if (bounds.size() != static_cast<size_t>(nodes) + 1) {
-      return absl::InternalError("job record needs nodes + 1 bounds");
-    }
-    DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> existing, find());
-    if (existing.has_value() && options.resume) {
-      // An earlier attempt's: its nodes still running (if any) stop when
-      // they next look at it.
-      LOG(INFO) << "job '" << options.job
-                << "': replacing the job record of an earlier attempt";
-      DMG_RETURN_IF_ERROR(transport.FreeRegion(existing->node, existing->id));
-    } else if (existing.has_value()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "a job named '", options.job,
-          "' is already running on these memory nodes; pick another --job"));
-    }
-    DMG_ASSIGN_OR_RETURN(record, transport.AllocateRegion(0, bytes, name));
-    std::vector<std::byte> image(bytes);
-    auto put = [&](uint64_t at, uint64_t x) {
-      std::memcpy(image.data() + at, &x, 8);
-    };
-    put(kNodesAt, nodes);
-    put(kVerticesAt, num_vertices);
-    for (int k = 0; k <= nodes; ++k) put(kBoundsAt + 8 * k, bounds[k]);
-    // Everything but the magic first: a joiner that sees the magic sees a
-    // whole record.
-    ep.Write(record.node, record.id, 8, image.data() + 8,
-             static_cast<uint32_t>(bytes - 8));
-    DMG_RETURN_IF_ERROR(ep.Flush());
-    ep.Write(record.node, record.id, kMagicAt, &kMagic, 8);
-    DMG_RETURN_IF_ERROR(ep.Flush());
-  } else {
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    std::vector<std::byte> head(kBoundsAt);
-    // Node 0 writes the record as it starts: nodes started together find
-    // it within microseconds (a flat 5 ms sleep was most of a small job's
-    // setup); a node started long before it polls every 5 ms.
-    Backoff backoff(/*max_pause_us=*/5000);
-    for (;;) {
-      DMG_ASSIGN_OR_RETURN(std::optional<transport::RegionInfo> found, find());
-      if (found.has_value() && found->length >= kBoundsAt) {
-        ep.Read(found->node, found->id, 0, head.data(), kBoundsAt);
-        absl::Status read = ep.Flush();
-        // (An earlier attempt's record may go between the listing and the
-        // READ: node 0 of a resumed job replaces it.)
-        if (absl::IsNotFound(read)) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          continue;
-        }
-        DMG_RETURN_IF_ERROR(read);
-        // Resuming, a record whose nodes have all joined is the earlier
-        // attempt's, which node 0 is about to replace.
-        const bool stale = options.resume && Load64(head, kJoinedAt) >=
-                                                 static_cast<uint64_t>(nodes);
-        if (Load64(head, kMagicAt) == kMagic && !stale) {
-          record = *found;
-          break;
-        }
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrFormat(
-            "job '%s': no job record on memory node 0 after %d ms; is compute "
-            "node 0 running with --job=%s?",
-            options.job, options.timeout.count(), options.job));
-      }
-      backoff.Pause();
-    }
-    if (Load64(head, kNodesAt) != static_cast<uint64_t>(nodes) ||
-        record.length < bytes) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "job '%s' was started with --compute_nodes=%d, this node has %d",
-          options.job, Load64(head, kNodesAt), nodes));
-    }
-    if (Load64(head, kVerticesAt) != num_vertices) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "job '%s' runs on a graph of %d vertices, this node sees %d: the "
-          "memory nodes were reloaded",
-          options.job, Load64(head, kVerticesAt), num_vertices));
-    }
-    recorded.assign(nodes + 1, 0);
-    ep.Read(record.node, record.id, kBoundsAt, recorded.data(),
-            8 * (nodes + 1));
-    DMG_RETURN_IF_ERROR(ep.Flush());
-  }
+  absl::StatusOr<transport::RegionInfo> record =
+      options.id == 0
+          ? CreateRecord(transport, ep, options, num_vertices, bounds)
+          : AwaitRecord(transport, ep, options, num_vertices, &recorded);
+  if (!record.ok()) return record.status();
   uint64_t joined = 0;
-  ep.FetchAndAdd(record.node, record.id, kJoinedAt, 1, &joined);
+  ep.FetchAndAdd(record->node, record->id, kJoinedAt, 1, &joined);
   DMG_RETURN_IF_ERROR(ep.Flush());
   if (joined >= static_cast<uint64_t>(nodes)) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -274,7 +306,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Join(
         options.job, nodes, options.id));
   }
   return std::unique_ptr<Cluster>(
-      new Cluster(transport, options, record, std::move(recorded)));
+      new Cluster(transport, options, *record, std::move(recorded)));
 }
 
 bool Cluster::Allocated(uint32_t node, uint32_t id) const {

@@ -513,6 +513,12 @@ class Engine {
   template <typename Op, typename T, typename FinishFn, typename R>
   absl::Status FinishTakenGather(Direction neighbours, FinishFn& finish,
                                  std::vector<R>& partial);
+  // A pull Gather's total: finish's results summed per block (`partial`,
+  // each node its own blocks'), then over the blocks in order; with
+  // several compute nodes after one collective (`partial` is reused).
+  template <typename R>
+  absl::StatusOr<R> SumBlockPartials(Direction neighbours,
+                                     std::vector<R>& partial);
   absl::Status ScanBlocksShared(Direction d, const RangeFn* want,
                                 const SharedBlockFn& block);
   // Stage 2 for a dense scan: whether other nodes may take this node's
@@ -521,6 +527,13 @@ class Engine {
   // Push scan: the pieces of the frontier's vertices in direction d.
   absl::Status ScanFrontier(Direction d, const Frontier& frontier,
                             const PieceFn& fn);
+  // ScanFrontier's plan (d stored): whether the source reads only the
+  // frontier's ranges of a block; the blocks holding vs's adjacency marked
+  // in touched_ (and, sparse, their edge bytes in need_); the marked
+  // blocks cut into units (the marks cleared).
+  bool SparsePush() const;
+  absl::Status MarkFrontierBlocks(Direction d, std::span<const VertexId> vs);
+  std::vector<Unit> FrontierUnits(Direction d);
   // The push scan with several compute nodes: the frontier's chunks are
   // work items handed out by shared cursors (stage 2 across nodes), so a
   // node with a light share takes the others' left-over chunks.

@@ -932,7 +932,6 @@ bool Engine::NoteSteal(const workload::StealDecision& decision) {
 absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
                                   const PieceFn& fn) {
   d = Stored(d);
-  const int k = static_cast<int>(d);
   PlanDirection(d, /*push=*/true);
   if (compute_nodes() > 1 && options_.steal && StealPays(d, frontier)) {
     // Taken items' sources are other nodes' vertices: their pending lines
@@ -944,9 +943,6 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
     DMG_ASSIGN_OR_RETURN(const Frontier whole, CompleteFrontier(frontier));
     return ScanFrontierShared(d, whole, fn);
   }
-  std::span<const DirectoryEntry> dir = graph_.directory(d);
-  // The blocks holding the frontier's adjacency, cut into units.
-  std::vector<uint8_t>& touched = touched_[k];
   // With several compute nodes, each pushes from its own vertices.
   Frontier own_part = compute_nodes() > 1 ? NewFrontier() : Frontier(0, 0);
   if (compute_nodes() > 1) {
@@ -956,23 +952,55 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
     own_part.Seal();
   }
   const Frontier& pushed = compute_nodes() > 1 ? own_part : frontier;
-  std::span<const VertexId> vs = pushed.vertices();
-  // The graph-aware source reads only the frontier's part of each block
-  // and skips untouched ones, so units are sized by what will be read (the
-  // frontier's edge bytes per block: from the headers, or without them
-  // estimated at the block's mean degree plus the offsets READ first) and
-  // may span gaps.
   const HeaderCache* h = headers(d);
-  const bool sparse = options_.cache_policy == CachePolicy::kGraphAware &&
-                      source_->ReadsRanges();
-  const bool keep = sparse && source_->FrontierKeepsBlocks(d);
+  DMG_RETURN_IF_ERROR(MarkFrontierBlocks(d, pushed.vertices()));
+  const std::vector<Unit> units = FrontierUnits(d);
+  // A small push runs on the caller alone where round trips are cheap.
+  // Handing a few thousand edges to the pool costs more than the second
+  // worker saves, and two workers on one small level contend for the same
+  // state pages: road-NY BFS at 5% (~1,200 edges a level, 621 levels), the
+  // unit scan took 87 us a level on two workers and 54 us on one; 4
+  // sources, best of 3, 0.30 -> 0.24 s. Over a network the workers overlap
+  // their round trips instead (tcp loopback: 4.3 -> 4.6 s serial).
+  // (With several nodes, the own members' degrees come from the whole
+  // frontier's, which the step's choices already took.)
+  constexpr uint64_t kSerialPushEdges = 4096;
+  auto small = [&] {
+    return (compute_nodes() > 1 ? OwnFrontierEdges(frontier, d)
+                                : FrontierEdges(pushed, d, kSerialPushEdges)) <=
+           kSerialPushEdges;
+  };
+  if (units.size() <= 1 || (!RoundTripsDear() && small())) {
+    for (const Unit& u : units) {
+      DMG_RETURN_IF_ERROR(Fail(source_->ReadFrontier(0, d, u, pushed, h, fn)));
+    }
+    return absl::OkStatus();
+  }
+  return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
+    return source_->ReadFrontier(w, d, units[u], pushed, h, fn);
+  }));
+}
+
+bool Engine::SparsePush() const {
+  return options_.cache_policy == CachePolicy::kGraphAware &&
+         source_->ReadsRanges();
+}
+
+absl::Status Engine::MarkFrontierBlocks(Direction d,
+                                        std::span<const VertexId> vs) {
+  const int k = static_cast<int>(d);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::vector<uint8_t>& touched = touched_[k];
+  const HeaderCache* h = headers(d);
+  const bool sparse = SparsePush();
   const uint64_t edge_bytes = graph_.weighted() ? 8 : 4;
   std::vector<uint64_t>& need = need_[k];
   if (sparse && need.size() != dir.size()) need.assign(dir.size(), 0);
   // Per touched block, the members' edge bytes where the headers give
-  // them, else the members (estimated at the block's mean piece below).
-  // One worker marks a small frontier with plain adds: a locked add per
-  // member was 3% of a road-NY BFS at 5%, on ~600 members a level.
+  // them, else the members (estimated at the block's mean piece in
+  // FrontierUnits). One worker marks a small frontier with plain adds: a
+  // locked add per member was 3% of a road-NY BFS at 5%, on ~600 members a
+  // level.
   const bool exact = h != nullptr && !graph_.compressed();
   auto mark = [&]<bool kShared>(uint64_t begin, uint64_t end) {
     for (uint64_t j = begin; j < end; ++j) {
@@ -1001,13 +1029,29 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   constexpr uint64_t kMarkGrain = 4096;
   if (vs.size() <= kMarkGrain) {
     mark.template operator()<false>(0, vs.size());
-  } else {
-    DMG_RETURN_IF_ERROR(scheduler_.ForRanges(
-        vs.size(), kMarkGrain, [&](int, uint64_t begin, uint64_t end) {
-          mark.template operator()<true>(begin, end);
-          return absl::OkStatus();
-        }));
+    return absl::OkStatus();
   }
+  return scheduler_.ForRanges(vs.size(), kMarkGrain,
+                              [&](int, uint64_t begin, uint64_t end) {
+                                mark.template operator()<true>(begin, end);
+                                return absl::OkStatus();
+                              });
+}
+
+std::vector<Unit> Engine::FrontierUnits(Direction d) {
+  const int k = static_cast<int>(d);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::vector<uint8_t>& touched = touched_[k];
+  std::vector<uint64_t>& need = need_[k];
+  // The graph-aware source reads only the frontier's part of each block
+  // and skips untouched ones, so units are sized by what will be read (the
+  // frontier's edge bytes per block: from the headers, or without them
+  // estimated at the block's mean degree plus the offsets READ first) and
+  // may span gaps.
+  const bool sparse = SparsePush();
+  const bool keep = sparse && source_->FrontierKeepsBlocks(d);
+  const bool exact = headers(d) != nullptr && !graph_.compressed();
+  const uint64_t edge_bytes = graph_.weighted() ? 8 : 4;
   // A block's mean piece of one vertex: compressed, its stream's bytes over
   // its vertices; else its edges'; plus a word.
   auto mean_piece = [&](size_t i) -> uint64_t {
@@ -1017,30 +1061,26 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
             : store::EntryEdges(dir, i, num_arcs()) * edge_bytes;
     return bytes / dir[i].vertex_count + 8;
   };
-  constexpr uint64_t kSerialPushEdges = 4096;
   std::vector<uint32_t>& entries = push_entries_;
   std::vector<uint64_t>& estimate = push_estimate_;
   entries.clear();
   estimate.clear();
   uint64_t total = 0;
   for (uint32_t i = 0; i < touched.size(); ++i) {
-    if (touched[i]) {
-      entries.push_back(i);
-      touched[i] = 0;
-      if (sparse) {
-        const uint64_t wanted = exact ? need[i] : need[i] * mean_piece(i);
-        // As ReadFrontier decides: the whole block once half of it is
-        // needed (or when blocks are kept: nothing once cached), else the
-        // edge ranges.
-        const uint64_t bytes =
-            keep ? (hot_[k]->Peek(i) != nullptr ? 0 : dir[i].length)
-            : wanted * 2 >= dir[i].length ? dir[i].length
-                                          : wanted;
-        estimate.push_back(bytes);
-        total += bytes;
-        need[i] = 0;
-      }
-    }
+    if (!touched[i]) continue;
+    entries.push_back(i);
+    touched[i] = 0;
+    if (!sparse) continue;
+    const uint64_t wanted = exact ? need[i] : need[i] * mean_piece(i);
+    // As ReadFrontier decides: the whole block once half of it is needed
+    // (or when blocks are kept: nothing once cached), else the edge ranges.
+    const uint64_t bytes =
+        keep ? (hot_[k]->Peek(i) != nullptr ? 0 : dir[i].length)
+        : wanted * 2 >= dir[i].length ? dir[i].length
+                                      : wanted;
+    estimate.push_back(bytes);
+    total += bytes;
+    need[i] = 0;
   }
   // Where round trips are dear (a network), a sparse push is cut into
   // units as large as a worker's batch: each costs two dependent round
@@ -1048,37 +1088,12 @@ absl::Status Engine::ScanFrontier(Direction d, const Frontier& frontier,
   // that a batch holds runs on one worker (road-NY BFS over tcp at 5%:
   // ~600 members a level, 8 -> 2 round trips a level). Else units small
   // enough to balance the workers.
-  const bool dear = RoundTripsDear();
-  std::vector<Unit> units =
-      sparse ? MakeSparseUnits(
-                   dir, entries, estimate,
-                   dear ? buffers_.batch_bytes
-                        : std::clamp<uint64_t>(total / (8 * threads()), 4096,
-                                               buffers_.batch_bytes))
-             : MakeUnits(dir, entries, buffers_.batch_bytes);
-  // A small push runs on the caller alone where round trips are cheap.
-  // Handing a few thousand edges to the pool costs more than the second
-  // worker saves, and two workers on one small level contend for the same
-  // state pages: road-NY BFS at 5% (~1,200 edges a level, 621 levels), the
-  // unit scan took 87 us a level on two workers and 54 us on one; 4
-  // sources, best of 3, 0.30 -> 0.24 s. Over a network the workers overlap
-  // their round trips instead (tcp loopback: 4.3 -> 4.6 s serial).
-  // (With several nodes, the own members' degrees come from the whole
-  // frontier's, which the step's choices already took.)
-  auto small = [&] {
-    return (compute_nodes() > 1 ? OwnFrontierEdges(frontier, d)
-                                : FrontierEdges(pushed, d, kSerialPushEdges)) <=
-           kSerialPushEdges;
-  };
-  if (units.size() <= 1 || (!RoundTripsDear() && small())) {
-    for (const Unit& u : units) {
-      DMG_RETURN_IF_ERROR(Fail(source_->ReadFrontier(0, d, u, pushed, h, fn)));
-    }
-    return absl::OkStatus();
-  }
-  return Fail(scheduler_.ForEach(units.size(), [&](int w, size_t u) {
-    return source_->ReadFrontier(w, d, units[u], pushed, h, fn);
-  }));
+  if (!sparse) return MakeUnits(dir, entries, buffers_.batch_bytes);
+  return MakeSparseUnits(
+      dir, entries, estimate,
+      RoundTripsDear() ? buffers_.batch_bytes
+                       : std::clamp<uint64_t>(total / (8 * threads()), 4096,
+                                              buffers_.batch_bytes));
 }
 
 std::span<const uint64_t> Engine::MemberDegrees(const Frontier& frontier,

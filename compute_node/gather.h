@@ -20,6 +20,41 @@
 
 namespace dmg::compute {
 
+namespace internal {
+// acc combined with value(u, v, w) over v's in-edges (u, w) in block b, in
+// the block's order. Four independent chains on long unweighted lists: one
+// chain is bound by the latency of Combine (a dependent add per edge), four
+// by the loads. Which edge goes to which chain depends only on the block's
+// adjacency, so results stay the same for any thread count, cache or
+// transport.
+template <typename Op, typename Value, typename T>
+[[gnu::always_inline]] inline T FoldInEdges(const BlockView& b, VertexId v,
+                                            const Value& value, T acc) {
+  std::span<const VertexId> in = b.targets(v);
+  if (b.weighted()) {
+    std::span<const Weight> weights = b.weights(v);
+    for (size_t k = 0; k < in.size(); ++k) {
+      acc = Op::Combine(acc, value(in[k], v, weights[k]));
+    }
+    return acc;
+  }
+  size_t k = 0;
+  if (in.size() >= kGatherLanesFrom) {
+    T a0 = Op::template Identity<T>(), a1 = a0, a2 = a0, a3 = a0;
+    for (; k + 4 <= in.size(); k += 4) {
+      a0 = Op::Combine(a0, value(in[k], v, 1));
+      a1 = Op::Combine(a1, value(in[k + 1], v, 1));
+      a2 = Op::Combine(a2, value(in[k + 2], v, 1));
+      a3 = Op::Combine(a3, value(in[k + 3], v, 1));
+    }
+    acc =
+        Op::Combine(acc, Op::Combine(Op::Combine(a0, a1), Op::Combine(a2, a3)));
+  }
+  for (; k < in.size(); ++k) acc = Op::Combine(acc, value(in[k], v, 1));
+  return acc;
+}
+}  // namespace internal
+
 // Pull (every vertex reads its neighbours' values, in block order: the
 // fixed order the API promises) or push (every vertex sends its value to
 // the vertices it is a neighbour of), as the coordinator estimates
@@ -95,35 +130,8 @@ auto Engine::PullGather(
           R sum{};
           for (uint32_t i = lo; i < hi; ++i) {
             const VertexId v = b.first_vertex() + i;
-            T acc = p.open ? p.acc : Op::template Identity<T>();
-            std::span<const VertexId> in = b.targets(v);
-            if (b.weighted()) {
-              std::span<const Weight> weights = b.weights(v);
-              for (size_t k = 0; k < in.size(); ++k) {
-                acc = Op::Combine(acc, value_of(in[k], v, weights[k]));
-              }
-            } else {
-              // Four independent chains on long lists: one chain is bound by
-              // the latency of Combine (a dependent add per edge), four by
-              // the loads. Which edge goes to which chain depends only on
-              // the block's adjacency, so results stay the same for any
-              // thread count, cache or transport.
-              size_t k = 0;
-              if (in.size() >= internal::kGatherLanesFrom) {
-                T a0 = Op::template Identity<T>(), a1 = a0, a2 = a0, a3 = a0;
-                for (; k + 4 <= in.size(); k += 4) {
-                  a0 = Op::Combine(a0, value_of(in[k], v, 1));
-                  a1 = Op::Combine(a1, value_of(in[k + 1], v, 1));
-                  a2 = Op::Combine(a2, value_of(in[k + 2], v, 1));
-                  a3 = Op::Combine(a3, value_of(in[k + 3], v, 1));
-                }
-                acc = Op::Combine(
-                    acc, Op::Combine(Op::Combine(a0, a1), Op::Combine(a2, a3)));
-              }
-              for (; k < in.size(); ++k) {
-                acc = Op::Combine(acc, value_of(in[k], v, 1));
-              }
-            }
+            const T acc = internal::FoldInEdges<Op>(
+                b, v, value_of, p.open ? p.acc : Op::template Identity<T>());
             if (continues && i + 1 == count) {
               p = {acc, true};
               continue;
@@ -153,6 +161,12 @@ auto Engine::PullGather(
   if (given != nullptr) {
     DMG_RETURN_IF_ERROR(FinishGivenSums(neighbours, *given, finish, partial));
   }
+  return SumBlockPartials(neighbours, partial);
+}
+
+template <typename R>
+absl::StatusOr<R> Engine::SumBlockPartials(Direction neighbours,
+                                           std::vector<R>& partial) {
   R total{};
   if (compute_nodes() == 1) {  // the partials are all here
     for (const R& x : partial) total += x;
