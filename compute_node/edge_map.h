@@ -342,10 +342,16 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   DMG_RETURN_IF_ERROR(EnsureFrontierSums(*f, along, SumsNeeded(plan)));
   DMG_RETURN_IF_ERROR(
       Prepare(/*open_superstep=*/true, /*fetch_pending=*/false));
-  // A target worth updating: cond holds, and (Claim) it is still unset.
+  // A target worth updating: cond holds, and (Claim) it is still unset;
+  // with stale_targets, another node's target on a pending line counts as
+  // unset (its owner refuses it if claimed: ChooseTargetRefresh).
+  bool stale_targets = false;
   auto candidate = [&](VertexId v) {
     if constexpr (Op::kFirstWins) {
-      if (!target.Unset(v)) return false;
+      const bool unset = stale_targets && !Owns(v)
+                             ? target.UnsetOrPending(WorkerPool::current(), v)
+                             : target.Unset(v);
+      if (!unset) return false;
     }
     return cond(v);
   };
@@ -361,8 +367,8 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   // that reads no target's state (every vertex a candidate, not
   // first-wins): its value reads its own sources. A push that reads its
   // targets takes them in bulk or on demand, as the coordinator estimates
-  // cheaper (RefreshInBulk). (Accessors fetch a pending line that anything
-  // reads; a step others may steal from reads as a VertexMap does.)
+  // cheaper (ChooseTargetRefresh). (Accessors fetch a pending line that
+  // anything reads; a step others may steal from reads as a VertexMap does.)
   constexpr bool kReadsOnlySources =
       std::is_same_v<Cond, AllVertices> && !Op::kFirstWins;
   if (atomic) {
@@ -370,8 +376,17 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
   } else if (pull) {
     // The value reads the sources the in-edges name.
     ArmSourceReads(internal::Opposite(along));
-  } else if (!kReadsOnlySources && RefreshInBulk(active, along)) {
-    ArmPendingReads(/*all_on_touch=*/true);
+  } else if (!kReadsOnlySources) {
+    switch (ChooseTargetRefresh(active, along, Op::kFirstWins, sizeof(T))) {
+      case Refresh::kBulk:
+        ArmPendingReads(/*all_on_touch=*/true);
+        break;
+      case Refresh::kStale:
+        stale_targets = true;
+        break;
+      case Refresh::kDemand:
+        break;
+    }
   }
   if (atomic) {
     return AtomicPush<Op>(active, along, target, value, candidate);

@@ -103,6 +103,10 @@ struct EngineOptions {
   // cluster, nothing is exchanged).
   ClusterOptions cluster;
   UpdateMode update_mode = UpdateMode::kAuto;
+  // Tests: replaces ChooseTargetRefresh's choice before pushes that read
+  // their targets (kStale only for first-wins updates; else demand).
+  enum class ForcedRefresh { kAuto, kBulk, kDemand, kStale };
+  ForcedRefresh refresh = ForcedRefresh::kAuto;
   // The coordinator's CPU and exchange constants (`dmg run
   // --cost_constants`; the defaults are the development machine's fit).
   coordinator::CostConstants cost_constants;
@@ -836,13 +840,17 @@ class Engine {
   // coordinator's estimates (coordinator::ChooseRefresh) from the pending
   // lines, this node's share of the frontier's arcs and the share of its
   // arcs that reached other nodes' vertices in its last push. Records the
-  // choice and its inputs in the superstep's statistics.
-  bool RefreshInBulk(const Frontier& frontier, Direction along);
+  // choice and its inputs in the superstep's statistics. With `stale_ok`
+  // (first-wins updates of `update_bytes`) it may choose to read none:
+  // kStale (the candidate test takes a pending remote target as unset).
+  enum class Refresh { kDemand, kBulk, kStale };
+  Refresh ChooseTargetRefresh(const Frontier& frontier, Direction along,
+                              bool stale_ok, size_t update_bytes);
   // The arcs of the frontier's members in this node's range, from the
   // cached headers or at the average degree.
   uint64_t OwnFrontierEdges(const Frontier& frontier, Direction d) const;
   // Per worker: arcs this node's push scanned, and those whose target
-  // another node owns (RefreshInBulk's measured share).
+  // another node owns (ChooseTargetRefresh's measured share).
   // And the vertices and arcs of the blocks its pulls scanned (the cost
   // model's visits, recorded per superstep for fitting its constants).
   // and the arcs from frontier vertices among a pull's.

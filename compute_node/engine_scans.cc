@@ -1401,12 +1401,16 @@ void Engine::TakeRemoteShare() {
   }
 }
 
-bool Engine::RefreshInBulk(const Frontier& frontier, Direction along) {
+Engine::Refresh Engine::ChooseTargetRefresh(const Frontier& frontier,
+                                            Direction along, bool stale_ok,
+                                            size_t update_bytes) {
   coordinator::RefreshStep step;
   for (size_t i = 0; i < placed_; ++i) {
     step.pending_lines += states_[i]->pending_lines();
   }
-  if (step.pending_lines == 0) return false;  // nothing to take in
+  if (step.pending_lines == 0) return Refresh::kDemand;  // nothing to take in
+  step.stale_ok = stale_ok;
+  step.update_bytes = static_cast<double>(sizeof(VertexId) + update_bytes);
   step.line_bytes = StateArrayBase::kLineBytes;
   step.frontier_edges = static_cast<double>(OwnFrontierEdges(frontier, along));
   // Before any push of its own: arcs spread as the ranges are.
@@ -1418,15 +1422,27 @@ bool Engine::RefreshInBulk(const Frontier& frontier, Direction along) {
   const coordinator::RefreshEstimate e =
       coordinator::ChooseRefresh(step, transport_cost_);
   SuperstepStats& s = stats_.supersteps.back();
+  using Forced = EngineOptions::ForcedRefresh;
+  const Forced forced = options_.refresh;
+  const Refresh choice =
+      forced == Forced::kBulk                                 ? Refresh::kBulk
+      : forced == Forced::kStale && stale_ok                  ? Refresh::kStale
+      : forced == Forced::kDemand || forced == Forced::kStale ? Refresh::kDemand
+      : e.stale                                               ? Refresh::kStale
+      : e.demand                                              ? Refresh::kDemand
+                                                              : Refresh::kBulk;
   if (s.refresh.empty()) {
-    s.refresh = e.demand ? "demand" : "bulk";
+    s.refresh = choice == Refresh::kStale    ? "stale"
+                : choice == Refresh::kDemand ? "demand"
+                                             : "bulk";
     s.pending_lines = step.pending_lines;
     s.remote_share = step.remote_share;
     s.est_refresh_touches = e.touches;
     s.est_bulk_refresh_us = e.bulk_us;
     s.est_demand_refresh_us = e.demand_us;
+    s.est_stale_refresh_us = e.stale_us;
   }
-  return !e.demand;
+  return choice;
 }
 
 absl::Status Engine::Degrees(Direction d, State<uint32_t>& out) {

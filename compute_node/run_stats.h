@@ -65,6 +65,7 @@ struct SuperstepStats {
   double remote_share = 0;
   double est_refresh_touches = 0;
   double est_bulk_refresh_us = 0, est_demand_refresh_us = 0;
+  double est_stale_refresh_us = 0;  // first-wins pushes only
   // What this node did, measured (the cost model's inputs, which
   // deploy/experiments/fit_coordinator.py fits its constants to): arcs its
   // pushes scanned and those to other nodes' vertices, vertices + arcs of

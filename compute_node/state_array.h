@@ -760,6 +760,15 @@ class StateArray : public StateArrayBase {
     if (!resident() && filtered()) return UnsetBit(v);
     return Get(v) == initial();
   }
+  // Unset for a target another node owns, in a push whose owner applies
+  // the update itself and refuses a claimed target (first wins): a pending
+  // line is not READ but taken as unset, so the push sends at worst an
+  // update too many instead of a READ. Exact where nothing is pending.
+  bool UnsetOrPending(int w, store::VertexId v) {
+    if (!resident()) return Unset(w, v);
+    if (any_pending_ && LineIsPending(v * sizeof(T) / kLineBytes)) return true;
+    return std::atomic_ref<T>(data()[v]).load(kRelaxed) == initial();
+  }
   void Set(int w, store::VertexId v, T x) {
     Update(w, v, [&](std::atomic_ref<T> a) {
       a.store(x, kRelaxed);

@@ -195,6 +195,15 @@ RefreshEstimate ChooseRefresh(const RefreshStep& step,
   // in parallel.
   e.demand_us = e.touches * (rtt + line / bw) / std::max(1, step.threads);
   e.demand = e.demand_us < e.bulk_us;
+  if (step.stale_ok) {
+    // At worst every remote arc an update its owner refuses (written by
+    // this node, READ by the owner): not capped by the lines, which a
+    // batch READs once whatever number of arcs reach them.
+    const double remote_arcs = std::max(0.0, step.frontier_edges) *
+                               std::clamp(step.remote_share, 0.0, 1.0);
+    e.stale_us = remote_arcs * 2 * step.update_bytes / bw;
+    e.stale = e.stale_us < std::min(e.bulk_us, e.demand_us);
+  }
   return e;
 }
 

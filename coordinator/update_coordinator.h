@@ -158,6 +158,11 @@ DirectionEstimate ChooseDirection(const DirectionStep& step,
 //           its array, in one batch: a round trip and every pending byte;
 //   demand  an accessor that reads a pending line READs that line alone
 //           (one round trip each; the workers overlap theirs).
+//   stale   (first-wins updates only: the owner's apply refuses a claimed
+//           target) a remote target on a pending line is taken as unset,
+//           nothing READ: the update goes to its owner, which refuses it
+//           if it was claimed. At worst an update too many a touch, in the
+//           exchange the step makes anyway.
 // Demand moves only the lines of the remote targets the step's arcs reach.
 // How many that is comes from the share of this node's arcs that reached
 // another node's vertex in its last push step (measured: a graph with
@@ -169,12 +174,16 @@ struct RefreshStep {
   double frontier_edges = 0;  // the arcs this node's push will scan
   double remote_share = 1;    // of those, the share reaching other nodes
   int threads = 1;            // per compute node
+  // Stale allowed (first-wins updates), and an update's bytes on the wire.
+  bool stale_ok = false;
+  double update_bytes = 8;
 };
 
 struct RefreshEstimate {
   bool demand = false;
+  bool stale = false;  // chosen over both (only with stale_ok)
   double touches = 0;  // pending lines the step is expected to read
-  double bulk_us = 0, demand_us = 0;
+  double bulk_us = 0, demand_us = 0, stale_us = 0;
   double bulk_bytes = 0, demand_bytes = 0;
 };
 

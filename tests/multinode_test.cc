@@ -56,6 +56,8 @@ struct Config {
   bool counted_parts = true;
   bool results_everywhere = true;
   bool whole_result = false;
+  compute::EngineOptions::ForcedRefresh refresh =
+      compute::EngineOptions::ForcedRefresh::kAuto;
 };
 
 std::string Describe(const Config& c) {
@@ -90,6 +92,7 @@ std::unique_ptr<EmbeddedCluster> Start(const store::Graph& g, const Config& c) {
   eo.counted_parts = c.counted_parts;
   eo.results_everywhere = c.results_everywhere;
   eo.whole_result = c.whole_result;
+  eo.refresh = c.refresh;
   eo.cluster.nodes = c.compute_nodes;
   eo.cluster.job = "test";
   eo.cluster.timeout = std::chrono::milliseconds(20000);
@@ -775,6 +778,52 @@ std::vector<absl::StatusOr<std::vector<int32_t>>> BfsEverywhere(
     if (r.ok()) e.Finish();
     return r;
   });
+}
+
+// First-wins pushes that take pending remote targets as unset (refresh
+// "stale": the owner refuses a claimed one) give the reference's depths,
+// and betweenness, whose BFS phases reset depth between sources (a line
+// pending because it went back to unset), the reference's scores (stale
+// forced: what auto picks depends on the measured round trip).
+TEST(MultiNodeTest, StaleTargetsKeepTheAnswers) {
+  absl::StatusOr<store::Graph> g =
+      Generated(store::GeneratorParams::Kind::kUrand, 13, true);
+  const absl::StatusOr<std::vector<int32_t>> want = reference::Bfs(*g, 5);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int nodes : {2, 3}) {
+    Config c;
+    c.compute_nodes = nodes;
+    c.direction = Mode::kPush;
+    c.refresh = compute::EngineOptions::ForcedRefresh::kStale;
+    SCOPED_TRACE(Describe(c));
+    auto cluster = Start(*g, c);
+    ASSERT_NE(cluster, nullptr);
+    auto results = BfsEverywhere(*cluster, 5);
+    bool stale = false;
+    for (size_t k = 0; k < results.size(); ++k) {
+      ASSERT_TRUE(results[k].ok()) << results[k].status();
+      EXPECT_EQ(*results[k], *want) << "compute node " << k;
+      for (const auto& s : cluster->engine(k).stats().supersteps) {
+        stale = stale || s.refresh == "stale";
+      }
+    }
+    EXPECT_TRUE(stale);
+    const std::vector<store::VertexId> sources = {5, 3000, 7000};
+    const absl::StatusOr<std::vector<double>> bc = reference::Bc(*g, sources);
+    ASSERT_TRUE(bc.ok()) << bc.status();
+    auto cluster2 = Start(*g, c);
+    ASSERT_NE(cluster2, nullptr);
+    auto scores = cluster2->RunEverywhere([&](compute::Engine& e) {
+      auto r = algorithms::Bc(e, sources);
+      if (r.ok()) e.Finish();
+      return r;
+    });
+    for (size_t k = 0; k < scores.size(); ++k) {
+      ASSERT_TRUE(scores[k].ok()) << scores[k].status();
+      EXPECT_FALSE(reference::CompareRelative(*bc, *scores[k], 1e-9).any)
+          << "compute node " << k;
+    }
+  }
 }
 
 // With several compute nodes, a push step's small frontier parts travel as

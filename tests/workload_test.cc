@@ -203,6 +203,36 @@ TEST(RefreshTest, DemandWhereFewArcsLeaveTheRangeAndRoundTripsAreCheap) {
   EXPECT_NEAR(coordinator::ChooseRefresh(few, rdma).demand_us, one / 4, 1e-9);
 }
 
+// First-wins updates may read nothing (stale): a pending remote target is
+// taken as unset and its owner refuses it if claimed. Where round trips
+// cost (tcp, rdma) a road network's few touches go as updates, an update
+// of 8 bytes each way against a round trip or the whole batch; never
+// without stale_ok; and a random graph's half a million remote arcs cost
+// more as updates that may be refused than the batch of its 1,000 lines.
+TEST(RefreshTest, StaleTargetsWhereTouchesAreFewAndRoundTripsDear) {
+  const coordinator::TransportCost tcp{40, 800};
+  coordinator::RefreshStep road;
+  road.pending_lines = 3800;
+  road.frontier_edges = 1700;
+  road.remote_share = 0.002;
+  EXPECT_FALSE(coordinator::ChooseRefresh(road, tcp).stale);
+  road.stale_ok = true;
+  road.update_bytes = 8;
+  coordinator::RefreshEstimate e = coordinator::ChooseRefresh(road, tcp);
+  EXPECT_TRUE(e.stale);
+  EXPECT_NEAR(e.stale_us, 3.4 * 16 / 800, 1e-9);
+  EXPECT_LT(e.stale_us, std::min(e.bulk_us, e.demand_us));
+  coordinator::RefreshStep random;
+  random.pending_lines = 1000;
+  random.frontier_edges = 1 << 20;
+  random.remote_share = 0.5;
+  random.stale_ok = true;
+  random.update_bytes = 8;
+  e = coordinator::ChooseRefresh(random, tcp);
+  EXPECT_FALSE(e.stale);
+  EXPECT_FALSE(e.demand);
+}
+
 TEST(RefreshTest, DemandReadsCostAtMostWhatTheBatchCosts) {
   // 1 us a round trip, 100 bytes a microsecond: the batch of 1000 lines
   // costs 1 + 640 us, a line alone 1.64 us: 390 lines before the batch.
