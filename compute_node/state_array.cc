@@ -559,11 +559,7 @@ uint64_t StateArrayBase::ReferencedLines(uint64_t page) const {
 
 bool StateArrayBase::ReadPendingBatch(int worker, bool filtered, bool* left) {
   transport::Endpoint& ep = endpoint(worker);
-  // The words to clear once READ: (page, now bits, old bits).
-  struct Taken {
-    uint64_t page, now, old;
-  };
-  std::vector<Taken> taken;
+  std::vector<TakenLines> taken;
   for (uint64_t p = 0; p < pages_; ++p) {
     uint64_t now = pending_.now(p);
     uint64_t old = pending_.old(p);
@@ -576,13 +572,18 @@ bool StateArrayBase::ReadPendingBatch(int worker, bool filtered, bool* left) {
     QueuePendingRuns(ep, p, now, old);
     taken.push_back({p, now, old});
   }
+  return FlushTaken(ep, taken);
+}
+
+bool StateArrayBase::FlushTaken(transport::Endpoint& ep,
+                                const std::vector<TakenLines>& taken) {
   if (absl::Status s = ep.Flush(); !s.ok()) {
     MutexLock error_lock(&error_mu_);
     if (error_.ok()) error_ = s;
     read_failed_.store(true, std::memory_order_relaxed);
     return false;  // stays pending; the error ends the job
   }
-  for (const Taken& t : taken) pending_.Clear(t.page, t.now, t.old);
+  for (const TakenLines& t : taken) pending_.Clear(t.page, t.now, t.old);
   return true;
 }
 
@@ -633,10 +634,7 @@ void StateArrayBase::FetchPendingOf(int worker,
   }
   if (lines.empty()) return;
   std::sort(lines.begin(), lines.end());
-  struct Taken {
-    uint64_t page, now, old;
-  };
-  std::vector<Taken> taken;
+  std::vector<TakenLines> taken;
   transport::Endpoint& ep = endpoint(worker);
   for (size_t j = 0; j < lines.size();) {
     const uint64_t page = lines[j] / 64;
@@ -650,13 +648,7 @@ void StateArrayBase::FetchPendingOf(int worker,
     QueuePendingRuns(ep, page, now, old);
     taken.push_back({page, now, old});
   }
-  if (absl::Status s = ep.Flush(); !s.ok()) {
-    MutexLock error_lock(&error_mu_);
-    if (error_.ok()) error_ = s;
-    read_failed_.store(true, std::memory_order_relaxed);
-    return;  // stays pending; the error ends the job
-  }
-  for (const Taken& t : taken) pending_.Clear(t.page, t.now, t.old);
+  FlushTaken(ep, taken);
 }
 
 void StateArrayBase::FetchRestPending(int worker, uint64_t line) {

@@ -646,6 +646,14 @@ class StateArrayBase : public PageSource {
   // outside the filter; false when the READ failed (the error is kept).
   bool ReadPendingBatch(int worker, bool filtered, bool* left)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_mu_);
+  // A batch's READs queued on ep: the words to clear once READ (page, its
+  // now and old bits). FlushTaken flushes and clears them; false when the
+  // READ failed (the error is kept; they stay pending).
+  struct TakenLines {
+    uint64_t page, now, old;
+  };
+  bool FlushTaken(transport::Endpoint& ep,
+                  const std::vector<TakenLines>& taken);
   // The lines of page `page` holding a vertex referenced_ sets.
   uint64_t ReferencedLines(uint64_t page) const;
   // Queues READs of page `page`'s pending lines (bits `now` from the open
