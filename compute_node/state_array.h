@@ -278,17 +278,17 @@ class StateArrayBase : public PageSource {
   bool any_pending() const { return any_pending_; }
   // Whether FetchAllOnTouch armed a batch for this operation.
   bool fetches_all_on_touch() const { return fetch_all_; }
-  // For a scan others may take units of (until the next FetchAllOnTouch):
-  // the batch READs only the referenced lines, as armed, but the accessors
-  // keep checking the rest, which a taken unit may touch anywhere: READ a
-  // line at a touch, then, after `rest_budget` of them (what the batch
-  // would cost), all that are left in one batch.
   // READs in one batch the pending lines holding any of `vertices` or of
   // [first, end) (a taken block's neighbours and its own vertices), before
   // its work would touch them one at a time. Resident arrays; an error is
   // kept as a touch's is.
   void FetchPendingOf(int worker, std::span<const store::VertexId> vertices,
                       store::VertexId first, store::VertexId end);
+  // For a scan others may take units of (until the next FetchAllOnTouch):
+  // the batch READs only the referenced lines, as armed, but the accessors
+  // keep checking the rest, which a taken unit may touch anywhere: READ a
+  // line at a touch, then, after `rest_budget` of them (what the batch
+  // would cost), all that are left in one batch.
   void KeepChecks(uint64_t rest_budget) {
     keep_checks_ = true;
     rest_left_.store(static_cast<int64_t>(rest_budget),
@@ -774,7 +774,7 @@ class StateArray : public StateArrayBase {
   // update too many instead of a READ. Exact where nothing is pending.
   bool UnsetOrPending(int w, store::VertexId v) {
     if (!resident()) return Unset(w, v);
-    if (any_pending_ && LineIsPending(v * sizeof(T) / kLineBytes)) return true;
+    if (LinePending(v)) return true;
     return std::atomic_ref<T>(data()[v]).load(kRelaxed) == initial();
   }
   void Set(int w, store::VertexId v, T x) {
