@@ -5,8 +5,10 @@ For every graph x algorithm, runs `dmg run --compute_nodes=N --threads=1
 --stats_json` on the embedded cluster for each N, and prints from each
 run's statistics: the job's bytes read (every node's, setup and waiting
 included: job_totals), the largest node's, and their ratios to the 1-node
-job's. Bytes do not depend on timing, so one run each answers; the times
-are printed for orientation only (this machine has 2 cores: N nodes of one
+job's. Bytes depend on timing only through the choices made on measured
+times (stealing, the transport probe): --reps runs each cell that many
+times and prints the run whose largest node read least. The times are
+printed for orientation only (this machine has 2 cores: N nodes of one
 thread each share them).
 
   bench/node_bytes.py --graphs kron20.img,road-NY.el --algos pagerank,bfs
@@ -67,10 +69,18 @@ def find_graph(spec, graphs_dir, who):
 
 
 def run(dmg, graph, algo, nodes, args):
-    s = run_stats(dmg, graph, algo, nodes, 1, args)
-    job = s.get("job_totals", s["totals"])["bytes_read"]
-    per_node = [n["ops"]["bytes_read"] for n in s.get("nodes", [])] or [job]
-    return {"job": job, "max_node": max(per_node), "seconds": s["seconds"]}
+    """The run of --reps whose largest node read least (the issue's "best
+    of 3": a steal decided on noisy timings costs its taker a unit's
+    blocks, so bytes vary from run to run on a shared machine)."""
+    best = None
+    for _ in range(max(1, args.reps)):
+        s = run_stats(dmg, graph, algo, nodes, 1, args)
+        job = s.get("job_totals", s["totals"])["bytes_read"]
+        per_node = [n["ops"]["bytes_read"] for n in s.get("nodes", [])] or [job]
+        r = {"job": job, "max_node": max(per_node), "seconds": s["seconds"]}
+        if best is None or r["max_node"] < best["max_node"]:
+            best = r
+    return best
 
 
 def main():
@@ -88,6 +98,9 @@ def main():
     p.add_argument("--cache_fraction", default="",
                    help="a cache bound (empty: none)")
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--reps", type=int, default=1,
+                   help="runs per cell; the one whose largest node read "
+                   "least is printed")
     p.add_argument("--unit_weights", action="store_true",
                    help="SSSP with weight 1 on every arc (unweighted graphs)")
     args = p.parse_args()

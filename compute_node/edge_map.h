@@ -375,7 +375,7 @@ absl::StatusOr<Frontier> Engine::EdgeMap(const Frontier& frontier,
     DMG_RETURN_IF_ERROR(FetchPendingState());
   } else if (pull) {
     // The value reads the sources the in-edges name.
-    ArmSourceReads(internal::Opposite(along));
+    DMG_RETURN_IF_ERROR(ArmSourceReads(internal::Opposite(along)));
   } else if (!kReadsOnlySources) {
     switch (ChooseTargetRefresh(active, along, Op::kFirstWins, sizeof(T))) {
       case Refresh::kBulk:

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/host_cores.h"
 #include "common/status_macros.h"
 #include "compute_node/vertex_program.h"
 #include "compute_node/wire_codec.h"
@@ -472,10 +473,19 @@ absl::Status Engine::MeasureTransport() {
   // probe's bytes count in the job's figures, and N nodes each reading
   // megabytes to learn one figure had cost a road-NY BFS on 2 nodes a
   // fifth of its bytes. 128 KiB still takes a few round trips' time on
-  // every transport (tcp loopback ~110 us against ~50 us).
+  // every transport (tcp loopback ~110 us against ~50 us). Each node also
+  // posts its host, cores and threads (shared_cores_).
   transport::Endpoint& ep = pool_->endpoint(0);
   DMG_ASSIGN_OR_RETURN(const double best, BestRoundTripUs(ep, 8));
-  coordinator::TransportCost mine{best, 0};
+  struct Sample {
+    coordinator::TransportCost cost;
+    uint64_t host;
+    double cores, threads;
+  };
+  Sample mine{{best, 0},
+              HostId(),
+              options_.usable_cores > 0 ? options_.usable_cores : UsableCores(),
+              static_cast<double>(threads())};
   if (compute_node() == 0) {
     // The better of two: the first READ of the store's pages came out
     // 2x (embedded) to 7x (tcp loopback) slower than the next. A third
@@ -484,7 +494,7 @@ absl::Status Engine::MeasureTransport() {
     // two cores (tcp loopback, 4 nodes: 430-1,230 bytes/us the better of
     // two, 590-2,200 the best of three; embedded 1,750-3,060).
     DMG_ASSIGN_OR_RETURN(
-        mine.bytes_per_us,
+        mine.cost.bytes_per_us,
         BestBandwidth(ep, std::min<uint64_t>(128 << 10, graph_.store_bytes(0)),
                       /*reads=*/2, best));
   }
@@ -492,16 +502,28 @@ absl::Status Engine::MeasureTransport() {
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        cluster_->Exchange(ep, post));
   coordinator::TransportCost cost{0, 0};
+  workload::SharedCores shared;
+  std::vector<uint64_t> hosts;
   for (size_t k = 0; k < all.size(); ++k) {
-    coordinator::TransportCost c;
+    Sample c;
     if (all[k].common.size() != sizeof(c)) {
       return absl::DataLossError("malformed transport sample");
     }
     std::memcpy(&c, all[k].common.data(), sizeof(c));
-    cost.round_trip_us += c.round_trip_us / all.size();
-    if (k == 0) cost.bytes_per_us = c.bytes_per_us;
+    cost.round_trip_us += c.cost.round_trip_us / all.size();
+    if (k == 0) cost.bytes_per_us = c.cost.bytes_per_us;
+    const auto at = std::find(hosts.begin(), hosts.end(), c.host);
+    shared.host.push_back(static_cast<int>(at - hosts.begin()));
+    if (at == hosts.end()) {
+      hosts.push_back(c.host);
+      shared.cores.push_back(c.cores);
+    }
+    shared.threads.push_back(std::max(1.0, c.threads));
+    double& cores = shared.cores[shared.host.back()];
+    cores = std::max(1.0, std::min(cores, c.cores));
   }
   transport_cost_ = cost;
+  shared_cores_ = std::move(shared);
   stats_.transport_rtt_us = transport_cost_.round_trip_us;
   stats_.transport_bytes_per_us = transport_cost_.bytes_per_us;
   return absl::OkStatus();
@@ -1164,16 +1186,47 @@ void Engine::ArmPendingReads(bool all_on_touch, bool demand_first) {
   }
 }
 
-void Engine::ArmSourceReads(Direction d) {
+absl::Status Engine::ArmSourceReads(Direction d, bool whole) {
   const int k = static_cast<int>(Stored(d));
+  if (whole) DMG_RETURN_IF_ERROR(PrimeSources(d));
   if (!sources_complete_[k]) {
     // Which lines the scan reads is not known yet: demand first.
     ArmPendingReads(/*all_on_touch=*/true);
-    return;
+    return absl::OkStatus();
   }
   for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
     states_[i]->FetchAllOnTouch(true, &sources_[k]);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::PrimeSources(Direction d) {
+  d = Stored(d);
+  const int k = static_cast<int>(d);
+  if (compute_nodes() == 1 || sources_complete_[k]) return absl::OkStatus();
+  PlanDirection(d, /*push=*/false);
+  const HotBlockCache* hot = hot_[k].get();
+  // Without room for the range's blocks the scan would READ them again.
+  if (hot == nullptr || !hot->holds_all()) return absl::OkStatus();
+  sources_[k].resize((num_vertices() + 63) / 64, 0);
+  std::span<const DirectoryEntry> dir = graph_.directory(d);
+  std::span<const Unit> units = own_units_[k];
+  DMG_RETURN_IF_ERROR(Fail(
+      scheduler_.Run(units.size(), [&](int w, UnitScheduler::Cursor& cursor) {
+        return source_->Stream(
+            w, d, units, cursor, [](size_t) {},
+            [&](uint32_t i, const std::byte* p, uint32_t len) -> absl::Status {
+              if (const BlockView* v = hot->View(i, p)) {
+                RecordSources(k, *v);
+                return absl::OkStatus();
+              }
+              DMG_ASSIGN_OR_RETURN(BlockView b, ParseBlock(dir, i, p, len));
+              RecordSources(k, b);
+              return absl::OkStatus();
+            });
+      })));
+  sources_complete_[k] = true;
+  return absl::OkStatus();
 }
 
 void Engine::SetBarrierReady(bool ready) {
@@ -1207,6 +1260,7 @@ absl::Status Engine::Prepare(bool open_superstep, bool fetch_pending) {
       step_path_base_[w] = pool_->endpoint(w).stats().round_trips;
     }
     step_rounds_base_ = cluster_->rounds();
+    step_polls_base_ = cluster_->polls();
     step_wait_base_us_ = cluster_->wait_us();
     step_cache_base_ = CacheTotals();
     source_->TakeMaxOutstanding();
@@ -1375,6 +1429,7 @@ absl::Status Engine::EndSuperstep() {
                  pool_->endpoint(w).stats().round_trips - step_path_base_[w]);
   }
   s.rounds = cluster_->rounds() - step_rounds_base_;
+  s.polls = cluster_->polls() - step_polls_base_;
   s.wait_seconds = (cluster_->wait_us() - step_wait_base_us_) / 1e6;
   s.cache = CacheTotals() - step_cache_base_;
   s.max_outstanding = source_->TakeMaxOutstanding();

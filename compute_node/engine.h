@@ -114,6 +114,11 @@ struct EngineOptions {
   // cursors, so idle nodes take others' left-overs (false: each node does
   // its own range only; for ablations).
   bool steal = true;
+  // The cores this node posts for the steal model (workload::SharedCores;
+  // 0: UsableCores, what this process may run on). Tests of stealing set
+  // it to their threads, as hosts of their own would have them, so that
+  // the machine's core count does not decide whether a step steals.
+  double usable_cores = 0;
   // With several compute nodes: a node's small part of a push step's
   // frontier travels as a count and degree sums, not its members, and the
   // frontier holds only some members (Frontier::whole() false) until an
@@ -421,7 +426,16 @@ class Engine {
   // The same for an operation that reads state at the neighbours a dense
   // scan of direction d names (a pull's sources): once a scan has recorded
   // them all (sources_), the batch is the pending lines holding one.
-  void ArmSourceReads(Direction d);
+  // `whole`: the operation scans every block of this node's range (a
+  // gather), so the sources may be recorded first (PrimeSources).
+  absl::Status ArmSourceReads(Direction d, bool whole = false);
+  // Before the first whole scan of direction d whose blocks this node's
+  // hot-block cache holds: READs them (into the cache, where the scan
+  // finds them) and records their sources, so that the scan's first
+  // source reads are the referenced pending lines in one batch instead of
+  // demand reads then every pending line (DemandBudget's batch: 0.76 MB
+  // a node of a road-NY PageRank's first step over tcp, on 4 nodes).
+  absl::Status PrimeSources(Direction d);
   // Places arrays: resident or paged, by the planner; fresh, or (adopt) from
   // the regions an earlier attempt left, at version superstep_.
   absl::Status PlaceStates(std::span<StateArrayBase* const> arrays,
@@ -1078,6 +1092,9 @@ class Engine {
   // The job's compute nodes (Cluster::Solo for one).
   std::unique_ptr<Cluster> cluster_;
   coordinator::TransportCost transport_cost_;  // measured at job start
+  // The compute nodes' hosts, cores and threads, posted at job start (the
+  // steal model's CoreFloor; empty on one node).
+  workload::SharedCores shared_cores_;
   // A round trip at least this long is dear (any network, RDMA's few
   // microseconds included; the local transport's is a memcpy, ~0.06 us):
   // fewer and larger batches pay. At 10 us, tcp on loopback (8-12 us
@@ -1184,6 +1201,7 @@ class Engine {
   // Each endpoint's round trips when the superstep began.
   std::vector<uint64_t> step_path_base_;
   uint64_t step_rounds_base_ = 0, step_wait_base_us_ = 0;  // cluster's
+  uint64_t step_polls_base_ = 0;
   CacheCounters step_cache_base_;
   RunStats stats_;
   bool failed_ = false;

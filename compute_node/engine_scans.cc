@@ -729,6 +729,7 @@ bool Engine::StealPays(Direction d, const Frontier& frontier) {
   prices.taker_ns = c.push_ns_per_visit + ArcReadNs();
   prices.fixed_ns = ClaimRoundsNs();
   prices.residue_ns = PushResidueNs();
+  prices.cores = shared_cores_;
   MeasuredPrices(kPushScan, work, /*absolute=*/true, prices);
   return NoteSteal(workload::DecideSteal(work, prices));
 }
@@ -858,6 +859,7 @@ workload::StealDecision Engine::DecideDenseSteal(
   // of this kind has stolen, the taker's price is the measured ratio.
   const std::vector<double> measured = MeasuredShares(kind);
   workload::StealPrices priced = prices;
+  priced.cores = shared_cores_;
   MeasuredPrices(kind, measured.empty() ? estimate : measured,
                  /*absolute=*/false, priced);
   if (measured.empty() || prices.owner_ns <= 0) {

@@ -82,7 +82,7 @@ auto Engine::PullGather(
                                                         Weight{})))> {
   using T = decltype(value(VertexId{}, VertexId{}, Weight{}));
   using R = decltype(finish(VertexId{}, T{}));
-  ArmSourceReads(neighbours);
+  DMG_RETURN_IF_ERROR(ArmSourceReads(neighbours, /*whole=*/given == nullptr));
   // With given sums (a GPU share), the CPU threads gather from cpu_from on
   // and READ only the units holding such vertices (>=: a unit that ends in
   // a split vertex names it as its end).

@@ -108,7 +108,8 @@ std::string ToJson(const RunStats& s) {
         "\"wait_seconds\": %.6f, \"est_steal_gain_us\": %.1f, "
         "\"est_steal_cost_us\": %.1f, \"est_steal_residue_ns\": %.2f, "
         "\"checkpoint\": %s, \"path_round_trips\": %d, "
-        "\"est_push_remote_share\": %.4f, \"est_stale_refresh_us\": %.1f}",
+        "\"est_push_remote_share\": %.4f, \"est_stale_refresh_us\": %.1f, "
+        "\"polls\": %d}",
         i ? "," : "", t.index, t.direction, t.frontier, t.seconds,
         t.max_outstanding, OpsJson(t.ops), CacheJson(t.cache), t.chosen_by,
         t.auto_work, t.auto_threshold, t.update_mode, t.update_chosen_by,
@@ -121,7 +122,7 @@ std::string ToJson(const RunStats& s) {
         t.vertex_visits, t.rounds, t.wait_seconds, t.est_steal_gain_us,
         t.est_steal_cost_us, t.est_steal_residue_ns,
         t.checkpoint ? "true" : "false", t.path_round_trips,
-        t.est_push_remote_share, t.est_stale_refresh_us);
+        t.est_push_remote_share, t.est_stale_refresh_us, t.polls);
   }
   absl::StrAppendFormat(&out,
                         "\n  ],\n  \"totals\": %s,\n  \"cache_totals\": "

@@ -79,6 +79,9 @@ struct SuperstepStats {
   uint64_t pull_hits = 0;  // of pull_visits, arcs whose source was active
   uint64_t vertex_visits = 0;
   uint64_t rounds = 0;
+  // Of ops.round_trips: the READs that polled for the other nodes in
+  // exchanges (as many as the wait lasted).
+  uint64_t polls = 0;
   double wait_seconds = 0;
   double seconds = 0;
   transport::OpStats ops;

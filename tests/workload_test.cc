@@ -532,17 +532,17 @@ TEST(WorkItemsTest, TakersStopAtTheirRoomAndOwnersFinishTheRest) {
 TEST(StealPolicyTest, TheModelWeighsTheGainAgainstTheTakersPrice) {
   const std::vector<double> work = {1000, 0};
   // Free taking: both end at half.
-  workload::StealPrices same{1, 1, 0, {}};
+  workload::StealPrices same{1, 1, 0, {}, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, same), 500, 1e-6);
   // A taker paying 3x: t = 1000 - s, s * 3 = t -> t = 750.
-  workload::StealPrices dear{1, 3, 0, {}};
+  workload::StealPrices dear{1, 3, 0, {}, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, dear), 750, 1e-6);
   // Already balanced: nothing moves.
   const std::vector<double> even = {700, 700, 700};
   EXPECT_NEAR(workload::BalancedFinishNs(even, dear), 700, 1e-6);
   // Gain 250 ns against a fixed cost: steals below it, not above.
   const std::vector<double> skewed = {800000, 16000};
-  workload::StealPrices p{1e-3, 3e-3, 0, {}};  // us-scale work in ns
+  workload::StealPrices p{1e-3, 3e-3, 0, {}, {}};  // us-scale work in ns
   workload::StealRule any;
   any.min_excess_work = 0;
   const workload::StealDecision cheap = workload::DecideSteal(skewed, p, any);
@@ -567,14 +567,14 @@ TEST(StealPolicyTest, WhatStaysWithTheOwnerShrinksTheGain) {
   const std::vector<double> work = {1000, 0};
   // Each unit taken saves the owner 1 - 0.5: t = 1000 - 0.5 s, s = t -> t
   // = 1000 / 1.5.
-  workload::StealPrices half{1, 1, 0, {0.5, 0}};
+  workload::StealPrices half{1, 1, 0, {0.5, 0}, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, half), 1000 / 1.5, 1e-6);
   // The residue is the owner's: the same on the other node changes nothing.
-  workload::StealPrices other{1, 1, 0, {0, 0.5}};
+  workload::StealPrices other{1, 1, 0, {0, 0.5}, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, other), 500, 1e-6);
   // An owner that keeps all of a taken unit's cost gains nothing, and the
   // step does not steal however uneven it is.
-  workload::StealPrices all{1, 1, 0, {1, 0}};
+  workload::StealPrices all{1, 1, 0, {1, 0}, {}};
   EXPECT_NEAR(workload::BalancedFinishNs(work, all), 1000, 1e-6);
   workload::StealRule any;
   any.min_excess_work = 0;
@@ -584,12 +584,60 @@ TEST(StealPolicyTest, WhatStaysWithTheOwnerShrinksTheGain) {
   // Two heavy owners with different residues and an idle third: at the
   // balance point what the two shed (in units) is what the third takes in
   // the time it has, and it lies above the free-taking one (2000 / 3).
-  workload::StealPrices mixed{1, 1, 0, {0.25, 0.5, 0}};
+  workload::StealPrices mixed{1, 1, 0, {0.25, 0.5, 0}, {}};
   const std::vector<double> three = {1000, 1000, 0};
   const double t = workload::BalancedFinishNs(three, mixed);
   const double shed = (1000 - t) / 0.75 + (1000 - t) / 0.5;
   EXPECT_NEAR(shed, t, 1e-3);
   EXPECT_GT(t, 2000.0 / 3);
+}
+
+// Four one-thread nodes on two cores (one host): together they need twice
+// the mean share of the cores' time with or without stealing, so a share
+// 1.5x the mean gains nothing from it (a taker's time is the owner's
+// lost). On one host with four cores, or on four hosts, the same shares
+// steal. Where one host's nodes are slowed by its cores and another's are
+// not, the step ends with the slowed host, and taking from it gains down
+// to the floor of all the work over all the usable cores.
+TEST(StealPolicyTest, NodesSharingCoresGainNothingBelowTheirFloor) {
+  const std::vector<double> work = {1500, 833, 833, 834};
+  workload::StealRule any;
+  any.min_excess_work = 0;
+  workload::StealPrices p{1, 1.2, 0, {}, {}};
+  p.cores = {{0, 0, 0, 0}, {1, 1, 1, 1}, {2}};
+  workload::CoreBounds b = workload::SharedCoreBounds(work, p.cores);
+  EXPECT_NEAR(b.alone, 2000, 1e-9);
+  EXPECT_NEAR(b.floor, 2000, 1e-9);
+  const workload::StealDecision shared = workload::DecideSteal(work, p, any);
+  EXPECT_FALSE(shared.steal);
+  EXPECT_NEAR(shared.gain_us, 0, 1e-12);
+  const double finish = workload::BalancedFinishNs(work, p);
+  for (const workload::SharedCores& cores :
+       {workload::SharedCores{{0, 0, 0, 0}, {1, 1, 1, 1}, {4}},
+        workload::SharedCores{{0, 1, 2, 3}, {1, 1, 1, 1}, {1, 1, 1, 1}},
+        workload::SharedCores{}}) {
+    p.cores = cores;
+    b = workload::SharedCoreBounds(work, p.cores);
+    EXPECT_LE(b.alone, 1500);
+    EXPECT_LE(b.floor, 1000);
+    const workload::StealDecision d = workload::DecideSteal(work, p, any);
+    EXPECT_TRUE(d.steal);
+    EXPECT_NEAR(d.gain_us, (1500 - finish) / 1e3, 1e-9);
+  }
+  // Two-thread nodes with room on host 0, two one-thread nodes on host 1's
+  // one core: alone, host 1 ends at 1667; all of it over 4 + 1 usable
+  // cores, 6333 / 5.
+  p.cores = {{0, 0, 1, 1}, {2, 2, 1, 1}, {4, 1}};
+  b = workload::SharedCoreBounds(work, p.cores);
+  EXPECT_NEAR(b.alone, 1667, 1e-9);
+  EXPECT_NEAR(b.floor, 6333.0 / 5, 1e-9);
+  EXPECT_NEAR(workload::DecideSteal(work, p, any).gain_us,
+              (1667 - std::max(finish, 6333.0 / 5)) / 1e3, 1e-9);
+  // Malformed (a node missing): no bounds.
+  p.cores = {{0, 0}, {1, 1}, {1}};
+  b = workload::SharedCoreBounds(work, p.cores);
+  EXPECT_EQ(b.alone, 0);
+  EXPECT_EQ(b.floor, 0);
 }
 
 }  // namespace dmg

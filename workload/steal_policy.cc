@@ -37,6 +37,32 @@ double BalancedFinishNs(std::span<const double> work,
   return hi;
 }
 
+CoreBounds SharedCoreBounds(std::span<const double> work,
+                            const SharedCores& cores) {
+  CoreBounds b;
+  if (cores.host.size() != work.size() || cores.threads.size() != work.size()) {
+    return b;
+  }
+  const size_t hosts = cores.cores.size();
+  std::vector<double> busy(hosts, 0.0), threads(hosts, 0.0);
+  for (size_t k = 0; k < work.size(); ++k) {
+    const int h = cores.host[k];
+    if (h < 0 || static_cast<size_t>(h) >= hosts) return b;
+    busy[h] += work[k] * cores.threads[k];
+    threads[h] += cores.threads[k];
+    b.alone = std::max(b.alone, work[k]);
+  }
+  double all = 0, usable = 0;
+  for (size_t h = 0; h < hosts; ++h) {
+    const double c = std::max(1.0, cores.cores[h]);
+    b.alone = std::max(b.alone, busy[h] / c);
+    all += busy[h];
+    usable += std::min(c, threads[h]);
+  }
+  b.floor = all / std::max(1.0, usable);
+  return b;
+}
+
 StealDecision DecideSteal(std::span<const double> work,
                           const StealPrices& prices, const StealRule& rule) {
   StealDecision d;
@@ -48,7 +74,10 @@ StealDecision DecideSteal(std::span<const double> work,
                 static_cast<double>(work.size());
   const double excess = d.max_work - d.mean_work;
   const double finish = BalancedFinishNs(work, prices);
-  d.gain_us = (d.max_work * prices.owner_ns - finish) / 1e3;
+  const CoreBounds bounds = SharedCoreBounds(work, prices.cores);
+  d.gain_us = (std::max(d.max_work, bounds.alone) * prices.owner_ns -
+               std::max(finish, bounds.floor * prices.owner_ns)) /
+              1e3;
   d.cost_us = prices.fixed_ns / 1e3;
   d.steal = excess >= rule.min_excess_work &&
             excess >= rule.min_excess_fraction * d.mean_work &&

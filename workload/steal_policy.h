@@ -43,11 +43,36 @@ struct StealRule {
 // to it through its inbox, so an owner whose arcs mostly stay in its range
 // sheds the scan of a taken unit but keeps most of the applying; an owner
 // whose residue reaches its own price cannot gain from being stolen from.
+// Compute nodes that share a host's cores: per node, its host's index and
+// its threads; per host, the cores its nodes may use. Empty: every node
+// has a core a thread to itself.
+struct SharedCores {
+  std::vector<int> host;
+  std::vector<double> threads;
+  std::vector<double> cores;
+};
+
+// Where nodes share a host's cores, the step's end without stealing (a
+// host's nodes end no sooner than sum(work x threads) over its cores) and
+// the least any schedule ends at (all of it over all the cores the nodes
+// can use). Per node `work` is in its threads' time; both bounds are in
+// its units. They bind only where a host has fewer cores than threads
+// (four one-thread nodes on two cores: twice the mean share, both), and
+// there a taker on the host gains what its owner loses. 0 without shared
+// cores or when a node is missing.
+struct CoreBounds {
+  double alone = 0;
+  double floor = 0;
+};
+CoreBounds SharedCoreBounds(std::span<const double> work,
+                            const SharedCores& cores);
+
 struct StealPrices {
   double owner_ns = 1;
   double taker_ns = 1;
   double fixed_ns = 0;
   std::vector<double> residue_ns;
+  SharedCores cores;  // the gain counts from SharedCoreBounds
   double residue(size_t owner) const {
     return owner < residue_ns.size() ? residue_ns[owner] : 0.0;
   }
@@ -59,8 +84,8 @@ struct StealDecision {
   double mean_work = 0;  // over all owners
   // The model's prediction: how much sooner the slowest node finishes
   // when the others take its work at the taker's price (so the ones that
-  // finish first each take until all end together), and what the steal
-  // costs.
+  // finish first each take until all end together), both ends within
+  // SharedCoreBounds, and what the steal costs.
   double gain_us = 0;
   double cost_us = 0;
   // What stays with the heaviest owner per unit taken from it (ns).
