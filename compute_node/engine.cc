@@ -1176,14 +1176,16 @@ absl::Status Engine::FetchPendingState() {
 void Engine::ArmPendingReads(bool all_on_touch, bool demand_first) {
   for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
     StateArrayBase& a = *states_[i];
-    const uint64_t demand =
-        all_on_touch && demand_first && a.any_pending()
-            ? coordinator::DemandBudget(a.pending_lines(),
-                                        StateArrayBase::kLineBytes,
-                                        transport_cost_)
-            : 0;
-    a.FetchAllOnTouch(all_on_touch, nullptr, demand);
+    a.FetchAllOnTouch(all_on_touch, nullptr,
+                      all_on_touch && demand_first ? DemandBudgetOf(a) : 0);
   }
+}
+
+uint64_t Engine::DemandBudgetOf(const StateArrayBase& a) const {
+  return a.any_pending() ? coordinator::DemandBudget(a.pending_lines(),
+                                                     StateArrayBase::kLineBytes,
+                                                     transport_cost_)
+                         : 0;
 }
 
 absl::Status Engine::ArmSourceReads(Direction d, bool whole) {

@@ -423,6 +423,10 @@ class Engine {
   // (StateArrayBase::FetchAllOnTouch); all of them after the first few
   // (coordinator::DemandBudget) unless `demand_first` is false.
   void ArmPendingReads(bool all_on_touch, bool demand_first = true);
+  // The pending lines of `a` READ one at a time before the rest in one
+  // batch (coordinator::DemandBudget at the measured transport; 0 when
+  // none is pending).
+  uint64_t DemandBudgetOf(const StateArrayBase& a) const;
   // The same for an operation that reads state at the neighbours a dense
   // scan of direction d names (a pull's sources): once a scan has recorded
   // them all (sources_), the batch is the pending lines holding one.

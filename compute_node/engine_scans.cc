@@ -554,12 +554,7 @@ void Engine::ArmSharedScanReads() {
   }
   if (!armed) ArmPendingReads(/*all_on_touch=*/true);
   for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
-    StateArrayBase& a = *states_[i];
-    a.KeepChecks(a.any_pending()
-                     ? coordinator::DemandBudget(a.pending_lines(),
-                                                 StateArrayBase::kLineBytes,
-                                                 transport_cost_)
-                     : 0);
+    states_[i]->KeepChecks(DemandBudgetOf(*states_[i]));
   }
 }
 
