@@ -7,7 +7,7 @@
 //   cc_forest.cc  components on several compute nodes: local forests, then
 //                labels across the cut
 //   cc_lp.cc     min-label propagation over both directions (Min)
-//   sssp.cc      frontier Bellman-Ford (Min)
+//   sssp.cc      delta-stepping (Min); Bellman-Ford for unit weights
 //   bc.cc        Brandes betweenness centrality from given sources
 //   tc.cc        triangle counting, each triangle once, degree-ordered
 //   kcore.cc     k-core decomposition by peeling (Add)

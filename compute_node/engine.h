@@ -192,6 +192,7 @@ class Engine {
   uint64_t num_arcs() const { return graph_.num_arcs(); }
   bool weighted() const { return graph_.weighted(); }
   int32_t min_weight() const { return graph_.min_weight(); }
+  int32_t max_weight() const { return graph_.max_weight(); }
   // True if the store was laid out from a symmetric graph (every arc u->v
   // has v->u), as undirected algorithms need.
   bool symmetric() const { return graph_.symmetric(); }

@@ -40,6 +40,7 @@ class RemoteGraph {
   uint32_t superblock_crc() const { return sb_.crc32; }
   uint32_t num_memory_nodes() const { return sb_.num_memory_nodes; }
   int32_t min_weight() const { return sb_.min_weight; }
+  int32_t max_weight() const { return sb_.max_weight; }
 
   std::span<const DirectoryEntry> directory(Direction d) const {
     return dir_[static_cast<int>(d)];

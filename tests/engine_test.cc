@@ -691,6 +691,43 @@ TEST(EngineTest, BadSourceAndSsspPreconditions) {
   EXPECT_NE(s.status().message().find("non-negative"), std::string::npos);
 }
 
+// Delta-stepping's buckets (a width of 8x the heaviest arc): zero-weight
+// arcs that keep a bucket busy for several supersteps, arcs heavier than
+// a bucket that skip empty ones, a long chain whose distances drop many
+// times, and unreachable vertices; the distances are the reference's on
+// 1 and 2 threads, with and without a cache bound.
+TEST(EngineTest, DeltaSteppingMatchesTheReferenceAcrossBuckets) {
+  store::EdgeList e;
+  e.num_vertices = 3000;
+  for (store::VertexId v = 0; v + 1 < 2000; ++v) {
+    e.Add(v, v + 1, static_cast<store::Weight>(v % 7 == 0 ? 0 : 1 + v % 5));
+    e.Add(v, (v * 31 + 17) % 2000,
+          static_cast<store::Weight>((v * 2654435761u) % 1000));
+  }
+  // A weight of 1000 makes the bucket 8000 wide; the jumps cross several.
+  e.Add(5, 1500, 40000);
+  e.Add(1500, 2500, 0);
+  e.Add(2500, 2600, 123456);
+  auto g = store::BuildGraph(std::move(e), {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  const auto want = reference::Sssp(*g, 0, false);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int threads : {1, 2}) {
+    for (uint64_t bytes :
+         {compute::MemoryBudget::kUnlimited, uint64_t{160 << 10}}) {
+      SCOPED_TRACE(absl::StrCat(threads, " threads, cache ", bytes));
+      CacheConfig cache;
+      cache.bytes = bytes;
+      auto c = Start(*g, threads, 4096, false, cache);
+      auto got = algorithms::Sssp(c->engine(), 0, false);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(*got, *want);
+      EXPECT_EQ((*got)[2999], algorithms::kInfDistance);
+      EXPECT_EQ((*got)[2600], (*want)[2500] + 123456);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dmg
 
