@@ -54,15 +54,17 @@ absl::StatusOr<std::vector<int64_t>> BellmanFord(Engine& engine,
   return engine.Result(dist);
 }
 
-// This node's pending vertices (all of them its own).
+// This node's pending vertices (all of them its own): a list, and a bit a
+// vertex of its range (outside the cache bound, as a frontier's bitmap).
 class Pending {
  public:
   explicit Pending(const Engine& engine)
       : begin_(engine.RangeOf(engine.compute_node()).first),
-        in_(engine.RangeOf(engine.compute_node()).second - begin_, 0) {}
+        bits_((engine.RangeOf(engine.compute_node()).second - begin_ + 63) / 64,
+              0) {}
   void Add(VertexId v) {
-    if (!in_[v - begin_]) {
-      in_[v - begin_] = 1;
+    if (!Has(v)) {
+      Flip(v);
       list_.push_back(v);
     }
   }
@@ -72,7 +74,7 @@ class Pending {
     size_t kept = 0;
     for (VertexId v : list_) {
       if (drop(v)) {
-        in_[v - begin_] = 0;
+        Flip(v);
       } else {
         list_[kept++] = v;
       }
@@ -81,11 +83,18 @@ class Pending {
   }
   const std::vector<VertexId>& list() const { return list_; }
   // (From any worker: nothing changes the set during an operation.)
-  bool Has(VertexId v) const { return in_[v - begin_]; }
+  bool Has(VertexId v) const {
+    const uint64_t i = v - begin_;
+    return (bits_[i >> 6] >> (i & 63)) & 1;
+  }
 
  private:
+  void Flip(VertexId v) {
+    const uint64_t i = v - begin_;
+    bits_[i >> 6] ^= uint64_t{1} << (i & 63);
+  }
   VertexId begin_;
-  std::vector<uint8_t> in_;  // read by workers: no packed bits
+  std::vector<uint64_t> bits_;
   std::vector<VertexId> list_;
 };
 
