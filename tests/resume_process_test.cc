@@ -124,6 +124,55 @@ TEST(ResumeAtASuperstepTest, AfforestResumesBetweenItsPhases) {
   EXPECT_EQ(Slurp(dir.file("cc.out")), ref.output);
 }
 
+// Weighted SSSP (delta-stepping) carries only its bucket's bound: each
+// node's pending vertices are not recorded, and a resumed job takes every
+// reached vertex as pending. Stopped in the middle of the buckets, on one
+// compute node and on three (one process; --keep_state_s keeps the
+// regions for the resume), it writes the uninterrupted run's distances.
+TEST(ResumeAtASuperstepTest, DeltaSteppingResumesWithItsBoundAlone) {
+  testing::TempDir dir;
+  {
+    // A 120 x 120 grid, both ways, weights 1-255.
+    std::FILE* f = std::fopen(dir.file("grid.wel").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int r = 0; r < 120; ++r) {
+      for (int c = 0; c < 120; ++c) {
+        const int v = r * 120 + c;
+        for (int u : {c + 1 < 120 ? v + 1 : -1, r + 1 < 120 ? v + 120 : -1}) {
+          if (u < 0) continue;
+          const int w = (v * 7919 + u * 104729) % 255 + 1;
+          std::fprintf(f, "%d %d %d\n%d %d %d\n", v, u, w, u, v, w);
+        }
+      }
+    }
+    std::fclose(f);
+  }
+  Daemon node("--transport=tcp", dir.file("node.log"));
+  const std::string nodes = " --memory_nodes=" + node.address();
+  ASSERT_EQ(RunDmg("load --graph=" + dir.file("grid.wel") + nodes).exit_code,
+            0);
+  for (const char* where : {"", " --compute_nodes=3"}) {
+    SCOPED_TRACE(where);
+    const std::string run = std::string(DMG_BINARY) +
+                            " run --algo=sssp --source=0 --threads=1 "
+                            "--checkpoint_interval=0 --keep_state_s=60 "
+                            "--progress=false" +
+                            nodes + where;
+    const testing::Reference ref = testing::RunReference(run, dir);
+    ASSERT_FALSE(ref.output.empty());
+    const std::string job = std::string(" --job=ds") + (*where ? "3" : "1");
+    const std::string out = " --output=" + dir.file("ds.out");
+    testing::CommandResult killed =
+        RunCommand("DMG_TEST_EXIT_AFTER_SUPERSTEP=20 " + run + job + out);
+    EXPECT_EQ(killed.exit_code, 9) << killed.err;
+    testing::CommandResult again = RunCommand(run + " --resume" + job + out);
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.out.find("resumed after superstep 20"), std::string::npos)
+        << again.out;
+    EXPECT_EQ(Slurp(dir.file("ds.out")), ref.output);
+  }
+}
+
 // With --checkpoint_interval=N a superstep's end is a checkpoint every N
 // supersteps: a job stopped between two goes on from the last one, with
 // the output of a job that checkpoints every superstep.
