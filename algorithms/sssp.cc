@@ -28,12 +28,10 @@ namespace dmg::algorithms {
 
 namespace {
 
-// Frontier Bellman-Ford: every vertex whose distance dropped relaxes its
-// out-arcs in the next superstep.
-absl::StatusOr<std::vector<int64_t>> BellmanFord(Engine& engine,
-                                                 compute::State<int64_t>& dist,
-                                                 VertexId source,
-                                                 bool unit_weights) {
+// Frontier Bellman-Ford over unit weights: every vertex whose distance
+// dropped relaxes its out-arcs in the next superstep (BFS's levels).
+absl::StatusOr<std::vector<int64_t>> UnitBellmanFord(
+    Engine& engine, compute::State<int64_t>& dist, VertexId source) {
   compute::Frontier frontier = engine.FrontierOf(source);
   engine.Carry("sssp.frontier", &frontier);
   DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
@@ -45,8 +43,8 @@ absl::StatusOr<std::vector<int64_t>> BellmanFord(Engine& engine,
     DMG_ASSIGN_OR_RETURN(
         frontier, engine.EdgeMap<compute::Min>(
                       frontier, Direction::kOut, compute::Mode::kAuto, dist,
-                      [&](VertexId u, VertexId, store::Weight w) {
-                        return dist.Get(u) + (unit_weights ? 1 : w);
+                      [&](VertexId u, VertexId, store::Weight) {
+                        return dist.Get(u) + 1;
                       },
                       compute::AllVertices()));
     DMG_RETURN_IF_ERROR(engine.EndSuperstep());
@@ -58,10 +56,8 @@ absl::StatusOr<std::vector<int64_t>> BellmanFord(Engine& engine,
 // vertex of its range (outside the cache bound, as a frontier's bitmap).
 class Pending {
  public:
-  explicit Pending(const Engine& engine)
-      : begin_(engine.RangeOf(engine.compute_node()).first),
-        bits_((engine.RangeOf(engine.compute_node()).second - begin_ + 63) / 64,
-              0) {}
+  explicit Pending(std::pair<VertexId, VertexId> range)
+      : begin_(range.first), bits_((range.second - range.first + 63) / 64, 0) {}
   void Add(VertexId v) {
     if (!Has(v)) {
       Flip(v);
@@ -114,7 +110,7 @@ absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
         std::to_string(engine.min_weight()));
   }
   auto& dist = engine.NewState<int64_t>("sssp.dist", kInfDistance);
-  if (unit_weights) return BellmanFord(engine, dist, source, unit_weights);
+  if (unit_weights) return UnitBellmanFord(engine, dist, source);
   // A bucket spans eight of the heaviest arcs: on road-NY (weights
   // 1-255) the least bytes on 4 compute nodes among widths of 256 to
   // 8,160 (narrower: more supersteps, each an exchange or three; wider:
@@ -124,7 +120,7 @@ absl::StatusOr<std::vector<int64_t>> Sssp(Engine& engine, VertexId source,
   int64_t bound = delta;  // pending vertices below it relax
   engine.Carry("sssp.bound", &bound);
   DMG_ASSIGN_OR_RETURN(const bool resumed, engine.Resume());
-  Pending pending(engine);
+  Pending pending(engine.RangeOf(engine.compute_node()));
   if (!resumed) {
     const compute::Frontier start = engine.FrontierOf(source);
     DMG_RETURN_IF_ERROR(
