@@ -359,7 +359,7 @@ class StateArrayBase : public PageSource {
  protected:
   StateArrayBase(StateContext context, std::string name, uint64_t n,
                  size_t elem_size, CacheHint hint, const void* initial);
-  [[gnu::always_inline]] void MarkDirty(uint64_t index) {
+  void MarkDirty(uint64_t index) {
     const uint64_t at = index * elem_;
     // Paged: misses read the page bits during an operation (which buffer
     // holds a page), so they are set at once (one fetch_or per page).
@@ -723,11 +723,12 @@ class StateArray : public StateArrayBase {
   }
 
   // The resident paths are inline; paged ones are out of line, so that hot
-  // loops stay small. Forced inline (with MarkDirty and the Reader's
-  // read): a kernel's per-vertex code calls several accessors, and out of
-  // line they cost PageRank's finish ~45 instructions a vertex (callgrind,
-  // kron:16: 107 -> 62; kron:20 with no bound 12-17% of a run). Forcing
-  // these alone made GCC outline the Reader's read instead, a call per arc.
+  // loops stay small. Forced inline (with the Reader's read): a kernel's
+  // per-vertex code calls several accessors, and out of line they cost
+  // PageRank's finish ~45 instructions a vertex (callgrind, kron:16: 107
+  // -> 62 with MarkDirty forced too; kron:20 with no bound 12-17% of a
+  // run). Forcing these alone made GCC outline the Reader's read instead,
+  // a call per arc; forcing MarkDirty too cost road-NY BFS ~3%.
   [[gnu::always_inline]] T Get(store::VertexId v) {
     if (resident()) {
       if (any_pending_) [[unlikely]]
