@@ -46,6 +46,11 @@ template <typename ScoreT>
 struct Arrays {
   compute::State<ScoreT>* slots[2];
   compute::State<uint32_t>* outdeg;
+  ScoreT base;  // (1-d)/N
+  // A vertex's new score from its gathered contributions.
+  ScoreT Score(ScoreT sum) const {
+    return base + static_cast<ScoreT>(kDamping) * sum;
+  }
 };
 
 // A score's value in an alternating slot, and back.
@@ -79,16 +84,13 @@ absl::StatusOr<compute::State<ScoreT>*> Alternate(Engine& engine,
                                                   int max_iters,
                                                   double tolerance,
                                                   PageRankResult& result) {
-  const uint64_t n = engine.num_vertices();
-  const ScoreT base = static_cast<ScoreT>((1.0 - kDamping) / n);
-  const ScoreT damping = static_cast<ScoreT>(kDamping);
   compute::State<uint32_t>& outdeg = *a.outdeg;
   while (result.iterations < max_iters && !(result.last_l1 < tolerance)) {
     compute::State<ScoreT>& now = *a.slots[result.iterations % 2];
     compute::State<ScoreT>& next = *a.slots[(result.iterations + 1) % 2];
     auto finish = [&](VertexId v, ScoreT sum) {
       const uint32_t d = outdeg.Get(v);
-      const ScoreT score = base + damping * sum;
+      const ScoreT score = a.Score(sum);
       const double change =
           std::fabs(double{score} - double{ToScore(now.Get(v), d)});
       next.Set(v, ToSlot(score, d));
@@ -122,9 +124,6 @@ absl::StatusOr<compute::State<ScoreT>*> KeepScores(Engine& engine,
                                                    int max_iters,
                                                    double tolerance,
                                                    PageRankResult& result) {
-  const uint64_t n = engine.num_vertices();
-  const ScoreT base = static_cast<ScoreT>((1.0 - kDamping) / n);
-  const ScoreT damping = static_cast<ScoreT>(kDamping);
   compute::State<ScoreT>& contrib = *a.slots[0];
   compute::State<ScoreT>& score = *a.slots[1];
   compute::State<uint32_t>& outdeg = *a.outdeg;
@@ -135,7 +134,7 @@ absl::StatusOr<compute::State<ScoreT>*> KeepScores(Engine& engine,
                   d == 0 ? ScoreT{0} : score.Get(v) / static_cast<ScoreT>(d));
     }));
     auto finish = [&](VertexId v, ScoreT sum) {
-      const ScoreT next = base + damping * sum;
+      const ScoreT next = a.Score(sum);
       const double change = std::fabs(double{next} - score.Get(v));
       score.Set(v, next);
       return change;
@@ -157,7 +156,8 @@ absl::StatusOr<PageRankResult> Run(Engine& engine, int max_iters,
                                 compute::CacheHint::kPerEdge),
        &engine.NewState<ScoreT>("pagerank.score", start,
                                 compute::CacheHint::kPerEdge)},
-      &engine.NewState<uint32_t>("pagerank.outdeg", 0)};
+      &engine.NewState<uint32_t>("pagerank.outdeg", 0),
+      static_cast<ScoreT>((1.0 - kDamping) / engine.num_vertices())};
   PageRankResult result;
   // The L1 change of the last iteration (none yet: go on).
   result.last_l1 = std::numeric_limits<double>::infinity();
