@@ -261,6 +261,9 @@ absl::StatusOr<Frontier> Engine::FinishAtomicPush(
   wire::PutVertexSet(out.bytes(), touched);
   DMG_ASSIGN_OR_RETURN(std::vector<Cluster::Received> all,
                        Collective(out.Take()));
+  // Values no post announces changed (a copy written for this collective
+  // predates them): no packed copy holds them.
+  if (mirrors_ != nullptr) mirrors_->Invalidate(IndexOf(target));
   Frontier global = NewFrontier();
   PostedSums sums = NewPostedSums();
   std::vector<uint64_t> lines(touched.size(), 0);  // every node's

@@ -112,6 +112,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     engine->own_begin_ = static_cast<VertexId>(engine->cluster_->bounds()[id]);
     engine->own_end_ =
         static_cast<VertexId>(engine->cluster_->bounds()[id + 1]);
+    if (options.source_mirrors) {
+      std::span<const uint64_t> b = engine->cluster_->bounds();
+      engine->mirrors_ = std::make_unique<SourceMirrors>(
+          transport, std::vector<uint64_t>(b.begin(), b.end()), id);
+    }
     DMG_RETURN_IF_ERROR(engine->MeasureTransport());
   } else {
     engine->cluster_ =
@@ -580,11 +585,32 @@ absl::Status Engine::PutCollectiveHeader(bool prewrite, MessageWriter& out) {
   // changed costs the others 64 bytes, not 4 KiB), as a set: a bitmap or
   // varint gaps, whichever is smaller (a BFS level's few hundred scattered
   // lines take a byte or two each, not 16 a run).
+  std::vector<bool> changed(placed_, false);
   for (size_t i = 0; i < placed_; ++i) {
     DMG_RETURN_IF_ERROR(Fail(states_[i]->error()));
-    wire::PutVertexSet(out.bytes(), states_[i]->DirtyLineWords());
+    std::span<const uint64_t> lines = states_[i]->DirtyLineWords();
+    wire::PutVertexSet(out.bytes(), lines);
+    changed[i] = std::any_of(lines.begin(), lines.end(),
+                             [](uint64_t w) { return w != 0; });
   }
-  return absl::OkStatus();
+  return PutMirrorItems(changed, out);
+}
+
+absl::Status Engine::PutMirrorItems(const std::vector<bool>& changed,
+                                    MessageWriter& out) {
+  if (mirrors_ == nullptr) {
+    PutVarint(out.bytes(), 0);
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < placed_; ++i) {
+    if (states_[i]->TakeFilteredBatch() && armed_sources_ >= 0) {
+      mirrors_->Want(i, armed_sources_);
+    }
+  }
+  std::vector<StateArrayBase*> arrays(placed_);
+  for (size_t i = 0; i < placed_; ++i) arrays[i] = states_[i].get();
+  return Fail(mirrors_->Put(pool_->endpoint(0), superstep_, arrays, changed,
+                            out.bytes()));
 }
 
 absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
@@ -630,6 +656,7 @@ absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
   }
   std::vector<LineRun>& refresh = posts.refresh;
   const bool own = k == compute_node();
+  std::vector<bool> changed(placed_, false);
   for (size_t i = 0; i < placed_; ++i) {
     // Runs of consecutive changed lines (of its own post, only whether
     // there are any).
@@ -652,6 +679,15 @@ absl::Status Engine::TakeCollectiveHeader(int k, std::string& post,
           k, states_[i]->name(), i, placed_)));
     }
     (own ? posts.own_changes : posts.others_changed) |= any;
+    changed[i] = any;
+  }
+  if (mirrors_ != nullptr) {
+    DMG_RETURN_IF_ERROR(Fail(mirrors_->Take(k, superstep_, rest, changed)));
+  } else if (uint64_t items = 0; !GetVarint(rest, &items) || items != 0) {
+    return Fail(absl::DataLossError(absl::StrFormat(
+        "compute node %d posted source-mirror items this node does not take "
+        "(--source_mirrors differs between nodes?)",
+        k)));
   }
   // What is left is the operation's own part.
   const size_t used = post.size() - in.remaining();
@@ -1196,10 +1232,32 @@ absl::Status Engine::ArmSourceReads(Direction d, bool whole) {
     ArmPendingReads(/*all_on_touch=*/true);
     return absl::OkStatus();
   }
+  armed_sources_ = k;
   for (size_t i = 0; compute_nodes() > 1 && i < placed_; ++i) {
     states_[i]->FetchAllOnTouch(true, &sources_[k]);
+    if (mirrors_ != nullptr) {
+      states_[i]->SetMirror(mirrors_->For(i, k, superstep_));
+    }
   }
   return absl::OkStatus();
+}
+
+void Engine::SourcesComplete(int k) {
+  sources_complete_[k] = true;
+  if (mirrors_ != nullptr) mirrors_->SetNeeds(k, sources_[k]);
+}
+
+uint64_t Engine::mirror_values_read() const {
+  uint64_t n = 0;
+  for (const auto& a : states_) n += a->mirror_values();
+  return n;
+}
+
+size_t Engine::IndexOf(const StateArrayBase& a) const {
+  for (size_t i = 0; i < states_.size(); ++i) {
+    if (states_[i].get() == &a) return i;
+  }
+  return states_.size();
 }
 
 absl::Status Engine::PrimeSources(Direction d) {
@@ -1227,7 +1285,7 @@ absl::Status Engine::PrimeSources(Direction d) {
               return absl::OkStatus();
             });
       })));
-  sources_complete_[k] = true;
+  SourcesComplete(k);
   return absl::OkStatus();
 }
 

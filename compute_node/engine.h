@@ -45,6 +45,7 @@
 #include "compute_node/progress.h"
 #include "compute_node/remote_graph.h"
 #include "compute_node/run_stats.h"
+#include "compute_node/source_mirrors.h"
 #include "compute_node/state_array.h"
 #include "compute_node/unit_scheduler.h"
 #include "compute_node/updates.h"
@@ -125,6 +126,10 @@ struct EngineOptions {
   // operation needs the rest (a pull, a steal: one exchange of members).
   // Off while progress is recorded (a checkpoint keeps whole frontiers).
   bool counted_parts = true;
+  // With several compute nodes: arrays other nodes' pulls read travel as
+  // owners' packed copies of the values each reader reads
+  // (source_mirrors.h), not as 64-byte lines.
+  bool source_mirrors = true;
   // Stage 1: a range's cost is its edges plus this times its vertices.
   double stage1_alpha = 1.0;
   // Called on the calling thread after every superstep with its figures
@@ -390,6 +395,12 @@ class Engine {
   // memory node reclaims a dead client's regions when its connections close).
   bool healthy() const { return !pool_->failed() && !failed_; }
   const RemoteGraph& graph() const { return graph_; }
+  // Values this node READ from other nodes' packed copies of pulled
+  // arrays, and wrote into its own (source_mirrors.h).
+  uint64_t mirror_values_read() const;
+  uint64_t mirror_values_written() const {
+    return mirrors_ == nullptr ? 0 : mirrors_->values_written();
+  }
   RunStats& stats() { return stats_; }
   // Closes the totals (ends an open superstep first) and, with several
   // compute nodes, leaves the job (after this, no collective operation).
@@ -648,6 +659,10 @@ class Engine {
   // Prewrites (if `prewrite`) and writes this node's header and changed
   // lines: the start of its post.
   absl::Status PutCollectiveHeader(bool prewrite, MessageWriter& out);
+  // The header's source-mirror items (SourceMirrors::Put); changed[i]:
+  // this post changes array i.
+  absl::Status PutMirrorItems(const std::vector<bool>& changed,
+                              MessageWriter& out);
   // Checks node k's header against this node's place in the program, notes
   // its changed lines in `posts` (the other nodes'), and strips header and
   // lines from `post`, leaving the operation's own part.
@@ -1125,6 +1140,14 @@ class Engine {
   // not counted in the cache bound (a bit a vertex).
   std::vector<uint64_t> sources_[2];
   bool sources_complete_[2] = {false, false};
+  // Direction k's sources are complete: offered to the source mirrors.
+  void SourcesComplete(int k);
+  // Packed copies of pulled arrays (options_.source_mirrors, several
+  // compute nodes); the stored direction of the last ArmSourceReads.
+  std::unique_ptr<SourceMirrors> mirrors_;
+  int armed_sources_ = -1;
+  // The index of `a` in states_ (states_.size() if none).
+  size_t IndexOf(const StateArrayBase& a) const;
   // Records the neighbours of the block's vertices in this node's range.
   void RecordSources(int k, const BlockView& b) {
     const VertexId first = b.first_vertex();

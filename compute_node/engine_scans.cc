@@ -478,7 +478,7 @@ absl::Status Engine::ScanBlocks(Direction d, const RangeFn* want,
   // every node).
   if (want == nullptr && !scan_shared_) {
     ++full_scans_[k];
-    if (record) sources_complete_[k] = true;
+    if (record) SourcesComplete(k);
   }
   return absl::OkStatus();
 }

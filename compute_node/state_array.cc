@@ -557,13 +557,85 @@ uint64_t StateArrayBase::ReferencedLines(uint64_t page) const {
   return lines;
 }
 
+bool StateArrayBase::ReadMirrors(int worker, std::vector<bool>& skip) {
+  const MirrorSource& m = *mirror_;
+  // Elements a single atomic store writes (StoreElement).
+  if (elem_ > 8 || (elem_ & (elem_ - 1)) != 0) return true;
+  const int nodes = slices_.count();
+  uint64_t total = 0;
+  std::vector<bool> use(nodes, false);
+  for (int k = 0; k < nodes && k < static_cast<int>(m.regions.size()); ++k) {
+    const transport::RegionInfo& r = m.regions[k];
+    const MirrorLayout::Part& part = m.layout->from(k);
+    if (r.length == 0 || part.runs.empty()) continue;
+    const auto& last = part.runs.back();
+    if ((last.first + last.second) * elem_ > r.length) continue;
+    use[k] = true;
+    total += part.vertices.size();
+  }
+  if (total == 0) return true;
+  mirror_scratch_.resize(total * elem_);
+  transport::Endpoint& ep = endpoint(worker);
+  std::byte* at = mirror_scratch_.data();
+  for (int k = 0; k < nodes; ++k) {
+    if (!use[k]) continue;
+    const transport::RegionInfo& r = m.regions[k];
+    for (const auto& [first, count] : m.layout->from(k).runs) {
+      for (uint64_t done = 0; done < count * elem_;) {
+        const uint64_t n =
+            std::min<uint64_t>(count * elem_ - done, StateSlices::kMaxOp);
+        ep.Read(r.node, r.id, first * elem_ + done, at,
+                static_cast<uint32_t>(n));
+        at += n;
+        done += n;
+      }
+    }
+  }
+  if (absl::Status s = ep.Flush(); !s.ok()) {
+    MutexLock error_lock(&error_mu_);
+    if (error_.ok()) error_ = s;
+    read_failed_.store(true, std::memory_order_relaxed);
+    return false;
+  }
+  // Other workers may be reading these elements (those on lines that are
+  // not pending hold the same value already): element-wide stores.
+  const std::byte* from = mirror_scratch_.data();
+  skip.assign(pages_, false);
+  for (int k = 0; k < nodes; ++k) {
+    if (!use[k]) continue;
+    for (const store::VertexId v : m.layout->from(k).vertices) {
+      StoreElement(local_.data() + uint64_t{v} * elem_, from);
+      from += elem_;
+    }
+    const StateSlices::Slice& slice = slices_[k];
+    for (uint64_t p = slice.begin / kPageBytes;
+         p < std::min(pages_, (slice.end + kPageBytes - 1) / kPageBytes); ++p) {
+      skip[p] = true;
+    }
+  }
+  mirror_values_ += total;
+  return true;
+}
+
 bool StateArrayBase::ReadPendingBatch(int worker, bool filtered, bool* left) {
   transport::Endpoint& ep = endpoint(worker);
   std::vector<TakenLines> taken;
+  mirror_skip_.clear();
+  if (filtered && referenced_ != nullptr) {
+    filtered_batch_.store(true, std::memory_order_relaxed);
+    if (mirror_ != nullptr && !keep_checks_ && cache_ == nullptr &&
+        !ReadMirrors(worker, mirror_skip_)) {
+      return false;
+    }
+  }
   for (uint64_t p = 0; p < pages_; ++p) {
     uint64_t now = pending_.now(p);
     uint64_t old = pending_.old(p);
     if ((now | old) == 0) continue;
+    if (!mirror_skip_.empty() && mirror_skip_[p]) {
+      *left = true;  // READ from the owner's packed copy
+      continue;
+    }
     const uint64_t wanted = filtered ? ReferencedLines(p) : ~uint64_t{0};
     *left = *left || ((now | old) & ~wanted) != 0;
     now &= wanted;
@@ -600,8 +672,11 @@ void StateArrayBase::FetchAllPending(int worker, uint64_t line) {
   if (!ReadPendingBatch(worker, /*filtered=*/true, &left)) return;
   if (left) {
     // The rest is READ a line at a touch, or, under the operation's
-    // promise, never touched; the line this worker touched, now.
-    if (LineIsPending(line)) FetchLine(worker, line);
+    // promise, never touched; the line this worker touched, now (unless
+    // its values came from a packed copy).
+    const bool mirrored =
+        !mirror_skip_.empty() && mirror_skip_[line * kLineBytes / kPageBytes];
+    if (!mirrored && LineIsPending(line)) FetchLine(worker, line);
     bulk_taken_.store(true, std::memory_order_release);
     if (referenced_ != nullptr && !keep_checks_) {
       checks_suspended_ = true;

@@ -60,6 +60,7 @@
 #include "compute_node/memory_budget.h"
 #include "compute_node/page_cache.h"
 #include "compute_node/pending_lines.h"
+#include "compute_node/source_mirror.h"
 #include "compute_node/state_slices.h"
 #include "compute_node/unit_scheduler.h"
 #include "compute_node/worker_pool.h"
@@ -67,6 +68,14 @@
 #include "transport/transport.h"
 
 namespace dmg::compute {
+
+// Owners' packed copies a batch filtered by a pull's sources may READ
+// instead of the lines (source_mirrors.h): per owner node, the copy that
+// holds its values now (length 0: READ the lines).
+struct MirrorSource {
+  const MirrorLayout* layout = nullptr;
+  std::vector<transport::RegionInfo> regions;
+};
 
 // What a state array needs from the runtime around it.
 struct StateContext {
@@ -271,10 +280,31 @@ class StateArrayBase : public PageSource {
     ResumeChecks();
     fetch_all_ = all;
     referenced_ = referenced;
+    mirror_ = nullptr;
     keep_checks_ = false;
     bulk_taken_.store(false, std::memory_order_relaxed);
     demand_left_.store(static_cast<int64_t>(demand), std::memory_order_relaxed);
   }
+  // Where the next batch filtered by `referenced` may READ owners' packed
+  // copies instead of lines (nullptr: lines only; set between operations,
+  // after FetchAllOnTouch, which clears it). Their vertices' values land
+  // in the copy; their lines stay pending, so once the operation is over
+  // a touch of any other vertex there READs its line.
+  void SetMirror(const MirrorSource* mirror) { mirror_ = mirror; }
+  // Whether a batch filtered by `referenced` was READ since the last call
+  // (the engine then asks the owners for packed copies).
+  bool TakeFilteredBatch() { return filtered_batch_.exchange(false); }
+  // Copies the resident values of `vertices`, in order, to `out`
+  // (elem_size() bytes each): an owner's packed copy.
+  void PackElements(std::span<const store::VertexId> vertices,
+                    std::byte* out) const {
+    for (const store::VertexId v : vertices) {
+      std::memcpy(out, local_.data() + uint64_t{v} * elem_, elem_);
+      out += elem_;
+    }
+  }
+  // Values READ from packed copies so far.
+  uint64_t mirror_values() const { return mirror_values_; }
   bool any_pending() const { return any_pending_; }
   // Whether FetchAllOnTouch armed a batch for this operation.
   bool fetches_all_on_touch() const { return fetch_all_; }
@@ -296,6 +326,7 @@ class StateArrayBase : public PageSource {
   }
   // Ends what FetchAllOnTouch's promise allowed (at the operation's end).
   void ResumeChecks() {
+    mirror_ = nullptr;
     if (checks_suspended_) {
       checks_suspended_ = false;
       any_pending_.store(true, std::memory_order_release);
@@ -505,6 +536,9 @@ class StateArrayBase : public PageSource {
   // FetchAllOnTouch's filter (set between operations), and whether this
   // operation's batch was READ with lines left pending outside it.
   const std::vector<uint64_t>* referenced_ = nullptr;
+  const MirrorSource* mirror_ = nullptr;  // SetMirror
+  std::atomic<bool> filtered_batch_ = false;
+  uint64_t mirror_values_ = 0;
   std::atomic<bool> bulk_taken_ = false;
   std::atomic<int64_t> demand_left_ = 0;  // lines before the batch
   // Lines are pending but the accessors do not check (FetchAllOnTouch).
@@ -654,6 +688,33 @@ class StateArrayBase : public PageSource {
   };
   bool FlushTaken(transport::Endpoint& ep,
                   const std::vector<TakenLines>& taken);
+  // READs the values mirror_ offers into the copy; false when the READ
+  // failed (the error is kept). `skip[p]`: page p's lines are left pending
+  // (an owner whose copy was READ).
+  bool ReadMirrors(int worker, std::vector<bool>& skip)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_mu_);
+  // One element's bytes into the copy, as one atomic store.
+  void StoreElement(std::byte* to, const std::byte* from) const {
+    switch (elem_) {
+      case 1:
+        return Store<uint8_t>(to, from);
+      case 2:
+        return Store<uint16_t>(to, from);
+      case 4:
+        return Store<uint32_t>(to, from);
+      default:
+        return Store<uint64_t>(to, from);
+    }
+  }
+  template <typename W>
+  static void Store(std::byte* to, const std::byte* from) {
+    W w;
+    std::memcpy(&w, from, sizeof(W));
+    std::atomic_ref<W>(*reinterpret_cast<W*>(to))
+        .store(w, std::memory_order_relaxed);
+  }
+  std::vector<std::byte> mirror_scratch_;  // under fetch_mu_
+  std::vector<bool> mirror_skip_;          // under fetch_mu_
   // The lines of page `page` holding a vertex referenced_ sets.
   uint64_t ReferencedLines(uint64_t page) const;
   // Queues READs of page `page`'s pending lines (bits `now` from the open

@@ -182,7 +182,7 @@ std::vector<FlagGroup> RunFlagGroups() {
        {"cache_mb", "cache_fraction", "cache_policy", "prefetch_window"}},
       {"compute nodes, the update coordinator and the workload manager",
        {"compute_nodes", "compute_node_id", "job", "update_mode", "direction",
-        "cost_constants", "steal", "stage1_alpha"}},
+        "cost_constants", "steal", "source_mirrors", "stage1_alpha"}},
       {"the GPU", {"gpu", "gpu_share"}},
       {"resume after a failure",
        {"resume", "keep_state_s", "checkpoint_interval", "max_retries",

@@ -91,6 +91,11 @@ DEFINE_string(cost_constants, "",
               "exchange_us=..,gather_ns=..,pull_hit_ns=..,byte_ns=..; any "
               "subset; the rest: the built-in fit, "
               "docs/COST_MODEL.md)");
+DEFINE_bool(source_mirrors, true,
+            "with several compute nodes: an owner also WRITEs the values of "
+            "an array other nodes' pulls read, packed by reader, and each "
+            "reader READs its vertices' values alone instead of whole "
+            "64-byte lines (false: lines only, for ablations)");
 DEFINE_bool(steal, true,
             "stage 2 across compute nodes: in push, pull and bottom-up "
             "steps where the fitted model predicts a gain (one node's share "
@@ -281,6 +286,7 @@ absl::Status Choices(compute::EngineOptions& e) {
     return absl::InvalidArgumentError("--stage1_alpha must be >= 0");
   }
   e.steal = FLAGS_steal;
+  e.source_mirrors = FLAGS_source_mirrors;
   e.stage1_alpha = FLAGS_stage1_alpha;
   return absl::OkStatus();
 }
