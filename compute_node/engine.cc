@@ -606,6 +606,7 @@ absl::Status Engine::PutMirrorItems(const std::vector<bool>& changed,
     if (states_[i]->TakeFilteredBatch() && armed_sources_ >= 0) {
       mirrors_->Want(i, armed_sources_);
     }
+    if (states_[i]->TakeMirrorWasted()) mirrors_->Drop(i);
   }
   std::vector<StateArrayBase*> arrays(placed_);
   for (size_t i = 0; i < placed_; ++i) arrays[i] = states_[i].get();

@@ -12,7 +12,13 @@ namespace dmg::compute {
 
 namespace {
 
-enum Item : uint64_t { kNeeds = 1, kWant = 2, kRegion = 3, kWritten = 4 };
+enum Item : uint64_t {
+  kNeeds = 1,
+  kWant = 2,
+  kRegion = 3,
+  kWritten = 4,
+  kUnwant = 5
+};
 
 }  // namespace
 
@@ -57,8 +63,10 @@ void SourceMirrors::SetNeeds(int d, const std::vector<uint64_t>& bits) {
 
 void SourceMirrors::Want(size_t array, int d) {
   Array& a = At(array);
-  if (a.my_want < 0 && !a.want_posted) a.my_want = d;
+  if (a.my_want < 0 && !a.want_posted && !a.dropped) a.my_want = d;
 }
+
+void SourceMirrors::Drop(size_t array) { At(array).dropped = true; }
 
 absl::Status SourceMirrors::Allocate(Array& a, size_t array, uint64_t elem) {
   const uint64_t bytes = std::max<uint64_t>(
@@ -114,9 +122,18 @@ absl::Status SourceMirrors::Put(transport::Endpoint& ep, int superstep,
       a.want_posted = true;
       ++count;
     }
+    if (a.dropped && a.want_posted && !a.unwant_posted) {
+      PutVarint(items, kUnwant);
+      PutVarint(items, i);
+      a.unwant_posted = true;
+      ++count;
+    }
+    // Copies are written while some other node wants them.
+    const bool others_want = (a.wanters & ~(uint64_t{1} << node_)) != 0;
     const uint64_t elem = i < arrays.size() ? arrays[i]->elem_size() : 0;
-    if (i >= arrays.size() || a.wanted_d < 0 || !layout_[a.wanted_d] ||
-        !arrays[i]->resident() || elem > 8 || (elem & (elem - 1)) != 0) {
+    if (!others_want || i >= arrays.size() || a.wanted_d < 0 ||
+        !layout_[a.wanted_d] || !arrays[i]->resident() || elem > 8 ||
+        (elem & (elem - 1)) != 0) {
       continue;
     }
     if (a.own.d < 0) {
@@ -187,6 +204,9 @@ absl::Status SourceMirrors::Take(int k, int superstep, std::string_view& in,
     if (kind == kWant) {
       if (!GetVarint(in, &d) || d > 1) return malformed("direction");
       if (a.wanted_d < 0) a.wanted_d = static_cast<int>(d);
+      a.wanters |= uint64_t{1} << k;
+    } else if (kind == kUnwant) {
+      a.wanters &= ~(uint64_t{1} << k);
     } else if (kind == kRegion) {
       Copy& c = a.from[k];
       if (!GetVarint(in, &d) || d > 1) return malformed("direction");
@@ -220,6 +240,7 @@ void SourceMirrors::Invalidate(size_t array) {
 const MirrorSource* SourceMirrors::For(size_t array, int d, int superstep) {
   if (array >= arrays_.size() || !layout_[d]) return nullptr;
   Array& a = arrays_[array];
+  if (a.dropped) return nullptr;
   a.source.layout = &*layout_[d];
   a.source.regions.assign(nodes_, transport::RegionInfo());
   bool any = false;

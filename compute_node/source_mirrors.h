@@ -7,6 +7,8 @@
 //            its bit per vertex (every node builds every layout from them);
 //   want     once per array, from a node whose pull READ the array's pending
 //            lines in a batch filtered by its sources;
+//   unwant   once per array, from a node that READ lines its copies had
+//            brought (they only added bytes there: Drop);
 //   region   once per wanted array, from an owner that holds it resident:
 //            its two packed copies (by superstep parity);
 //   written  the owner wrote this post's values of the array into the copy
@@ -56,6 +58,12 @@ class SourceMirrors {
   absl::Status Put(transport::Endpoint& ep, int superstep,
                    std::span<StateArrayBase* const> arrays,
                    const std::vector<bool>& changed, std::string& out);
+  // This node READ lines of array `array` that its last packed copies had
+  // brought (a later operation touches other vertices there): it stops
+  // using copies of the array and says so (unwant); owners stop writing
+  // once no node wants them.
+  void Drop(size_t array);
+
   // Takes node k's items (its own included, so every node's view of wants
   // is alike). changed[i]: k's post changed array i.
   absl::Status Take(int k, int superstep, std::string_view& in,
@@ -79,8 +87,10 @@ class SourceMirrors {
   struct Array {
     MirrorSource source;  // For's answer
     int wanted_d = -1;    // the direction of the first want (all alike)
+    uint64_t wanters = 0;  // a bit per node that wants copies (all alike)
     bool want_posted = false;
     int my_want = -1;
+    bool dropped = false, unwant_posted = false;
     Copy own;
     bool own_posted = false;
     std::vector<Copy> from;  // per owner

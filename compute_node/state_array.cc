@@ -532,6 +532,7 @@ absl::Status StateArrayBase::FetchPending() {
         for (uint64_t p = first; p < last; ++p) {
           const uint64_t now = pending_.now(p), old = pending_.old(p);
           QueuePendingRuns(ep, p, now, old);
+          if ((now | old) != 0) NoteTaken(p);
           pending_.Clear(p, now, old);
         }
         return ep.Flush();
@@ -601,6 +602,9 @@ bool StateArrayBase::ReadMirrors(int worker, std::vector<bool>& skip) {
   // not pending hold the same value already): element-wide stores.
   const std::byte* from = mirror_scratch_.data();
   skip.assign(pages_, false);
+  for (uint64_t& word : mirror_pages_) {
+    std::atomic_ref<uint64_t>(word).store(0, std::memory_order_relaxed);
+  }
   for (int k = 0; k < nodes; ++k) {
     if (!use[k]) continue;
     for (const store::VertexId v : m.layout->from(k).vertices) {
@@ -611,6 +615,8 @@ bool StateArrayBase::ReadMirrors(int worker, std::vector<bool>& skip) {
     for (uint64_t p = slice.begin / kPageBytes;
          p < std::min(pages_, (slice.end + kPageBytes - 1) / kPageBytes); ++p) {
       skip[p] = true;
+      std::atomic_ref<uint64_t>(mirror_pages_[p >> 6])
+          .fetch_or(uint64_t{1} << (p & 63), std::memory_order_relaxed);
     }
   }
   mirror_values_ += total;
@@ -655,7 +661,10 @@ bool StateArrayBase::FlushTaken(transport::Endpoint& ep,
     read_failed_.store(true, std::memory_order_relaxed);
     return false;  // stays pending; the error ends the job
   }
-  for (const TakenLines& t : taken) pending_.Clear(t.page, t.now, t.old);
+  for (const TakenLines& t : taken) {
+    NoteTaken(t.page);
+    pending_.Clear(t.page, t.now, t.old);
+  }
   return true;
 }
 
@@ -757,6 +766,7 @@ void StateArrayBase::FetchLine(int worker, uint64_t line) {
     return;  // stays pending; the error ends the job
   }
   const uint64_t mask = uint64_t{1} << (line & 63);
+  NoteTaken(line >> 6);
   pending_.Clear(line >> 6, mask, mask);
 }
 

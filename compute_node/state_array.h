@@ -290,7 +290,13 @@ class StateArrayBase : public PageSource {
   // after FetchAllOnTouch, which clears it). Their vertices' values land
   // in the copy; their lines stay pending, so once the operation is over
   // a touch of any other vertex there READs its line.
-  void SetMirror(const MirrorSource* mirror) { mirror_ = mirror; }
+  void SetMirror(const MirrorSource* mirror) {
+    mirror_ = mirror;
+    // Sized once, here, where no worker runs: NoteTaken reads it anytime.
+    if (mirror != nullptr && mirror_pages_.empty()) {
+      mirror_pages_.assign((pages_ + 63) / 64, 0);
+    }
+  }
   // Whether a batch filtered by `referenced` was READ since the last call
   // (the engine then asks the owners for packed copies).
   bool TakeFilteredBatch() { return filtered_batch_.exchange(false); }
@@ -303,6 +309,11 @@ class StateArrayBase : public PageSource {
       out += elem_;
     }
   }
+  // Whether a line of a page whose values the last packed copies brought
+  // was READ since (by a later operation touching other vertices there):
+  // the copies then only add bytes (SourceMirrors::Drop). Cleared by the
+  // call.
+  bool TakeMirrorWasted() { return mirror_wasted_.exchange(false); }
   // Values READ from packed copies so far.
   uint64_t mirror_values() const { return mirror_values_; }
   bool any_pending() const { return any_pending_; }
@@ -714,6 +725,20 @@ class StateArrayBase : public PageSource {
         .store(w, std::memory_order_relaxed);
   }
   std::vector<std::byte> mirror_scratch_;  // under fetch_mu_
+  // Pages whose values the last packed copies brought, a bit each (sized by
+  // SetMirror; words set by ReadMirrors, read by NoteTaken, atomically).
+  std::vector<uint64_t> mirror_pages_;
+  std::atomic<bool> mirror_wasted_ = false;
+  // Lines of page `page` are being READ: a page the copies brought?
+  void NoteTaken(uint64_t page) {
+    if (!mirror_pages_.empty() &&
+        ((std::atomic_ref<uint64_t>(mirror_pages_[page >> 6])
+              .load(std::memory_order_relaxed) >>
+          (page & 63)) &
+         1) != 0) {
+      mirror_wasted_.store(true, std::memory_order_relaxed);
+    }
+  }
   std::vector<bool> mirror_skip_;          // under fetch_mu_
   // The lines of page `page` holding a vertex referenced_ sets.
   uint64_t ReferencedLines(uint64_t page) const;
