@@ -199,7 +199,8 @@ absl::Status SourceMirrors::Take(int k, int superstep, std::string_view& in,
       }
       continue;
     }
-    if (!GetVarint(in, &i) || i > (1 << 20)) return malformed("array");
+    // (Programs declare a few arrays; a bound keeps a bad post small.)
+    if (!GetVarint(in, &i) || i >= 4096) return malformed("array");
     Array& a = At(i);
     if (kind == kWant) {
       if (!GetVarint(in, &d) || d > 1) return malformed("direction");
