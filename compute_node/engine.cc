@@ -1,6 +1,7 @@
 #include "compute_node/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <thread>
 
@@ -1245,7 +1246,16 @@ absl::Status Engine::ArmSourceReads(Direction d, bool whole) {
 
 void Engine::SourcesComplete(int k) {
   sources_complete_[k] = true;
-  if (mirrors_ != nullptr) mirrors_->SetNeeds(k, sources_[k]);
+  if (mirrors_ == nullptr) return;
+  // The layout (4 bytes a vertex this node reads, or others read of its
+  // range) and the copies' buffers (up to 8 bytes a value) count against
+  // the bound, from what the cache planner left: where they do not fit,
+  // this node posts no needs, and no node mirrors direction k.
+  uint64_t reads = 0;
+  for (const uint64_t w : sources_[k]) reads += std::popcount(w);
+  const uint64_t bytes = (reads + (own_end_ - own_begin_)) * 12;
+  if (!budget_.TryReserve(bytes)) return;
+  mirrors_->SetNeeds(k, sources_[k]);
 }
 
 uint64_t Engine::mirror_values_read() const {
