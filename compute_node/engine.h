@@ -396,11 +396,8 @@ class Engine {
   bool healthy() const { return !pool_->failed() && !failed_; }
   const RemoteGraph& graph() const { return graph_; }
   // Values this node READ from other nodes' packed copies of pulled
-  // arrays, and wrote into its own (source_mirrors.h).
+  // arrays (source_mirrors.h).
   uint64_t mirror_values_read() const;
-  uint64_t mirror_values_written() const {
-    return mirrors_ == nullptr ? 0 : mirrors_->values_written();
-  }
   RunStats& stats() { return stats_; }
   // Closes the totals (ends an open superstep first) and, with several
   // compute nodes, leaves the job (after this, no collective operation).

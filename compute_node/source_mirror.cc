@@ -19,9 +19,9 @@ bool Bit(std::span<const uint64_t> bits, uint64_t v) {
 
 }  // namespace
 
-MirrorLayout::MirrorLayout(std::span<const uint64_t> bounds, int node,
-                           const std::vector<std::span<const uint64_t>>& needs)
-    : node_(node) {
+MirrorLayout::MirrorLayout(
+    std::span<const uint64_t> bounds, int node,
+    const std::vector<std::span<const uint64_t>>& needs) {
   const int nodes = static_cast<int>(needs.size());
   packed_.assign(nodes, 0);
   parts_.assign(nodes, Part());
@@ -61,12 +61,6 @@ MirrorLayout::MirrorLayout(std::span<const uint64_t> bounds, int node,
       part.vertices.push_back(v);
     }
   }
-}
-
-uint64_t MirrorLayout::reads() const {
-  uint64_t n = 0;
-  for (const Part& p : parts_) n += p.vertices.size();
-  return n;
 }
 
 }  // namespace dmg::compute

@@ -45,18 +45,14 @@ class MirrorLayout {
   MirrorLayout(std::span<const uint64_t> bounds, int node,
                const std::vector<std::span<const uint64_t>>& needs);
 
-  int node() const { return node_; }
   // This node's vertices that another node reads, in packed order.
   std::span<const store::VertexId> own_order() const { return own_order_; }
   // Node k's packed copy: how many values, and what this node READs of it
   // (empty for k == node()).
   uint64_t packed(int k) const { return packed_[k]; }
   const Part& from(int k) const { return parts_[k]; }
-  // Values this node READs over all owners.
-  uint64_t reads() const;
 
  private:
-  int node_ = 0;
   std::vector<store::VertexId> own_order_;
   std::vector<uint64_t> packed_;
   std::vector<Part> parts_;

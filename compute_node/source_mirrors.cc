@@ -95,7 +95,6 @@ absl::Status SourceMirrors::WritePacked(transport::Endpoint& ep, int superstep,
     ep.Write(r.node, r.id, at, scratch_.data() + at,
              static_cast<uint32_t>(std::min(kMaxOp, bytes - at)));
   }
-  values_written_ += order.size();
   return ep.Flush();
 }
 

@@ -75,9 +75,6 @@ class SourceMirrors {
   // from packed copies (nullptr: nothing; READ the lines).
   const MirrorSource* For(size_t array, int d, int superstep);
 
-  // Values of packed copies this node has written and READ (statistics).
-  uint64_t values_written() const { return values_written_; }
-
  private:
   struct Copy {
     int d = -1;
@@ -111,7 +108,6 @@ class SourceMirrors {
   std::optional<MirrorLayout> layout_[2];
   std::deque<Array> arrays_;  // For's answers stay put as it grows
   std::vector<std::byte> scratch_;
-  uint64_t values_written_ = 0;
 };
 
 }  // namespace dmg::compute
